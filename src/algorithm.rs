@@ -1,0 +1,302 @@
+//! The Redlock arithmetic, free of I/O: quorum, drift, validity, vote tallying
+//! and retry delays. Everything here is unit-tested without Redis.
+
+use std::time::{Duration, Instant};
+
+use crate::error::{FailureKind, NodeFailure};
+
+/// Redis' expiry precision (1 ms) plus a minimum clock drift (1 ms).
+pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
+
+/// The largest TTL accepted: `u32::MAX` milliseconds (about 49.7 days).
+pub(crate) const MAX_TTL: Duration = Duration::from_millis(u32::MAX as u64);
+
+/// Majority of `n` nodes.
+pub(crate) fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// The clock-drift allowance for a TTL: `ttl * factor + 2 ms`.
+pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
+    // `factor` is validated to lie in [0, 1), so this cannot overflow or panic.
+    ttl.mul_f64(factor).saturating_add(DRIFT_FLOOR)
+}
+
+/// Checks a TTL and returns it in whole milliseconds, the unit Redis takes.
+pub(crate) fn ttl_millis(ttl: Duration, drift_factor: f64) -> Result<u64, String> {
+    if ttl > MAX_TTL {
+        return Err(format!(
+            "ttl {ttl:?} is too large; the maximum is {MAX_TTL:?}"
+        ));
+    }
+    let millis = ttl.as_millis() as u64;
+    if millis == 0 {
+        return Err(format!(
+            "ttl {ttl:?} is below one millisecond; Redis expires keys in whole milliseconds"
+        ));
+    }
+    let whole = Duration::from_millis(millis);
+    let allowance = drift(whole, drift_factor);
+    if whole <= allowance {
+        return Err(format!(
+            "ttl {ttl:?} is not above the clock-drift allowance of {allowance:?}; use a longer ttl"
+        ));
+    }
+    Ok(millis)
+}
+
+/// When a lock acquired (or extended) at `start` with `ttl` stops being safe to
+/// rely on: `start + ttl - drift`. Validity measured from the end of the round,
+/// `ttl - elapsed - drift`, ends at this same instant.
+pub(crate) fn valid_until(start: Instant, ttl: Duration, drift_factor: f64) -> Instant {
+    let usable = ttl.saturating_sub(drift(ttl, drift_factor));
+    start.checked_add(usable).unwrap_or(start)
+}
+
+/// The per-node timeout derived from a TTL: `ttl * factor`, kept within
+/// [`MIN_NODE_TIMEOUT`, `MAX_NODE_TIMEOUT`] and never above a third of the TTL.
+pub(crate) fn derived_node_timeout(ttl: Duration, factor: f64) -> Duration {
+    let scaled = ttl
+        .mul_f64(factor)
+        .clamp(MIN_NODE_TIMEOUT, MAX_NODE_TIMEOUT);
+    scaled.min(ttl / 3).max(Duration::from_millis(1))
+}
+
+/// Lower bound of the derived per-node timeout.
+pub(crate) const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
+/// Upper bound of the derived per-node timeout.
+pub(crate) const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+
+/// How one node answered one operation.
+pub(crate) type Answer = Result<bool, NodeFailure>;
+
+/// The decision of a round once enough answers are in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// A majority confirmed.
+    Confirmed,
+    /// A majority is impossible, and refusals ("held by someone else" / "not
+    /// our token") are part of why: failures alone would have left room for it.
+    Refused,
+    /// A majority is impossible because too many nodes failed.
+    Unreachable,
+}
+
+/// Counts the answers of one round and decides as soon as the outcome is known.
+#[derive(Debug)]
+pub(crate) struct Tally {
+    nodes: usize,
+    quorum: usize,
+    yes: usize,
+    no: usize,
+    failures: Vec<NodeFailure>,
+}
+
+impl Tally {
+    pub(crate) fn new(nodes: usize) -> Self {
+        Tally {
+            nodes,
+            quorum: quorum(nodes),
+            yes: 0,
+            no: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    pub(crate) fn record(&mut self, answer: Answer) {
+        match answer {
+            Ok(true) => self.yes += 1,
+            Ok(false) => self.no += 1,
+            Err(failure) => self.failures.push(failure),
+        }
+    }
+
+    /// Counts a node that did not answer before the caller's deadline.
+    pub(crate) fn record_missing(&mut self, failure: NodeFailure) {
+        self.failures.push(failure);
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.nodes - self.yes - self.no - self.failures.len()
+    }
+
+    pub(crate) fn confirmed(&self) -> usize {
+        self.yes
+    }
+
+    pub(crate) fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    pub(crate) fn into_failures(self) -> Vec<NodeFailure> {
+        self.failures
+    }
+
+    /// `Some` once the outcome can no longer change.
+    pub(crate) fn verdict(&self) -> Option<Verdict> {
+        if self.yes >= self.quorum {
+            return Some(Verdict::Confirmed);
+        }
+        if self.yes + self.pending() >= self.quorum {
+            return None;
+        }
+        if self.no > 0 && self.nodes - self.failures.len() >= self.quorum {
+            Some(Verdict::Refused)
+        } else {
+            Some(Verdict::Unreachable)
+        }
+    }
+
+    /// Whether failures that will not heal by themselves (rejected credentials)
+    /// alone make a majority impossible, so retrying is pointless.
+    pub(crate) fn permanently_failed(&self) -> bool {
+        let permanent = self
+            .failures
+            .iter()
+            .filter(|f| f.kind().is_permanent())
+            .count();
+        self.nodes - permanent < self.quorum
+    }
+}
+
+/// The pause before the next attempt: `base` plus a uniformly random share of
+/// `jitter`, so that competing clients fall out of step.
+pub(crate) fn retry_delay(base: Duration, jitter: Duration) -> Duration {
+    let jitter_nanos = u64::try_from(jitter.as_nanos()).unwrap_or(u64::MAX);
+    let extra = if jitter_nanos == 0 {
+        0
+    } else {
+        rand::random_range(0..=jitter_nanos)
+    };
+    base.saturating_add(Duration::from_nanos(extra))
+}
+
+/// Failure recorded for a node whose answer did not arrive in time.
+pub(crate) fn missing_answer(node: std::sync::Arc<str>, waited: Duration) -> NodeFailure {
+    NodeFailure::new(
+        node,
+        FailureKind::Timeout,
+        format!("no answer within {waited:?}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn fail(kind: FailureKind) -> Answer {
+        Err(NodeFailure::new(Arc::from("n:1"), kind, ""))
+    }
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!([1, 2, 3, 4, 5, 6, 7].map(quorum), [1, 2, 2, 3, 3, 4, 4]);
+    }
+
+    #[test]
+    fn drift_follows_the_reference_formula() {
+        assert_eq!(
+            drift(Duration::from_secs(10), 0.01),
+            Duration::from_millis(102)
+        );
+        assert_eq!(drift(Duration::from_millis(100), 0.0), DRIFT_FLOOR);
+    }
+
+    #[test]
+    fn valid_until_subtracts_drift_and_never_panics() {
+        let start = Instant::now();
+        let until = valid_until(start, Duration::from_secs(10), 0.01);
+        assert_eq!(until - start, Duration::from_millis(9_898));
+        // A TTL below the drift floor saturates to zero rather than underflowing.
+        assert_eq!(valid_until(start, Duration::from_millis(1), 0.01), start);
+    }
+
+    #[test]
+    fn ttl_bounds_are_checked() {
+        assert!(ttl_millis(Duration::ZERO, 0.01).is_err());
+        assert!(ttl_millis(Duration::from_micros(900), 0.01).is_err());
+        assert!(
+            ttl_millis(Duration::from_millis(2), 0.01).is_err(),
+            "not above drift"
+        );
+        assert!(ttl_millis(Duration::MAX, 0.01).is_err());
+        assert!(ttl_millis(MAX_TTL + Duration::from_millis(1), 0.01).is_err());
+        assert_eq!(ttl_millis(Duration::from_millis(3), 0.01), Ok(3));
+        assert_eq!(ttl_millis(Duration::from_micros(10_999), 0.01), Ok(10));
+        assert_eq!(ttl_millis(MAX_TTL, 0.01), Ok(u32::MAX as u64));
+    }
+
+    #[test]
+    fn derived_timeout_matches_the_reference_range() {
+        let t = |ms| derived_node_timeout(Duration::from_millis(ms), 0.005);
+        assert_eq!(t(10_000), Duration::from_millis(50), "10 s ttl -> 5..50 ms");
+        assert_eq!(t(300), MIN_NODE_TIMEOUT);
+        assert_eq!(t(3_600_000), MAX_NODE_TIMEOUT);
+        assert_eq!(
+            t(9),
+            Duration::from_millis(3),
+            "never above a third of the ttl"
+        );
+        assert!(t(3) > Duration::ZERO, "never zero");
+    }
+
+    #[test]
+    fn tally_decides_at_quorum_without_waiting_for_stragglers() {
+        let mut t = Tally::new(5);
+        t.record(Ok(true));
+        t.record(Ok(true));
+        assert_eq!(t.verdict(), None);
+        t.record(Ok(true));
+        assert_eq!(t.verdict(), Some(Verdict::Confirmed));
+        assert_eq!(t.pending(), 2);
+    }
+
+    #[test]
+    fn tally_gives_up_as_soon_as_a_majority_is_impossible() {
+        let mut t = Tally::new(5);
+        t.record(Ok(false));
+        t.record(Ok(false));
+        assert_eq!(t.verdict(), None);
+        t.record(Ok(false));
+        assert_eq!(t.verdict(), Some(Verdict::Refused));
+    }
+
+    #[test]
+    fn refusals_win_over_failures_only_when_failures_alone_leave_room() {
+        let mut busy = Tally::new(5);
+        busy.record(Ok(false));
+        busy.record(Ok(false));
+        busy.record(fail(FailureKind::Timeout));
+        assert_eq!(busy.verdict(), Some(Verdict::Refused));
+
+        let mut down = Tally::new(5);
+        down.record(Ok(false));
+        for _ in 0..3 {
+            down.record(fail(FailureKind::Connection));
+        }
+        assert_eq!(down.verdict(), Some(Verdict::Unreachable));
+        assert!(!down.permanently_failed());
+    }
+
+    #[test]
+    fn auth_failures_of_a_majority_are_permanent() {
+        let mut t = Tally::new(3);
+        t.record(fail(FailureKind::Auth));
+        assert!(!t.permanently_failed());
+        t.record(fail(FailureKind::Auth));
+        assert!(t.permanently_failed());
+        assert_eq!(t.verdict(), Some(Verdict::Unreachable));
+    }
+
+    #[test]
+    fn retry_delay_stays_within_base_plus_jitter() {
+        let base = Duration::from_millis(10);
+        let jitter = Duration::from_millis(5);
+        let delays: Vec<_> = (0..200).map(|_| retry_delay(base, jitter)).collect();
+        assert!(delays.iter().all(|d| *d >= base && *d <= base + jitter));
+        assert!(delays.iter().any(|d| *d != delays[0]), "jitter must vary");
+        assert_eq!(retry_delay(base, Duration::ZERO), base);
+        assert_eq!(retry_delay(Duration::MAX, Duration::MAX), Duration::MAX);
+    }
+}

@@ -1,0 +1,465 @@
+//! The builder, its validation, and node URL parsing.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+
+use crate::client::Redlock;
+use crate::error::Error;
+
+/// Validated settings shared by every clone of a client.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) node_timeout_factor: f64,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) queue_capacity: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            retry_count: 10,
+            retry_delay: Duration::from_millis(50),
+            retry_jitter: Duration::from_millis(150),
+            drift_factor: 0.01,
+            node_timeout: None,
+            node_timeout_factor: 0.005,
+            connect_timeout: Duration::from_secs(1),
+            queue_capacity: 4096,
+        }
+    }
+}
+
+/// One node, parsed: where to connect and the name to log it by.
+#[derive(Clone)]
+pub(crate) struct NodeSpec {
+    /// `host:port` or the socket path: safe to log (no password, no URL).
+    pub(crate) address: String,
+    pub(crate) client: redis::Client,
+}
+
+impl fmt::Debug for NodeSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // `ConnectionInfo`'s own Debug would print the password.
+        f.debug_struct("NodeSpec")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures and builds a [`Redlock`] client.
+///
+/// Every setter consumes and returns the builder; every setting has a getter
+/// and a documented default. [`build`](Self::build) validates everything and
+/// returns [`Error::Config`] on bad input; it never panics.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+///     .retry_count(20)
+///     .retry_delay(Duration::from_millis(100))
+///     .connect_timeout(Duration::from_millis(500))
+///     .build()?;
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+#[derive(Clone)]
+#[must_use = "a builder does nothing until build() is called"]
+pub struct RedlockBuilder {
+    nodes: Vec<String>,
+    settings: Settings,
+}
+
+impl fmt::Debug for RedlockBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Node URLs may carry passwords: show only how many there are.
+        f.debug_struct("RedlockBuilder")
+            .field("nodes", &self.nodes.len())
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl RedlockBuilder {
+    pub(crate) fn new<I>(nodes: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        RedlockBuilder {
+            nodes: nodes.into_iter().map(|n| n.as_ref().to_owned()).collect(),
+            settings: Settings::default(),
+        }
+    }
+
+    /// How many more rounds [`Redlock::lock`] tries after the first one fails
+    /// because the resource is busy or nodes failed. Defaults to `10`.
+    pub fn retry_count(mut self, retries: u32) -> Self {
+        self.settings.retry_count = retries;
+        self
+    }
+
+    /// The fixed part of the pause between two rounds. At most one hour.
+    /// Defaults to 50 ms.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.settings.retry_delay = delay;
+        self
+    }
+
+    /// The random part of the pause between two rounds: a uniformly random
+    /// duration in `[0, jitter]` is added to the retry delay, so competing
+    /// clients fall out of step. At most one hour. Defaults to 150 ms.
+    pub fn retry_jitter(mut self, jitter: Duration) -> Self {
+        self.settings.retry_jitter = jitter;
+        self
+    }
+
+    /// The clock-drift factor: validity is `ttl - elapsed - (ttl * factor + 2 ms)`.
+    /// Must be in `[0, 1)`. Defaults to `0.01`.
+    pub fn drift_factor(mut self, factor: f64) -> Self {
+        self.settings.drift_factor = factor;
+        self
+    }
+
+    /// A fixed per-node socket timeout for every operation, instead of one
+    /// derived from the TTL. Must be above zero and at most 60 s. Defaults to
+    /// derived (see
+    /// [`node_timeout_factor`](Self::node_timeout_factor)).
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.node_timeout = Some(timeout);
+        self
+    }
+
+    /// The share of the TTL used as the per-node timeout when no fixed
+    /// [`node_timeout`](Self::node_timeout) is set. The result is kept between
+    /// 5 ms and 250 ms and never above a third of the TTL: a 10 s TTL gives
+    /// 50 ms. Must be in `(0, 1)`. Defaults to `0.005`.
+    pub fn node_timeout_factor(mut self, factor: f64) -> Self {
+        self.settings.node_timeout_factor = factor;
+        self
+    }
+
+    /// How long opening a connection to one node (TCP, TLS, AUTH, script
+    /// preload) may take. Connections are opened in the background, so this
+    /// does not add to lock latency; it bounds how long [`build`](Self::build)
+    /// waits for the first connections. Must be above zero and at most 60 s.
+    /// Defaults to 1 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.connect_timeout = timeout;
+        self
+    }
+
+    /// How many requests may wait for one node before new ones fail at once
+    /// as [`FailureKind::Overloaded`](crate::FailureKind::Overloaded). Bounds
+    /// memory while a node is stalled. Must be above zero. Defaults to 4096.
+    pub fn queue_capacity(mut self, capacity: usize) -> Self {
+        self.settings.queue_capacity = capacity;
+        self
+    }
+
+    /// The configured retry count. See [`retry_count`](Self::retry_count).
+    pub fn get_retry_count(&self) -> u32 {
+        self.settings.retry_count
+    }
+
+    /// The configured retry delay. See [`retry_delay`](Self::retry_delay).
+    pub fn get_retry_delay(&self) -> Duration {
+        self.settings.retry_delay
+    }
+
+    /// The configured retry jitter. See [`retry_jitter`](Self::retry_jitter).
+    pub fn get_retry_jitter(&self) -> Duration {
+        self.settings.retry_jitter
+    }
+
+    /// The configured drift factor. See [`drift_factor`](Self::drift_factor).
+    pub fn get_drift_factor(&self) -> f64 {
+        self.settings.drift_factor
+    }
+
+    /// The fixed per-node timeout, if one was set. See [`node_timeout`](Self::node_timeout).
+    pub fn get_node_timeout(&self) -> Option<Duration> {
+        self.settings.node_timeout
+    }
+
+    /// The node-timeout factor. See [`node_timeout_factor`](Self::node_timeout_factor).
+    pub fn get_node_timeout_factor(&self) -> f64 {
+        self.settings.node_timeout_factor
+    }
+
+    /// The connect timeout. See [`connect_timeout`](Self::connect_timeout).
+    pub fn get_connect_timeout(&self) -> Duration {
+        self.settings.connect_timeout
+    }
+
+    /// The per-node queue capacity. See [`queue_capacity`](Self::queue_capacity).
+    pub fn get_queue_capacity(&self) -> usize {
+        self.settings.queue_capacity
+    }
+
+    /// Validates the settings and node URLs and starts the client: one
+    /// connection pool and one worker thread per node. Waits at most the
+    /// connect timeout for the first connections, all nodes in parallel.
+    /// Succeeds even while nodes are down: they are connected in the
+    /// background, and operations report [`Error::NoQuorum`] meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] for an empty node list, a malformed, unsupported or
+    /// duplicate node URL, or a setting out of range.
+    pub fn build(self) -> Result<Redlock, Error> {
+        validate(&self.settings)?;
+        let nodes = parse_nodes(&self.nodes)?;
+        Redlock::start(nodes, self.settings)
+    }
+}
+
+/// Upper bound of `node_timeout` and `connect_timeout`.
+const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound of `retry_delay` and `retry_jitter`.
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(3600);
+
+fn validate(s: &Settings) -> Result<(), Error> {
+    if !(s.drift_factor.is_finite() && (0.0..1.0).contains(&s.drift_factor)) {
+        return Err(Error::config(format!(
+            "drift_factor must be a number in [0, 1), got {}",
+            s.drift_factor
+        )));
+    }
+    if !(s.node_timeout_factor.is_finite()
+        && s.node_timeout_factor > 0.0
+        && s.node_timeout_factor < 1.0)
+    {
+        return Err(Error::config(format!(
+            "node_timeout_factor must be a number in (0, 1), got {}",
+            s.node_timeout_factor
+        )));
+    }
+    if let Some(timeout) = s.node_timeout
+        && (timeout.is_zero() || timeout > MAX_TIMEOUT)
+    {
+        return Err(Error::config(format!(
+            "node_timeout must be above zero and at most {MAX_TIMEOUT:?}, got {timeout:?}"
+        )));
+    }
+    if s.connect_timeout.is_zero() || s.connect_timeout > MAX_TIMEOUT {
+        return Err(Error::config(format!(
+            "connect_timeout must be above zero and at most {MAX_TIMEOUT:?}, got {:?}",
+            s.connect_timeout
+        )));
+    }
+    for (name, value) in [
+        ("retry_delay", s.retry_delay),
+        ("retry_jitter", s.retry_jitter),
+    ] {
+        if value > MAX_RETRY_PAUSE {
+            return Err(Error::config(format!(
+                "{name} must be at most {MAX_RETRY_PAUSE:?}, got {value:?}; use lock_for to wait long"
+            )));
+        }
+    }
+    if s.queue_capacity == 0 {
+        return Err(Error::config("queue_capacity must be above zero"));
+    }
+    Ok(())
+}
+
+pub(crate) fn parse_nodes(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
+    if urls.is_empty() {
+        return Err(Error::config(
+            "no nodes given; pass the URLs of independent Redis masters (3 or 5 is usual)",
+        ));
+    }
+    let mut seen = HashSet::new();
+    let mut nodes = Vec::with_capacity(urls.len());
+    for (index, url) in urls.iter().enumerate() {
+        let node = parse_node(index, url)?;
+        if !seen.insert(node.address.clone()) {
+            return Err(Error::config(format!(
+                "node #{index} ({}) is listed twice; each node must be a distinct Redis master",
+                node.address
+            )));
+        }
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
+    let shown = redact(url);
+    let bad = |why: &str| Error::config(format!("node #{index} ({shown}): {why}"));
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("redis" | "unix" | "redis+unix") => {}
+        Some("rediss") if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
+        Some("rediss") => {
+            return Err(bad(
+                "rediss:// needs TLS support; enable the `tls-rustls` or `tls-native-tls` \
+                 feature of redlock-sync",
+            ));
+        }
+        _ => {
+            return Err(bad(
+                "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://… or \
+                 unix:///path/to/socket",
+            ));
+        }
+    }
+    let info = url
+        .into_connection_info()
+        .map_err(|e| bad(&format!("not a valid Redis URL ({e})")))?;
+    if let redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } =
+        info.addr()
+        && host.is_empty()
+    {
+        return Err(bad("the URL has no host"));
+    }
+    let address = info.addr().to_string();
+    let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+    let client = redis::Client::open(info.set_tcp_settings(tcp))
+        .map_err(|e| bad(&format!("not a valid Redis URL ({e})")))?;
+    Ok(NodeSpec { address, client })
+}
+
+/// The URL with any password replaced by `***`, for error messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // Not URL-shaped: it may be anything, including a bare secret.
+        return "<unparsable URL>".to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let user = authority[..at].split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn urls(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn redact_hides_passwords_only() {
+        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
+        assert_eq!(redact("redis://:secret@h:1"), "redis://:***@h:1");
+        assert_eq!(redact("redis://h:1/2"), "redis://h:1/2");
+        assert_eq!(redact("secret"), "<unparsable URL>");
+    }
+
+    #[test]
+    fn nodes_are_named_by_address_not_url() {
+        let nodes = parse_nodes(&urls(&[
+            "redis://u:pw@127.0.0.1:7000/3",
+            "unix:///tmp/r.sock",
+        ]))
+        .unwrap();
+        assert_eq!(nodes[0].address, "127.0.0.1:7000");
+        assert_eq!(nodes[1].address, "/tmp/r.sock");
+        assert!(!format!("{:?}", nodes[0]).contains("pw"));
+        assert!(
+            nodes[0]
+                .client
+                .get_connection_info()
+                .tcp_settings()
+                .nodelay()
+        );
+    }
+
+    #[test]
+    fn bad_node_lists_are_config_errors_without_passwords() {
+        for list in [
+            &[][..],
+            &["redis://h:1", "redis://h:1/2"][..],
+            &["http://h:1"][..],
+            &["h:1"][..],
+            &["redis://:pw@h:notaport"][..],
+            &["redis://:pw@h:1/notadb"][..],
+            &["redis://"][..],
+        ] {
+            let err = parse_nodes(&urls(list)).unwrap_err();
+            assert!(matches!(err, Error::Config { .. }), "{list:?}: {err}");
+            assert!(!err.to_string().contains("pw"), "{err}");
+        }
+    }
+
+    #[cfg(not(any(feature = "tls-native-tls", feature = "tls-rustls")))]
+    #[test]
+    fn rediss_without_tls_feature_names_the_feature() {
+        let err = parse_nodes(&urls(&["rediss://h:1"])).unwrap_err();
+        assert!(err.to_string().contains("tls-rustls"), "{err}");
+    }
+
+    #[test]
+    fn settings_out_of_range_are_rejected() {
+        let bad = [
+            Settings {
+                drift_factor: f64::NAN,
+                ..Settings::default()
+            },
+            Settings {
+                drift_factor: -0.1,
+                ..Settings::default()
+            },
+            Settings {
+                drift_factor: 1.0,
+                ..Settings::default()
+            },
+            Settings {
+                node_timeout_factor: 0.0,
+                ..Settings::default()
+            },
+            Settings {
+                node_timeout_factor: f64::INFINITY,
+                ..Settings::default()
+            },
+            Settings {
+                node_timeout: Some(Duration::ZERO),
+                ..Settings::default()
+            },
+            Settings {
+                connect_timeout: Duration::ZERO,
+                ..Settings::default()
+            },
+            Settings {
+                connect_timeout: Duration::MAX,
+                ..Settings::default()
+            },
+            Settings {
+                node_timeout: Some(Duration::MAX),
+                ..Settings::default()
+            },
+            Settings {
+                retry_delay: Duration::MAX,
+                ..Settings::default()
+            },
+            Settings {
+                retry_jitter: Duration::from_secs(3601),
+                ..Settings::default()
+            },
+            Settings {
+                queue_capacity: 0,
+                ..Settings::default()
+            },
+        ];
+        for settings in bad {
+            assert!(validate(&settings).is_err(), "{settings:?}");
+        }
+        assert!(validate(&Settings::default()).is_ok());
+    }
+}

@@ -1,0 +1,293 @@
+//! The crate's one error type and the per-node failure it carries.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything that can go wrong when building a client or taking, extending or
+/// releasing a lock.
+///
+/// Match on the variant to decide what to do; the `Display` text says what the
+/// caller can do about it. No variant ever contains a lock token or a password.
+///
+/// ```
+/// use redlock_sync::Error;
+///
+/// fn describe(err: &Error) -> &'static str {
+///     match err {
+///         Error::Config { .. } => "fix the input",
+///         Error::Busy { .. } => "someone else holds it: try later",
+///         Error::NoQuorum { .. } => "too many nodes are failing",
+///         Error::LockLost { .. } => "stop the protected work",
+///         _ => "other",
+///     }
+/// }
+/// # let _ = describe;
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad input: no nodes, a malformed or duplicate node URL, a TTL that is zero,
+    /// too large or not above the drift allowance, an empty resource name, or an
+    /// out-of-range setting. Retrying cannot help; fix the call.
+    Config {
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// The resource is held by another client: enough nodes refused the `SET NX`
+    /// that a majority could not be reached.
+    Busy {
+        /// The resource (Redis key) that was asked for.
+        resource: String,
+        /// How many acquisition rounds were tried before giving up.
+        attempts: u32,
+    },
+    /// Too many nodes failed, timed out or were unreachable for a majority to
+    /// answer. Each failing node's cause is kept in `failures`.
+    NoQuorum {
+        /// The resource (Redis key) concerned.
+        resource: String,
+        /// How many nodes confirmed the operation.
+        confirmed: usize,
+        /// How many confirmations were needed (`N/2 + 1`).
+        quorum: usize,
+        /// One entry per node that failed, with its cause.
+        failures: Vec<NodeFailure>,
+    },
+    /// An extend or release found our token on fewer than a majority of nodes:
+    /// the lock expired (and may now belong to someone else). Work protected by
+    /// the lock must stop.
+    LockLost {
+        /// The resource (Redis key) concerned.
+        resource: String,
+        /// How many nodes still held our token.
+        confirmed: usize,
+        /// How many were needed (`N/2 + 1`).
+        quorum: usize,
+        /// Nodes that failed to answer, with their causes (nodes that answered
+        /// "not ours" are not failures and are not listed).
+        failures: Vec<NodeFailure>,
+    },
+    /// A majority granted the lock, but the round took so long that no validity
+    /// was left of the TTL. The partial lock was released again.
+    TooSlow {
+        /// The resource (Redis key) concerned.
+        resource: String,
+        /// How long the acquisition round took.
+        elapsed: Duration,
+        /// The TTL that was asked for.
+        ttl: Duration,
+    },
+    /// The operating system refused something the client needs to start (a
+    /// thread). The machine is out of resources; retry once it has recovered.
+    System {
+        /// What was refused, with the system's reason.
+        reason: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn config(reason: impl Into<String>) -> Self {
+        Error::Config {
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { reason } => write!(f, "invalid configuration: {reason}"),
+            Error::Busy { resource, attempts } => write!(
+                f,
+                "resource {resource:?} is held by another client (gave up after {attempts} \
+                 attempt(s)); retry later or wait longer with lock_for"
+            ),
+            Error::NoQuorum {
+                resource,
+                confirmed,
+                quorum,
+                failures,
+            } => {
+                write!(
+                    f,
+                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; \
+                     check that a majority of the nodes is up and reachable"
+                )?;
+                write_failures(f, failures)
+            }
+            Error::LockLost {
+                resource,
+                confirmed,
+                quorum,
+                failures,
+            } => {
+                write!(
+                    f,
+                    "lock on {resource:?} was lost: {confirmed} node(s) still held it, {quorum} \
+                     needed; stop the work it protected"
+                )?;
+                write_failures(f, failures)
+            }
+            Error::System { reason } => write!(f, "system resource unavailable: {reason}"),
+            Error::TooSlow {
+                resource,
+                elapsed,
+                ttl,
+            } => write!(
+                f,
+                "acquiring {resource:?} took {elapsed:?}, leaving no validity of the {ttl:?} ttl; \
+                 use a longer ttl or check node latency"
+            ),
+        }
+    }
+}
+
+fn write_failures(f: &mut fmt::Formatter<'_>, failures: &[NodeFailure]) -> fmt::Result {
+    if failures.is_empty() {
+        return Ok(());
+    }
+    f.write_str(" (")?;
+    for (i, failure) in failures.iter().enumerate() {
+        if i > 0 {
+            f.write_str("; ")?;
+        }
+        write!(f, "{failure}")?;
+    }
+    f.write_str(")")
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoQuorum { failures, .. } | Error::LockLost { failures, .. } => failures
+                .first()
+                .map(|failure| failure as &(dyn std::error::Error + 'static)),
+            _ => None,
+        }
+    }
+}
+
+/// Why one node did not answer an operation usefully.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The node did not answer within the per-node timeout (it may be paused,
+    /// overloaded or behind a slow network). A timed-out `SET` may still have
+    /// landed, so it is released like any other.
+    Timeout,
+    /// The node could not be reached or the connection broke.
+    Connection,
+    /// The node rejected our credentials (`WRONGPASS`, `NOAUTH`, `NOPERM`).
+    /// Retrying does not help: fix the URL.
+    Auth,
+    /// The node is a read-only replica or still loading its data set
+    /// (`READONLY`, `LOADING`). Point the client at independent masters.
+    NotWritable,
+    /// The node answered with another error.
+    Server,
+    /// The node's request queue in this client was full: the node is too slow
+    /// for the load placed on it.
+    Overloaded,
+}
+
+impl FailureKind {
+    /// Whether the failure will not go away by itself (bad credentials).
+    pub fn is_permanent(self) -> bool {
+        matches!(self, FailureKind::Auth)
+    }
+
+    fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timed out",
+            FailureKind::Connection => "connection failed",
+            FailureKind::Auth => "authentication failed",
+            FailureKind::NotWritable => "not writable",
+            FailureKind::Server => "server error",
+            FailureKind::Overloaded => "overloaded",
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One node's failure: which node (by address, never by URL) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFailure {
+    node: Arc<str>,
+    kind: FailureKind,
+    detail: Arc<str>,
+}
+
+impl NodeFailure {
+    pub(crate) fn new(node: Arc<str>, kind: FailureKind, detail: impl Into<Arc<str>>) -> Self {
+        NodeFailure {
+            node,
+            kind,
+            detail: detail.into(),
+        }
+    }
+
+    /// The node's address: `host:port`, or the socket path for `unix://` nodes.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// What kind of failure this was.
+    pub fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// A human-readable detail (the server's error text, or the I/O error).
+    pub fn detail(&self) -> &str {
+        &self.detail
+    }
+}
+
+impl fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "node {}: {}", self.node, self.kind)?;
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NodeFailure {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_traits<T: Send + Sync + 'static + std::error::Error>() {}
+
+    #[test]
+    fn error_is_send_sync_static() {
+        assert_traits::<Error>();
+        assert_traits::<NodeFailure>();
+    }
+
+    #[test]
+    fn no_quorum_lists_causes_and_exposes_source() {
+        let failure = NodeFailure::new("127.0.0.1:7000".into(), FailureKind::Timeout, "50ms");
+        let err = Error::NoQuorum {
+            resource: "r".into(),
+            confirmed: 1,
+            quorum: 2,
+            failures: vec![failure.clone()],
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains("node 127.0.0.1:7000: timed out: 50ms"),
+            "{text}"
+        );
+        assert!(text.starts_with("no quorum"), "{text}");
+        let source = std::error::Error::source(&err).expect("source");
+        assert_eq!(source.to_string(), failure.to_string());
+    }
+}

@@ -1,0 +1,73 @@
+//! A synchronous [Redlock] client: a distributed lock over N independent Redis
+//! masters, for programs that do not use async.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_sync::Redlock;
+//!
+//! let redlock = Redlock::new([
+//!     "redis://10.0.0.1:6379",
+//!     "redis://10.0.0.2:6379",
+//!     "redis://10.0.0.3:6379",
+//! ])?;
+//! let guard = redlock.lock("billing:close-month", Duration::from_secs(30))?;
+//! // ... do the work that must not run twice at once; check guard.is_valid() ...
+//! drop(guard); // or guard.release()? to see the outcome
+//! # Ok::<(), redlock_sync::Error>(())
+//! ```
+//!
+//! # How it works
+//!
+//! Every operation sends its command to all nodes **in parallel** through the
+//! client's own worker threads (one per node, started once, pipelining
+//! concurrent requests) and returns as soon as the outcome is known:
+//!
+//! * acquire: `SET resource token NX PX ttl`; success needs a majority
+//!   (`N/2 + 1`) of OKs while validity remains. Validity is
+//!   `ttl - elapsed - (ttl * drift_factor + 2 ms)`. A failed round releases on
+//!   every node (including those that timed out) without making you wait.
+//! * release / extend: atomic compare-and-delete / compare-and-pexpire Lua
+//!   scripts (`EVALSHA`, preloaded on connect, with an `EVAL` fallback), sent
+//!   to every node; success needs a majority.
+//!
+//! Each node request has a short socket timeout derived from the TTL (a 10 s
+//! TTL gives 50 ms; see [`RedlockBuilder::node_timeout_factor`]), so a dead or
+//! stalled node costs at most that, and usually nothing, since the round is
+//! decided by the healthy majority.
+//!
+//! # What is guaranteed
+//!
+//! While [`LockGuard::is_valid`] is true, no other client following the
+//! algorithm holds the lock, provided a majority of the nodes keep their data
+//! (see below) and clocks advance at roughly the same rate (within the drift
+//! factor). A process paused past its validity (GC, swap, SIGSTOP) can still
+//! believe it holds the lock: check [`LockGuard::is_valid`] or
+//! [`LockGuard::remaining`] before each protected step.
+//!
+//! # Operating the nodes
+//!
+//! Use independent masters (3 or 5), not replicas of each other. A node that
+//! restarts without its data forgets the locks it held, which can let a second
+//! client reach a majority. Either run nodes with `appendonly yes` and
+//! `appendfsync always`, or keep a restarted node out of service for at least
+//! the longest TTL in use (delayed restart).
+//!
+//! # Logging
+//!
+//! Through the [`log`] crate: `debug!` per-node outcomes, `warn!` nodes that go
+//! down and releases that fail, `trace!` timings. Nodes are named by address;
+//! tokens and passwords are never logged.
+//!
+//! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+
+mod algorithm;
+mod client;
+mod config;
+mod error;
+mod guard;
+mod transport;
+
+pub use client::Redlock;
+pub use config::RedlockBuilder;
+pub use error::{Error, FailureKind, NodeFailure};
+pub use guard::LockGuard;

@@ -1,0 +1,246 @@
+//! One node's connections: our `r2d2::ManageConnection`, the node's health as
+//! seen by the pool, and the mapping of Redis errors to [`FailureKind`]s.
+//!
+//! Traps of `redis`/`r2d2` handled here: `get_connection_with_timeout` switches
+//! I/O timeouts off (we set them back); a timed-out connection stays "open"
+//! (we flag it broken so the pool drops it); r2d2's own manager has no
+//! timeouts and pings on every checkout (ours has timeouts and does not ping);
+//! r2d2's default error handler logs every failed reconnect at `error!` (ours
+//! warns once when a node goes down and once when it comes back).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::error::{FailureKind, NodeFailure};
+
+/// Compare-and-delete: deletes the key only while it still holds our token.
+pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
+else
+    return 0
+end"#;
+
+/// Compare-and-pexpire: extends the key only while it still holds our token.
+pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("pexpire", KEYS[1], ARGV[2])
+else
+    return 0
+end"#;
+
+/// A connection plus what the pool needs to know about it.
+pub(crate) struct NodeConn {
+    pub(crate) conn: redis::Connection,
+    /// Set after a timeout or I/O error: the reply stream is no longer in step
+    /// with our requests, so the pool must drop this connection.
+    pub(crate) broken: bool,
+    /// The socket timeout currently set, to skip redundant `setsockopt` calls.
+    io_timeout: Duration,
+}
+
+impl NodeConn {
+    /// Sets the read and write timeout (at least 1 ms: zero means "forever").
+    pub(crate) fn set_io_timeout(&mut self, timeout: Duration) -> redis::RedisResult<()> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        if timeout != self.io_timeout {
+            self.conn.set_read_timeout(Some(timeout))?;
+            self.conn.set_write_timeout(Some(timeout))?;
+            self.io_timeout = timeout;
+        }
+        Ok(())
+    }
+}
+
+/// What every part of the client knows about one node.
+#[derive(Debug)]
+pub(crate) struct NodeShared {
+    /// `host:port` or socket path; safe to log.
+    pub(crate) address: Arc<str>,
+    /// `Some` while the last connection attempt failed and none succeeded since.
+    down: Mutex<Option<NodeFailure>>,
+}
+
+impl NodeShared {
+    pub(crate) fn new(address: &str) -> Self {
+        NodeShared {
+            address: address.into(),
+            down: Mutex::new(None),
+        }
+    }
+
+    /// The failure that keeps this node down, if it is down.
+    pub(crate) fn down(&self) -> Option<NodeFailure> {
+        self.down.lock().clone()
+    }
+
+    pub(crate) fn mark_down(&self, err: &redis::RedisError) {
+        let failure = self.failure(err);
+        let mut down = self.down.lock();
+        if down.is_none() {
+            log::warn!("redlock: node {} is down: {failure}", self.address);
+        } else {
+            log::debug!("redlock: node {} still down: {failure}", self.address);
+        }
+        *down = Some(failure);
+    }
+
+    pub(crate) fn mark_up(&self) {
+        if self.down.lock().take().is_some() {
+            log::info!("redlock: node {} is reachable again", self.address);
+        }
+    }
+
+    /// Turns a Redis error into this node's failure.
+    pub(crate) fn failure(&self, err: &redis::RedisError) -> NodeFailure {
+        NodeFailure::new(self.address.clone(), classify(err), describe(err))
+    }
+}
+
+/// Maps a Redis error to the kind a caller can act on.
+pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
+    if err.is_timeout() {
+        return FailureKind::Timeout;
+    }
+    if err.kind() == redis::ErrorKind::AuthenticationFailed {
+        return FailureKind::Auth;
+    }
+    match err.code() {
+        Some(code) => classify_code(code),
+        None if err.is_io_error() || err.is_connection_dropped() => FailureKind::Connection,
+        None => FailureKind::Server,
+    }
+}
+
+/// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
+pub(crate) fn classify_code(code: &str) -> FailureKind {
+    match code {
+        "WRONGPASS" | "NOAUTH" | "NOPERM" => FailureKind::Auth,
+        "READONLY" | "LOADING" | "MASTERDOWN" => FailureKind::NotWritable,
+        _ => FailureKind::Server,
+    }
+}
+
+fn describe(err: &redis::RedisError) -> String {
+    // Redis error texts never include the password, and ours carry no token.
+    err.to_string()
+}
+
+/// Opens connections for one node's r2d2 pool.
+pub(crate) struct NodeManager {
+    client: redis::Client,
+    connect_timeout: Duration,
+    /// A connection opened at start-up, handed to the pool's first `connect`.
+    preconnected: Mutex<Option<NodeConn>>,
+}
+
+impl std::fmt::Debug for NodeManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeManager")
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeManager {
+    pub(crate) fn new(client: redis::Client, connect_timeout: Duration) -> Self {
+        NodeManager {
+            client,
+            connect_timeout,
+            preconnected: Mutex::new(None),
+        }
+    }
+
+    /// Connects, sets socket timeouts and preloads both scripts, all bounded
+    /// by the connect timeout.
+    pub(crate) fn open(&self) -> redis::RedisResult<NodeConn> {
+        let timeout = self.connect_timeout.max(Duration::from_millis(1));
+        let conn = self.client.get_connection_with_timeout(timeout)?;
+        let mut conn = NodeConn {
+            conn,
+            broken: false,
+            io_timeout: Duration::ZERO,
+        };
+        conn.set_io_timeout(timeout)?;
+        redis::pipe()
+            .cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(RELEASE_SCRIPT)
+            .cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(EXTEND_SCRIPT)
+            .query::<(String, String)>(&mut conn.conn)?;
+        Ok(conn)
+    }
+
+    /// Keeps a connection opened before the pool existed for its first use.
+    pub(crate) fn preload(&self, conn: NodeConn) {
+        *self.preconnected.lock() = Some(conn);
+    }
+}
+
+impl r2d2::ManageConnection for NodeManager {
+    type Connection = NodeConn;
+    type Error = redis::RedisError;
+
+    fn connect(&self) -> Result<NodeConn, redis::RedisError> {
+        if let Some(conn) = self.preconnected.lock().take() {
+            return Ok(conn);
+        }
+        self.open()
+    }
+
+    fn is_valid(&self, conn: &mut NodeConn) -> Result<(), redis::RedisError> {
+        // Only called if test_on_check_out were enabled; it is not.
+        redis::cmd("PING").query::<()>(&mut conn.conn)
+    }
+
+    fn has_broken(&self, conn: &mut NodeConn) -> bool {
+        conn.broken || !redis::ConnectionLike::is_open(&conn.conn)
+    }
+}
+
+/// Records failed (re)connects in the node's health instead of r2d2's
+/// default `error!` on every attempt.
+#[derive(Debug)]
+pub(crate) struct HealthErrors(pub(crate) Arc<NodeShared>);
+
+impl r2d2::HandleError<redis::RedisError> for HealthErrors {
+    fn handle_error(&self, error: redis::RedisError) {
+        self.0.mark_down(&error);
+    }
+}
+
+/// Clears the node's down state when a connection succeeds.
+#[derive(Debug)]
+pub(crate) struct HealthEvents(pub(crate) Arc<NodeShared>);
+
+impl r2d2::HandleEvent for HealthEvents {
+    fn handle_acquire(&self, _event: r2d2::event::AcquireEvent) {
+        self.0.mark_up();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_codes_map_to_actionable_kinds() {
+        assert_eq!(classify_code("WRONGPASS"), FailureKind::Auth);
+        assert_eq!(classify_code("NOAUTH"), FailureKind::Auth);
+        assert_eq!(classify_code("READONLY"), FailureKind::NotWritable);
+        assert_eq!(classify_code("LOADING"), FailureKind::NotWritable);
+        assert_eq!(classify_code("ERR"), FailureKind::Server);
+    }
+
+    #[test]
+    fn io_errors_map_to_timeout_or_connection() {
+        let timeout: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::WouldBlock, "x").into();
+        assert_eq!(classify(&timeout), FailureKind::Timeout);
+        let refused: redis::RedisError =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "x").into();
+        assert_eq!(classify(&refused), FailureKind::Connection);
+    }
+}

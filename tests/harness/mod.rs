@@ -1,0 +1,289 @@
+//! Local `redis-server` nodes for tests and examples: started on free loopback
+//! ports, each in its own temporary directory, and killed when dropped (even
+//! on panic). A node can be paused (SIGSTOP), resumed, killed and restarted.
+//!
+//! Shared by the integration tests and the examples
+//! (`#[path = "../tests/harness/mod.rs"] mod harness;`).
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How to install the server when it is missing.
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: \
+     `sudo apt-get install -y redis-server`, or run `sh scripts/ensure-redis.sh`) and try again.";
+
+/// Fails loudly (never skips) when `redis-server` is missing.
+pub fn require_redis_server() {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(found, "{INSTALL_HINT}");
+}
+
+/// Options for starting nodes.
+#[derive(Clone, Debug, Default)]
+pub struct NodeOptions {
+    /// `requirepass` for every node.
+    pub password: Option<String>,
+    /// Extra `redis-server` arguments, e.g. `["--appendonly", "yes"]`.
+    pub extra_args: Vec<String>,
+}
+
+/// One local `redis-server` process.
+#[derive(Debug)]
+pub struct Node {
+    pub port: u16,
+    dir: PathBuf,
+    options: NodeOptions,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl Node {
+    /// Starts a node on a free port.
+    pub fn start(options: &NodeOptions) -> Node {
+        require_redis_server();
+        for _ in 0..20 {
+            let port = free_port();
+            let mut node = Node {
+                port,
+                dir: temp_dir(port),
+                options: options.clone(),
+                child: None,
+                paused: false,
+            };
+            if node.spawn() {
+                return node;
+            }
+        }
+        panic!("could not start redis-server on a free port after 20 tries");
+    }
+
+    /// `redis://[:password@]127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        match &self.options.password {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
+            None => format!("redis://127.0.0.1:{}", self.port),
+        }
+    }
+
+    /// `127.0.0.1:port`, the name the client logs and reports this node by.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A direct connection for assertions (bypasses the lock client).
+    pub fn conn(&self) -> redis::Connection {
+        let client = redis::Client::open(self.url()).expect("node url");
+        let conn = client
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("direct connection to node");
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        conn
+    }
+
+    /// `GET key` straight from this node.
+    pub fn get(&self, key: &str) -> Option<String> {
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("GET")
+    }
+
+    /// `PTTL key` straight from this node (-2 when absent).
+    pub fn pttl(&self, key: &str) -> i64 {
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut self.conn())
+            .expect("PTTL")
+    }
+
+    /// Suspends the process (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn pause(&mut self) {
+        self.signal("-STOP");
+        self.paused = true;
+    }
+
+    /// Resumes a paused process (SIGCONT).
+    pub fn resume(&mut self) {
+        self.signal("-CONT");
+        self.paused = false;
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the process (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// Starts the killed node again on the same port, with no data.
+    pub fn restart(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn() {
+            assert!(
+                Instant::now() < deadline,
+                "could not restart redis-server on port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let child = self.child.as_ref().expect("node is not running");
+        let ok = Command::new("kill")
+            .arg(sig)
+            .arg(child.id().to_string())
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} failed");
+    }
+
+    /// Spawns the server and waits until it answers PING; false if it exited
+    /// (port taken).
+    fn spawn(&mut self) -> bool {
+        std::fs::create_dir_all(&self.dir).expect("node directory");
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .args(["--daemonize", "no"])
+            .args(["--loglevel", "warning"])
+            .arg("--dir")
+            .arg(&self.dir);
+        if let Some(pw) = &self.options.password {
+            cmd.args(["--requirepass", pw]);
+        }
+        cmd.args(&self.options.extra_args);
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{INSTALL_HINT} ({e})"));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                let _ = status;
+                self.child = None;
+                return false;
+            }
+            if self.answers_ping() {
+                return true;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server on port {} did not answer within 10 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn answers_ping(&self) -> bool {
+        if TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            return false;
+        }
+        let Ok(client) = redis::Client::open(self.url()) else {
+            return false;
+        };
+        let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
+            return false;
+        };
+        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A set of independent nodes.
+#[derive(Debug)]
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+}
+
+impl Cluster {
+    /// Starts `n` nodes without passwords.
+    pub fn start(n: usize) -> Cluster {
+        Cluster::start_with(n, &NodeOptions::default())
+    }
+
+    /// Starts `n` nodes in parallel with the given options.
+    pub fn start_with(n: usize, options: &NodeOptions) -> Cluster {
+        let nodes = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n).map(|_| s.spawn(|| Node::start(options))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("node start"))
+                .collect()
+        });
+        Cluster { nodes }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// How many nodes hold `key` with exactly `value`.
+    pub fn holders(&self, key: &str, value: &str) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && n.get(key).as_deref() == Some(value))
+            .count()
+    }
+
+    /// How many running nodes have `key` at all.
+    pub fn count_key(&self, key: &str) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && !n.paused && n.get(key).is_some())
+            .count()
+    }
+
+    /// The values of `key` on running, unpaused nodes.
+    pub fn values(&self, key: &str) -> Vec<Option<String>> {
+        self.nodes
+            .iter()
+            .filter(|n| n.is_running() && !n.paused)
+            .map(|n| n.get(key))
+            .collect()
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local addr").port()
+}
+
+fn temp_dir(port: u16) -> PathBuf {
+    static SEQ: AtomicUsize = AtomicUsize::new(0);
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("redlock-sync-{}-{seq}-{port}", std::process::id()))
+}

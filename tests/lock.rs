@@ -1,0 +1,237 @@
+//! The core client against real `redis-server` nodes: acquire, busy, release,
+//! drop, expiry, extend, clean-up of partial locks.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::Cluster;
+use redlock_sync::{Error, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Polls `cond` until it holds or 5 s pass. Used only where no event can be
+/// awaited: state on the Redis nodes that the client updates asynchronously.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .retry_count(2)
+        .retry_delay(Duration::from_millis(10))
+        .retry_jitter(Duration::from_millis(10))
+        .build()
+        .expect("client")
+}
+
+/// The token stored on a majority of nodes (read from Redis itself).
+fn stored_token(cluster: &Cluster, key: &str) -> String {
+    let values = cluster.values(key);
+    let token = values
+        .iter()
+        .flatten()
+        .next()
+        .cloned()
+        .expect("key on some node");
+    let holders = values
+        .iter()
+        .filter(|v| v.as_deref() == Some(&token))
+        .count();
+    assert!(holders >= 3, "token on only {holders} nodes");
+    token
+}
+
+#[test]
+fn lock_sets_the_key_on_every_node_and_release_removes_it() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let guard = redlock.lock("res:basic", TTL).unwrap();
+    assert_eq!(guard.resource(), "res:basic");
+    assert!(guard.is_valid());
+    assert!(guard.remaining() > Duration::from_secs(9));
+    assert!(guard.remaining() <= TTL - Duration::from_millis(102));
+
+    let token = stored_token(&cluster, "res:basic");
+    assert_eq!(token.len(), 40, "20 random bytes, hex");
+    eventually("key on all 5 nodes", || {
+        cluster.holders("res:basic", &token) == 5
+    });
+    for node in &cluster.nodes {
+        let pttl = node.pttl("res:basic");
+        assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
+    }
+
+    guard.release().unwrap();
+    eventually("key gone from all nodes", || {
+        cluster.count_key("res:basic") == 0
+    });
+}
+
+#[test]
+fn a_held_resource_is_busy_for_others() {
+    let cluster = Cluster::start(5);
+    let a = client(&cluster);
+    let b = client(&cluster);
+    let held = a.lock("res:busy", TTL).unwrap();
+
+    assert!(b.try_lock("res:busy", TTL).unwrap().is_none());
+    match b.lock("res:busy", TTL) {
+        Err(Error::Busy { resource, attempts }) => {
+            assert_eq!(resource, "res:busy");
+            assert_eq!(attempts, 3, "first round plus retry_count(2)");
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    let waited = Instant::now();
+    assert!(matches!(
+        b.lock_for("res:busy", TTL, Duration::from_millis(100)),
+        Err(Error::Busy { .. })
+    ));
+    assert!(waited.elapsed() >= Duration::from_millis(100));
+
+    // The holder's key is untouched by the failed attempts.
+    let token = stored_token(&cluster, "res:busy");
+    eventually("holder's key on all 5 nodes", || {
+        cluster.holders("res:busy", &token) == 5
+    });
+    drop(held);
+}
+
+#[test]
+fn dropping_the_guard_releases_before_drop_returns() {
+    let cluster = Cluster::start(5);
+    let a = client(&cluster);
+    let b = client(&cluster);
+    for _ in 0..20 {
+        let guard = a.lock("res:drop", TTL).unwrap();
+        drop(guard);
+        // No waiting: a majority already confirmed the release inside drop.
+        let other = b
+            .try_lock("res:drop", TTL)
+            .unwrap()
+            .expect("free after drop");
+        drop(other);
+    }
+}
+
+#[test]
+fn lock_for_waits_for_the_holder_to_release() {
+    let cluster = Cluster::start(5);
+    let a = client(&cluster);
+    let b = client(&cluster);
+    let guard = a.lock("res:wait", TTL).unwrap();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let waiter = std::thread::spawn(move || {
+        tx.send(()).unwrap();
+        b.lock_for("res:wait", TTL, Duration::from_secs(10))
+            .map(|g| g.release())
+    });
+    rx.recv().unwrap();
+    drop(guard);
+    waiter
+        .join()
+        .unwrap()
+        .expect("acquired after release")
+        .expect("released");
+}
+
+#[test]
+fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
+    let cluster = Cluster::start(5);
+    let a = client(&cluster);
+    let b = client(&cluster);
+    let mut first = a.lock("res:expire", Duration::from_millis(100)).unwrap();
+    eventually("first lock expired on every node", || {
+        !first.is_valid() && cluster.count_key("res:expire") == 0
+    });
+    let second = b.lock("res:expire", TTL).unwrap();
+    let token = stored_token(&cluster, "res:expire");
+
+    assert!(matches!(first.extend(TTL), Err(Error::LockLost { .. })));
+    match first.release() {
+        Err(Error::LockLost {
+            confirmed, quorum, ..
+        }) => {
+            assert_eq!(confirmed, 0);
+            assert_eq!(quorum, 3);
+        }
+        other => panic!("expected LockLost, got {other:?}"),
+    }
+    eventually("second holder's key on all nodes", || {
+        cluster.holders("res:expire", &token) == 5
+    });
+    assert!(second.is_valid());
+    second.release().unwrap();
+}
+
+#[test]
+fn extend_moves_validity_forward_on_a_majority() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let mut guard = redlock
+        .lock("res:extend", Duration::from_millis(500))
+        .unwrap();
+    let before = guard.valid_until();
+    guard.extend(Duration::from_secs(20)).unwrap();
+    assert!(guard.valid_until() > before + Duration::from_secs(15));
+    assert_eq!(guard.ttl(), Duration::from_secs(20));
+    let extended = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.pttl("res:extend") > 15_000)
+        .count();
+    assert!(extended >= 3, "pexpire applied on {extended} nodes");
+    assert!(matches!(
+        guard.extend(Duration::ZERO),
+        Err(Error::Config { .. })
+    ));
+    guard.release().unwrap();
+}
+
+#[test]
+fn a_partial_acquisition_is_cleaned_up_and_others_keys_survive() {
+    let cluster = Cluster::start(5);
+    // Another client holds the key on 3 of 5 nodes.
+    for node in &cluster.nodes[..3] {
+        let _: () = redis::cmd("SET")
+            .arg("res:partial")
+            .arg("someone-else")
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let redlock = client(&cluster);
+    assert!(redlock.try_lock("res:partial", TTL).unwrap().is_none());
+    // Our SET landed on the 2 free nodes; the failed round must remove it.
+    eventually("our partial keys removed", || {
+        cluster.nodes[3..]
+            .iter()
+            .all(|n| n.get("res:partial").is_none())
+    });
+    assert_eq!(cluster.holders("res:partial", "someone-else"), 3);
+}
+
+#[test]
+fn too_slow_reports_and_cleans_up() {
+    // With a 3 ms TTL the drift allowance leaves well under a millisecond of
+    // validity, so a round on a loaded machine is often too slow. Either
+    // outcome is legitimate; what must hold is that a failure is TooSlow or a
+    // lock, and that nothing is left behind.
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    for _ in 0..20 {
+        match redlock.try_lock("res:slow", Duration::from_millis(3)) {
+            Ok(Some(guard)) => drop(guard),
+            Ok(None) => {}
+            Err(Error::TooSlow { ttl, .. }) => assert_eq!(ttl, Duration::from_millis(3)),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    eventually("nothing left", || cluster.count_key("res:slow") == 0);
+}
