@@ -71,3 +71,8 @@ pub use client::Redlock;
 pub use config::RedlockBuilder;
 pub use error::{Error, FailureKind, NodeFailure};
 pub use guard::LockGuard;
+
+/// Compiles the README's examples as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

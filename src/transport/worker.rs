@@ -134,7 +134,7 @@ impl Worker {
         })
     }
 
-    fn fail_all(&mut self, batch: &mut Vec<Job>, failure: &NodeFailure) {
+    fn fail_all(&mut self, batch: &[Job], failure: &NodeFailure) {
         for job in batch.iter() {
             job.finish(&self.shared, Err(failure.clone()));
         }

@@ -1,0 +1,80 @@
+//! Quick start: two threads contend for one lock.
+//!
+//! ```text
+//! cargo run --example quickstart                      # starts 5 local redis-server nodes itself
+//! cargo run --example quickstart -- redis://h1 redis://h2 redis://h3   # or use yours
+//! ```
+//!
+//! With no node URLs given, it starts five `redis-server` processes on free
+//! loopback ports (install with `sudo apt-get install -y redis-server` or
+//! `sh scripts/ensure-redis.sh`) and stops them when it ends.
+
+#[path = "../tests/harness/mod.rs"]
+mod harness;
+
+use std::sync::Arc;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use redlock_sync::{Error, Redlock};
+
+fn main() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (_local, urls) = if args.is_empty() {
+        println!("starting 5 local redis-server nodes ...");
+        let cluster = harness::Cluster::start(5);
+        let urls = cluster.urls();
+        (Some(cluster), urls)
+    } else {
+        (None, args)
+    };
+    println!("nodes: {}", urls.join(", "));
+
+    // One client per process; clones share its connections and worker threads.
+    let redlock = Redlock::new(&urls)?;
+    let started = Instant::now();
+    let say = move |who: &str, what: String| {
+        println!(
+            "[{:>6.1} ms] {who}: {what}",
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    };
+    let ttl = Duration::from_secs(10);
+    let ready = Arc::new(Barrier::new(2));
+
+    let alice = {
+        let (redlock, ready) = (redlock.clone(), ready.clone());
+        std::thread::spawn(move || -> Result<(), Error> {
+            let guard = redlock.lock("quickstart:report", ttl)?;
+            say(
+                "alice",
+                format!("got the lock, valid for {:?}", guard.remaining()),
+            );
+            ready.wait();
+            std::thread::sleep(Duration::from_millis(300)); // the protected work
+            say("alice", "done, releasing".into());
+            guard.release()?;
+            Ok(())
+        })
+    };
+    let bob = std::thread::spawn(move || -> Result<(), Error> {
+        ready.wait();
+        match redlock.try_lock("quickstart:report", ttl)? {
+            Some(_) => say("bob", "got the lock at once (unexpected)".into()),
+            None => say("bob", "try_lock: busy, someone else holds it".into()),
+        }
+        say("bob", "waiting up to 5 s with lock_for ...".into());
+        let guard = redlock.lock_for("quickstart:report", ttl, Duration::from_secs(5))?;
+        say(
+            "bob",
+            format!("got the lock, valid for {:?}", guard.remaining()),
+        );
+        drop(guard); // releases
+        say("bob", "released by drop".into());
+        Ok(())
+    });
+    alice.join().expect("alice panicked")?;
+    bob.join().expect("bob panicked")?;
+    println!("done; stopping local nodes");
+    Ok(())
+}

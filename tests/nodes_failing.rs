@@ -1,0 +1,217 @@
+//! The client while nodes are down, paused, restarted or misconfigured.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, NodeOptions};
+use redlock_sync::{Error, FailureKind, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn client(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .retry_count(3)
+        .retry_delay(Duration::from_millis(20))
+        .retry_jitter(Duration::from_millis(20))
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .expect("client")
+}
+
+#[test]
+fn a_minority_down_does_not_stop_locking() {
+    let mut cluster = Cluster::start(5);
+    cluster.nodes[0].kill();
+    cluster.nodes[1].kill();
+    let redlock = client(cluster.urls());
+    for i in 0..10 {
+        let key = format!("res:minority:{i}");
+        let guard = redlock.lock(&key, TTL).unwrap();
+        assert!(cluster.count_key(&key) >= 3);
+        guard
+            .release()
+            .expect("release confirmed by the live majority");
+        eventually("released", || cluster.count_key(&key) == 0);
+    }
+}
+
+#[test]
+fn a_majority_down_is_no_quorum_naming_each_node_and_leaves_nothing() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    let dead: Vec<String> = cluster.nodes[..3].iter().map(|n| n.address()).collect();
+    for node in &mut cluster.nodes[..3] {
+        node.kill();
+    }
+    match redlock.lock("res:noquorum", TTL) {
+        Err(Error::NoQuorum {
+            resource,
+            confirmed,
+            quorum,
+            failures,
+        }) => {
+            assert_eq!(resource, "res:noquorum");
+            assert!(confirmed <= 2);
+            assert_eq!(quorum, 3);
+            let mut named: Vec<String> = failures.iter().map(|f| f.node().to_owned()).collect();
+            named.sort();
+            let mut expected = dead.clone();
+            expected.sort();
+            assert_eq!(named, expected);
+            assert!(
+                failures
+                    .iter()
+                    .all(|f| matches!(f.kind(), FailureKind::Connection | FailureKind::Timeout))
+            );
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    eventually("no key left on the live nodes", || {
+        cluster.count_key("res:noquorum") == 0
+    });
+}
+
+#[test]
+fn a_paused_node_does_not_block_or_fail_the_majority() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    drop(redlock.lock("warm-up", TTL).unwrap());
+    cluster.nodes[2].pause();
+    for i in 0..50 {
+        let started = Instant::now();
+        let guard = redlock.lock(&format!("res:paused:{i}"), TTL).unwrap();
+        guard.release().unwrap();
+        // The per-node timeout for a 10 s TTL is 50 ms: a client without
+        // socket timeouts would hang here for as long as the node is paused.
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "pair {i} took {:?}",
+            started.elapsed()
+        );
+    }
+    cluster.nodes[2].resume();
+}
+
+#[test]
+fn the_client_reconnects_after_every_node_restarts() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    drop(redlock.lock("res:restart", TTL).unwrap());
+    for node in &mut cluster.nodes {
+        node.restart();
+    }
+    let guard = redlock
+        .lock_for("res:restart", TTL, Duration::from_secs(10))
+        .expect("reconnected by itself");
+    guard.release().unwrap();
+}
+
+#[test]
+fn build_succeeds_with_every_node_down_and_locks_once_they_come_up() {
+    let mut cluster = Cluster::start(3);
+    for node in &mut cluster.nodes {
+        node.kill();
+    }
+    let redlock = client(cluster.urls());
+    assert!(matches!(
+        redlock.try_lock("res:late", TTL),
+        Err(Error::NoQuorum { .. })
+    ));
+    for node in &mut cluster.nodes {
+        node.restart();
+    }
+    let guard = redlock
+        .lock_for("res:late", TTL, Duration::from_secs(10))
+        .expect("connected in the background");
+    guard.release().unwrap();
+}
+
+#[test]
+fn a_node_killed_while_held_still_releases_on_the_majority() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    let guard = redlock.lock("res:killed", TTL).unwrap();
+    cluster.nodes[4].kill();
+    guard.release().expect("the remaining 4 nodes confirm");
+    eventually("released", || cluster.count_key("res:killed") == 0);
+
+    let guard = redlock.lock("res:killed2", TTL).unwrap();
+    cluster.nodes[3].kill();
+    drop(guard); // must not panic; releases on the remaining majority
+    eventually("released on drop", || cluster.count_key("res:killed2") == 0);
+}
+
+#[test]
+fn a_wrong_password_is_an_auth_failure_without_retrying() {
+    let options = NodeOptions {
+        password: Some("right-secret".into()),
+        ..NodeOptions::default()
+    };
+    let cluster = Cluster::start_with(3, &options);
+    let good = client(cluster.urls());
+    good.lock("res:auth", TTL).unwrap().release().unwrap();
+
+    let wrong: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://:wrong-secret@127.0.0.1:{}", n.port))
+        .collect();
+    let redlock = Redlock::builder(wrong)
+        .retry_count(1000)
+        .retry_delay(Duration::from_millis(50))
+        .build()
+        .expect("build does not fail on unreachable or refusing nodes");
+    let started = Instant::now();
+    let err = redlock.lock("res:auth", TTL).unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "1000 retries would take 50 s: auth failures must not be retried"
+    );
+    match &err {
+        Error::NoQuorum { failures, .. } => {
+            // Decided as soon as 2 of 3 refused us: a majority was impossible.
+            assert!(failures.len() >= 2, "{err}");
+            assert!(
+                failures.iter().all(|f| f.kind() == FailureKind::Auth),
+                "{err}"
+            );
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+    let text = format!("{err} {err:?} {redlock:?}");
+    assert!(!text.contains("wrong-secret"), "{text}");
+    assert!(!text.contains("right-secret"), "{text}");
+}
+
+#[test]
+fn read_only_replicas_are_failed_votes_not_grants() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    // Nodes 0 and 1 become replicas of node 2: they answer writes with READONLY.
+    for node in &cluster.nodes[..2] {
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(cluster.nodes[2].port)
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    match redlock.try_lock("res:replica", TTL) {
+        Err(Error::NoQuorum { failures, .. }) => {
+            assert_eq!(failures.len(), 2, "{failures:?}");
+            for failure in &failures {
+                assert_eq!(failure.kind(), FailureKind::NotWritable, "{failure}");
+                assert!(failure.detail().contains("READONLY"), "{failure}");
+            }
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
