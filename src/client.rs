@@ -1,12 +1,17 @@
 //! The client: acquisition rounds and the retry policy.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
 
 use crate::algorithm::{self, Tally, Verdict};
 use crate::config::{NodeSpec, RedlockBuilder, Settings};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::keeper;
+use crate::lease::Lease;
 use crate::transport::{Op, Request, Transport};
 
 /// A Redlock client over N independent Redis masters.
@@ -40,6 +45,8 @@ pub struct Redlock {
 pub(crate) struct Inner {
     pub(crate) transport: Transport,
     pub(crate) settings: Settings,
+    /// Registrations for the keeper thread, started on first `keep_alive`.
+    keeper: Mutex<Option<Sender<Weak<Lease>>>>,
 }
 
 impl std::fmt::Debug for Redlock {
@@ -120,6 +127,7 @@ impl Redlock {
             inner: Arc::new(Inner {
                 transport,
                 settings,
+                keeper: Mutex::new(None),
             }),
         })
     }
@@ -200,6 +208,74 @@ impl Redlock {
         self.acquire(resource, ttl, Patience::Until(Some(deadline)))
     }
 
+    /// Runs `work` while holding `resource`: acquires it (retrying per the
+    /// policy), keeps it alive while `work` runs, and releases it afterwards —
+    /// also when `work` panics (the panic then continues).
+    ///
+    /// Inside `work`, call [`LockGuard::ensure_valid`] before each step that
+    /// must not run without the lock.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let total = redlock.with_lock("ledger", Duration::from_secs(5), |guard| {
+    ///     let mut total = 0;
+    ///     for batch in 0..100 {
+    ///         guard.ensure_valid()?; // stop at once if the lock was lost
+    ///         total += batch;
+    ///     }
+    ///     Ok::<_, redlock_sync::Error>(total)
+    /// })??;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock) when the lock cannot be had; [`Error::LockLost`]
+    /// if it was lost while `work` ran (the result of `work` is then dropped,
+    /// because it was not protected throughout). A release that cannot be
+    /// confirmed after a valid run is only logged: the work was protected.
+    pub fn with_lock<T, F>(&self, resource: &str, ttl: Duration, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(&LockGuard) -> T,
+    {
+        let mut guard = self.lock(resource, ttl)?;
+        guard.keep_alive();
+        let value = work(&guard);
+        let valid = guard.ensure_valid();
+        let released = guard.release();
+        valid?;
+        match released {
+            Ok(()) => Ok(value),
+            Err(err @ Error::LockLost { .. }) => Err(err),
+            Err(err) => {
+                log::warn!("redlock: releasing {resource:?} after with_lock failed: {err}");
+                Ok(value)
+            }
+        }
+    }
+
+    /// Registers a lease with the keeper thread, starting it if needed.
+    pub(crate) fn keep(&self, lease: &Arc<Lease>) -> Result<(), Error> {
+        let mut keeper = self.inner.keeper.lock();
+        if keeper.is_none() {
+            let started =
+                keeper::start(Arc::downgrade(&self.inner)).map_err(|e| Error::System {
+                    reason: format!("could not start the keeper thread: {e}"),
+                })?;
+            *keeper = Some(started);
+        }
+        let sent = keeper.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
+        match sent {
+            Some(Ok(())) => Ok(()),
+            _ => Err(Error::System {
+                reason: "the keeper thread has stopped".into(),
+            }),
+        }
+    }
+
     fn acquire(
         &self,
         resource: &str,
@@ -262,14 +338,8 @@ impl Redlock {
         let failed = match tally.verdict() {
             Some(Verdict::Confirmed) if Instant::now() < valid_until => {
                 log::debug!("redlock: acquired {key:?} in {:?}", start.elapsed());
-                return Ok(LockGuard::new(
-                    self.clone(),
-                    key.clone(),
-                    token,
-                    ttl,
-                    start,
-                    valid_until,
-                ));
+                let lease = Lease::new(&self.inner, key.clone(), token, ttl, start, valid_until);
+                return Ok(LockGuard::new(self.clone(), lease));
             }
             Some(Verdict::Confirmed) => (
                 Error::TooSlow {

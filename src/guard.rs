@@ -3,19 +3,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
-
-use crate::algorithm::{self, Verdict};
 use crate::client::Redlock;
 use crate::error::Error;
-use crate::transport::{Op, Request};
+use crate::lease::Lease;
 
 /// A held lock. Releases it when dropped, like a `MutexGuard`.
 ///
 /// A distributed lock is a lease: it protects your work only until
 /// [`valid_until`](Self::valid_until). Check [`is_valid`](Self::is_valid) or
-/// [`remaining`](Self::remaining) before each step of protected work, and
-/// [`extend`](Self::extend) the lease if the work takes longer.
+/// [`ensure_valid`](Self::ensure_valid) before each step of protected work
+/// (above all before a step that cannot be undone), and either
+/// [`extend`](Self::extend) the lease yourself or let the client renew it with
+/// [`keep_alive`](Self::keep_alive).
 ///
 /// # Drop does network I/O
 ///
@@ -32,7 +31,7 @@ use crate::transport::{Op, Request};
 /// let redlock = Redlock::new(["redis://127.0.0.1:7001", "redis://127.0.0.1:7002", "redis://127.0.0.1:7003"])?;
 /// {
 ///     let guard = redlock.lock("invoices", Duration::from_secs(10))?;
-///     assert!(guard.is_valid());
+///     guard.ensure_valid()?;
 ///     // ... protected work ...
 /// } // released here
 /// # Ok::<(), redlock_sync::Error>(())
@@ -46,23 +45,6 @@ pub struct LockGuard {
     armed: bool,
 }
 
-/// What the guard knows about its lock.
-pub(crate) struct Lease {
-    pub(crate) resource: Arc<str>,
-    pub(crate) token: Arc<str>,
-    pub(crate) state: Mutex<LeaseState>,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LeaseState {
-    /// The TTL last set on the nodes.
-    pub(crate) ttl: Duration,
-    /// Until when a majority is known to hold our token (drift deducted).
-    pub(crate) valid_until: Instant,
-    /// No key of ours can outlive this instant on any node.
-    pub(crate) keys_gone_by: Instant,
-}
-
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
@@ -74,26 +56,10 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(
-        client: Redlock,
-        resource: Arc<str>,
-        token: Arc<str>,
-        ttl: Duration,
-        start: Instant,
-        valid_until: Instant,
-    ) -> Self {
-        let keys_gone_by = keys_gone_by(&client, start, ttl);
+    pub(crate) fn new(client: Redlock, lease: Lease) -> Self {
         LockGuard {
             client,
-            lease: Arc::new(Lease {
-                resource,
-                token,
-                state: Mutex::new(LeaseState {
-                    ttl,
-                    valid_until,
-                    keys_gone_by,
-                }),
-            }),
+            lease: Arc::new(lease),
             armed: true,
         }
     }
@@ -104,25 +70,72 @@ impl LockGuard {
     }
 
     /// The TTL last set on the nodes (by the acquisition or the last
-    /// successful [`extend`](Self::extend)).
+    /// successful extension).
     pub fn ttl(&self) -> Duration {
         self.lease.state.lock().ttl
     }
 
     /// Until when the lock is guaranteed to be ours: the start of the round
-    /// that set it, plus its TTL, minus the clock-drift allowance.
+    /// that last set it, plus its TTL, minus the clock-drift allowance.
     pub fn valid_until(&self) -> Instant {
         self.lease.state.lock().valid_until
     }
 
-    /// How much validity is left (zero once it has run out).
+    /// How much validity is left (zero once it has run out or the lock was lost).
     pub fn remaining(&self) -> Duration {
+        if self.lease.state.lock().lost {
+            return Duration::ZERO;
+        }
         self.valid_until().saturating_duration_since(Instant::now())
     }
 
-    /// Whether the lock is still guaranteed to be ours. Cheap: no I/O.
+    /// Whether the lock is still guaranteed to be ours: validity is left and
+    /// it was not lost. Cheap: no I/O.
     pub fn is_valid(&self) -> bool {
-        Instant::now() < self.valid_until()
+        self.lease.is_valid()
+    }
+
+    /// `Ok` while the lock is valid; [`Error::LockLost`] once its validity ran
+    /// out or a renewal found it gone. Cheap: no I/O. Call it before each step
+    /// of protected work, and stop the work on error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LockLost`], with the node failures of the last failed renewal.
+    pub fn ensure_valid(&self) -> Result<(), Error> {
+        if self.is_valid() {
+            Ok(())
+        } else {
+            Err(self.lease.lost_error(&self.client.inner, 0))
+        }
+    }
+
+    /// From now on the client renews this lock before it expires, until it is
+    /// released or dropped. One keeper thread per client renews all kept-alive
+    /// locks, each when a third of its TTL is left, with the same TTL.
+    ///
+    /// A renewal that cannot reach a majority is retried while validity
+    /// remains. When validity runs out (or nodes answer that the lock is gone)
+    /// the lock is **lost**: [`is_valid`](Self::is_valid) turns false,
+    /// [`ensure_valid`](Self::ensure_valid) and [`release`](Self::release)
+    /// report [`Error::LockLost`], and a warning naming the resource is
+    /// logged. A lost lock is never renewed again. Calling this twice is
+    /// harmless.
+    pub fn keep_alive(&mut self) {
+        {
+            let mut state = self.lease.state.lock();
+            if state.kept {
+                return;
+            }
+            state.kept = true;
+        }
+        if let Err(err) = self.client.keep(&self.lease) {
+            self.lease.state.lock().kept = false;
+            log::error!(
+                "redlock: cannot keep {:?} alive, it will expire after its ttl: {err}",
+                self.lease.resource
+            );
+        }
     }
 
     /// Extends the lock to `ttl` from now, on every node, with an atomic
@@ -137,105 +150,22 @@ impl LockGuard {
     /// failed to answer (the old validity still stands, unless `ttl` is
     /// shorter than what is left); [`Error::Config`] for an unusable `ttl`.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        let inner = &self.client.inner;
-        let ttl_ms = inner.ttl_millis(ttl)?;
-        let ttl = Duration::from_millis(ttl_ms);
-        let start = Instant::now();
-        let old = *self.lease.state.lock();
-        if start >= old.valid_until {
-            return Err(self.lost(Vec::new(), 0));
-        }
-        let node_timeout = inner.node_timeout(ttl);
-        let answer_by = start
-            .checked_add(node_timeout)
-            .map_or(old.valid_until, |t| t.min(old.valid_until));
-        let new_until = algorithm::valid_until(start, ttl, inner.settings.drift_factor);
-        let request = self.request(Op::Extend { ttl_ms }, node_timeout, answer_by);
-        let tally = inner.transport.round(request, answer_by);
-        let verdict = tally.verdict();
-        let mut state = self.lease.state.lock();
-        // Nodes that applied the new TTL may keep our key longer than before.
-        state.keys_gone_by = state
-            .keys_gone_by
-            .max(keys_gone_by(&self.client, start, ttl));
-        if verdict == Some(Verdict::Confirmed) {
-            state.ttl = ttl;
-            state.valid_until = new_until;
-            return Ok(());
-        }
-        // Nodes that applied a shorter TTL shortened our keys, whatever the outcome.
-        state.valid_until = state.valid_until.min(new_until);
-        drop(state);
-        let confirmed = tally.confirmed();
-        Err(match verdict {
-            Some(Verdict::Refused) => self.lost(tally.into_failures(), confirmed),
-            _ => inner.round_error(&self.lease.resource, tally),
-        })
+        self.lease.begin_extend(&self.client.inner, ttl)?.finish()
     }
 
     /// Releases the lock on every node with an atomic compare-and-delete, and
-    /// reports whether a majority confirmed.
+    /// reports whether a majority confirmed. Stops any keep-alive.
     ///
     /// # Errors
     ///
-    /// [`Error::LockLost`] if too few nodes still held our token (it expired;
-    /// another holder's key is never deleted); [`Error::NoQuorum`] if too many
-    /// nodes failed to answer (the lock then expires after its TTL).
+    /// [`Error::LockLost`] if the lock was lost or too few nodes still held our
+    /// token (it expired; another holder's key is never deleted);
+    /// [`Error::NoQuorum`] if too many nodes failed to answer (the lock then
+    /// expires after its TTL).
     pub fn release(mut self) -> Result<(), Error> {
         self.armed = false;
-        self.release_now()
+        self.lease.release(&self.client.inner)
     }
-
-    fn release_now(&self) -> Result<(), Error> {
-        let inner = &self.client.inner;
-        let state = *self.lease.state.lock();
-        let node_timeout = inner.node_timeout(state.ttl);
-        let start = Instant::now();
-        let answer_by = start.checked_add(node_timeout).unwrap_or(start);
-        let request = self.request(Op::Release, node_timeout, state.keys_gone_by.max(answer_by));
-        let tally = inner.transport.round(request, answer_by);
-        match tally.verdict() {
-            Some(Verdict::Confirmed) => {
-                log::debug!(
-                    "redlock: released {:?} in {:?}",
-                    self.lease.resource,
-                    start.elapsed()
-                );
-                Ok(())
-            }
-            Some(Verdict::Refused) => {
-                let confirmed = tally.confirmed();
-                Err(self.lost(tally.into_failures(), confirmed))
-            }
-            _ => Err(inner.round_error(&self.lease.resource, tally)),
-        }
-    }
-
-    fn request(&self, op: Op, io_timeout: Duration, expires: Instant) -> Request {
-        Request {
-            op,
-            key: self.lease.resource.clone(),
-            token: self.lease.token.clone(),
-            io_timeout,
-            expires,
-        }
-    }
-
-    fn lost(&self, failures: Vec<crate::NodeFailure>, confirmed: usize) -> Error {
-        Error::LockLost {
-            resource: self.lease.resource.to_string(),
-            confirmed,
-            quorum: self.client.quorum(),
-            failures,
-        }
-    }
-}
-
-/// The latest instant a key set at `start` with `ttl` can still exist: a node
-/// may apply the command up to one per-node timeout late.
-fn keys_gone_by(client: &Redlock, start: Instant, ttl: Duration) -> Instant {
-    let slack = ttl.saturating_add(client.inner.node_timeout(ttl));
-    start.checked_add(slack).unwrap_or(start)
 }
 
 impl Drop for LockGuard {
@@ -243,11 +173,14 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
-        if let Err(err) = self.release_now() {
-            log::warn!(
+        match self.lease.release(&self.client.inner) {
+            Ok(()) => {}
+            // Already warned about when it was lost.
+            Err(Error::LockLost { .. }) if self.lease.state.lock().lost => {}
+            Err(err) => log::warn!(
                 "redlock: releasing {:?} on drop failed (it expires by itself after its ttl): {err}",
                 self.lease.resource
-            );
+            ),
         }
     }
 }

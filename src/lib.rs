@@ -44,6 +44,45 @@
 //! believe it holds the lock: check [`LockGuard::is_valid`] or
 //! [`LockGuard::remaining`] before each protected step.
 //!
+//! # Long-running work: choosing a TTL, keep-alive and `ensure_valid`
+//!
+//! The TTL is how long the lock survives **you** crashing: after a crash, others
+//! wait up to one TTL. It is also the longest stretch you may go without
+//! checking the lock. Choose it:
+//!
+//! * well above one network round trip plus the drift allowance (the
+//!   allowance is `ttl * 0.01 + 2 ms`; TTLs under ~100 ms leave little room);
+//! * above the longest pause your process can suffer between two checks (GC,
+//!   swap, a blocking syscall), since a paused holder cannot notice the loss;
+//! * short enough that others do not wait too long after a crash.
+//!
+//! When the work may outlast the TTL, call [`LockGuard::keep_alive`] (or use
+//! [`Redlock::with_lock`], which does it for you): one keeper thread per client
+//! renews every kept-alive lock when a third of its TTL is left. If a renewal
+//! cannot reach a majority before validity runs out, the lock is *lost* and
+//! [`LockGuard::ensure_valid`] returns [`Error::LockLost`] from then on.
+//!
+//! Call `ensure_valid()` (no I/O, a clock read and a mutex) **before every
+//! step whose effect must not happen twice**: writing a file, charging a card,
+//! committing a batch. On error, stop. The check cannot close the window
+//! between checking and acting; for that, pass a fencing value to the
+//! protected resource (the Redlock critique).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_sync::Redlock;
+//!
+//! let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+//! let mut guard = redlock.lock("import:customers", Duration::from_secs(10))?;
+//! guard.keep_alive();
+//! for chunk in 0..1_000 {
+//!     guard.ensure_valid()?; // lost? stop before writing anything more
+//!     let _ = chunk; // ... write one chunk ...
+//! }
+//! guard.release()?;
+//! # Ok::<(), redlock_sync::Error>(())
+//! ```
+//!
 //! # Operating the nodes
 //!
 //! Use independent masters (3 or 5), not replicas of each other. A node that
@@ -65,6 +104,8 @@ mod client;
 mod config;
 mod error;
 mod guard;
+mod keeper;
+mod lease;
 mod transport;
 
 pub use client::Redlock;

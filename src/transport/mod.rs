@@ -13,7 +13,7 @@ mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::algorithm::{Answer, Tally, missing_answer};
 use crate::config::{NodeSpec, Settings};
@@ -162,42 +162,38 @@ impl Transport {
         self.nodes.len()
     }
 
+    /// How many nodes must agree: `N/2 + 1`.
+    pub(crate) fn quorum(&self) -> usize {
+        crate::algorithm::quorum(self.nodes.len())
+    }
+
     /// Sends `req` to every node and collects answers until the outcome is
     /// decided or `wait_until` passes; nodes that have not answered by then
     /// count as timed out.
     pub(crate) fn round(&self, req: Request, wait_until: Instant) -> Tally {
+        self.start_round(req).collect(self, wait_until)
+    }
+
+    /// Sends `req` to every node; collect the answers with
+    /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
+    pub(crate) fn start_round(&self, req: Request) -> PendingRound {
         let n = self.nodes.len();
-        let mut tally = Tally::new(n);
-        let mut answered = vec![false; n];
+        let mut pending = PendingRound {
+            tally: Tally::new(n),
+            answered: vec![false; n],
+            answers: crossbeam_channel::never(),
+            started: Instant::now(),
+        };
         let (reply, answers) = crossbeam_channel::bounded(n);
         let req = Arc::new(req);
         for (index, node) in self.nodes.iter().enumerate() {
             if let Err(failure) = self.enqueue(node, &req, index, Some(reply.clone())) {
-                answered[index] = true;
-                tally.record(Err(failure));
+                pending.answered[index] = true;
+                pending.tally.record(Err(failure));
             }
         }
-        drop(reply);
-        let started = Instant::now();
-        while tally.verdict().is_none() {
-            match answers.recv_deadline(wait_until) {
-                Ok((index, answer)) => {
-                    answered[index] = true;
-                    tally.record(answer);
-                }
-                Err(_) => {
-                    let waited = started.elapsed();
-                    for (index, done) in answered.iter().enumerate() {
-                        if !done {
-                            let node = self.nodes[index].shared.address.clone();
-                            tally.record_missing(missing_answer(node, waited));
-                        }
-                    }
-                    break;
-                }
-            }
-        }
-        tally
+        pending.answers = answers;
+        pending
     }
 
     /// Sends `req` to every node without waiting for any answer.
@@ -233,5 +229,39 @@ impl Transport {
             };
             NodeFailure::new(node.shared.address.clone(), kind, detail)
         })
+    }
+}
+
+/// A round whose requests are queued; its answers are still to be collected.
+pub(crate) struct PendingRound {
+    tally: Tally,
+    answered: Vec<bool>,
+    answers: Receiver<(usize, Answer)>,
+    started: Instant,
+}
+
+impl PendingRound {
+    /// Collects answers until the outcome is decided or `wait_until` passes;
+    /// nodes that have not answered by then count as timed out.
+    pub(crate) fn collect(mut self, transport: &Transport, wait_until: Instant) -> Tally {
+        while self.tally.verdict().is_none() {
+            match self.answers.recv_deadline(wait_until) {
+                Ok((index, answer)) => {
+                    self.answered[index] = true;
+                    self.tally.record(answer);
+                }
+                Err(_) => {
+                    let waited = self.started.elapsed();
+                    for (index, done) in self.answered.iter().enumerate() {
+                        if !done {
+                            let node = transport.nodes[index].shared.address.clone();
+                            self.tally.record_missing(missing_answer(node, waited));
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+        self.tally
     }
 }

@@ -1,0 +1,220 @@
+//! Keep-alive, `ensure_valid` and `with_lock` against real nodes.
+
+mod harness;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use harness::Cluster;
+use redlock_sync::{Error, Redlock};
+
+const SHORT: Duration = Duration::from_millis(300);
+
+/// Captures every log record of this test binary, at every level.
+struct Capture;
+static LOGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        let line = format!("{} {}", record.level(), record.args());
+        LOGS.lock().unwrap().push(line);
+    }
+    fn flush(&self) {}
+}
+fn capture_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        log::set_logger(&Capture).unwrap();
+        log::set_max_level(log::LevelFilter::Trace);
+    });
+}
+
+fn client(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .retry_count(2)
+        .retry_delay(Duration::from_millis(10))
+        .retry_jitter(Duration::from_millis(10))
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .expect("client")
+}
+
+fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn a_kept_alive_lock_outlives_its_ttl_and_stays_exclusive() {
+    let cluster = Cluster::start(5);
+    let holder = client(&cluster);
+    let other = client(&cluster);
+    let mut guard = holder.lock("ka:exclusive", SHORT).unwrap();
+    guard.keep_alive();
+    guard.keep_alive(); // idempotent
+    let first_until = guard.valid_until();
+    let mut moves = 0;
+    let mut last_until = first_until;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        assert!(guard.is_valid(), "lost after {:?}", started.elapsed());
+        guard.ensure_valid().unwrap();
+        assert!(other.try_lock("ka:exclusive", SHORT).unwrap().is_none());
+        if guard.valid_until() > last_until {
+            moves += 1;
+            last_until = guard.valid_until();
+        }
+        std::thread::sleep(Duration::from_millis(25)); // let time pass: that is the test
+    }
+    // 3 s of a 300 ms TTL renewed at a third left: about 15 renewals.
+    assert!(moves >= 10, "valid_until moved only {moves} times");
+    assert!(last_until > first_until + Duration::from_millis(2500));
+    guard.release().unwrap();
+    assert!(other.try_lock("ka:exclusive", SHORT).unwrap().is_some());
+}
+
+#[test]
+fn losing_a_majority_loses_the_lock_and_resuming_does_not_resurrect_it() {
+    capture_logs();
+    let mut cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let mut guard = redlock.lock("ka:lost", SHORT).unwrap();
+    let token = cluster.nodes[0].get("ka:lost").expect("token");
+    guard.keep_alive();
+    for node in &mut cluster.nodes[..3] {
+        node.pause();
+    }
+    let paused_at = Instant::now();
+    let deadline = guard.valid_until();
+    eventually("the guard is reported lost", Duration::from_secs(2), || {
+        guard.ensure_valid().is_err()
+    });
+    // Lost no later than the validity the guard had when the nodes stopped
+    // answering (a renewal in flight may have moved it once), plus a margin.
+    let bound = deadline.max(paused_at) + SHORT + Duration::from_millis(100);
+    assert!(Instant::now() < bound, "lost too late");
+    assert!(!guard.is_valid());
+    assert_eq!(guard.remaining(), Duration::ZERO);
+    assert!(matches!(guard.ensure_valid(), Err(Error::LockLost { .. })));
+    {
+        let logs = LOGS.lock().unwrap();
+        assert!(
+            logs.iter()
+                .any(|l| l.starts_with("WARN") && l.contains("lost the lock on \"ka:lost\"")),
+            "no warning naming the resource"
+        );
+        assert!(
+            logs.iter().all(|l| !l.contains(&token)),
+            "a token was logged"
+        );
+    }
+
+    for node in &mut cluster.nodes[..3] {
+        node.resume();
+    }
+    // Several renewal periods later, it is still lost: never renewed again.
+    let frozen_until = guard.valid_until();
+    std::thread::sleep(SHORT * 2);
+    assert!(!guard.is_valid());
+    assert_eq!(guard.valid_until(), frozen_until);
+    // Its keys expire on their own, and someone else can take the lock.
+    let other = client(&cluster);
+    let next = other
+        .lock_for("ka:lost", SHORT, Duration::from_secs(2))
+        .expect("free once the lost lock's keys expired");
+    assert!(matches!(guard.release(), Err(Error::LockLost { .. })));
+    assert!(
+        next.is_valid(),
+        "releasing the lost guard must not touch the new holder"
+    );
+    next.release().unwrap();
+}
+
+#[test]
+fn release_racing_a_renewal_never_leaves_the_key_behind() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let ttl = Duration::from_secs(3);
+    // Each guard is released around the moment its renewal is due, so that
+    // releases and renewals interleave on the nodes in every order.
+    std::thread::scope(|s| {
+        for i in 0..24u64 {
+            let redlock = redlock.clone();
+            s.spawn(move || {
+                let mut guard = redlock.lock(&format!("ka:race:{i}"), ttl).unwrap();
+                guard.keep_alive();
+                let due = guard.valid_until() - ttl / 3;
+                let offset = Duration::from_millis(i * 2);
+                let at = due - Duration::from_millis(24) + offset;
+                std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                guard.release().unwrap();
+            });
+        }
+    });
+    // A resurrected key would live for the whole 3 s TTL.
+    eventually("every key gone", Duration::from_millis(500), || {
+        (0..24).all(|i| cluster.count_key(&format!("ka:race:{i}")) == 0)
+    });
+}
+
+#[test]
+fn with_lock_runs_the_work_and_releases() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let other = client(&cluster);
+    let value = redlock
+        .with_lock("ka:with", SHORT, |guard| {
+            assert!(guard.is_valid());
+            assert!(other.try_lock("ka:with", SHORT).unwrap().is_none());
+            // Outlive the TTL: the keep-alive must carry the lock.
+            std::thread::sleep(SHORT * 2);
+            guard.ensure_valid().map(|()| 42)
+        })
+        .unwrap()
+        .unwrap();
+    assert_eq!(value, 42);
+    assert!(other.try_lock("ka:with", SHORT).unwrap().is_some());
+}
+
+#[test]
+fn with_lock_releases_when_the_work_panics() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        redlock.with_lock("ka:panic", Duration::from_secs(10), |_guard| -> () {
+            panic!("work failed");
+        })
+    }));
+    let payload = outcome.expect_err("the panic continues");
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"work failed"));
+    assert!(
+        redlock
+            .try_lock("ka:panic", Duration::from_secs(10))
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[test]
+fn with_lock_reports_a_lock_lost_during_the_work() {
+    let mut cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let result = redlock.with_lock("ka:with-lost", SHORT, |guard| {
+        for node in &mut cluster.nodes[..3] {
+            node.pause();
+        }
+        eventually("lost", Duration::from_secs(2), || {
+            guard.ensure_valid().is_err()
+        });
+        for node in &mut cluster.nodes[..3] {
+            node.resume();
+        }
+        "work result"
+    });
+    assert!(matches!(result, Err(Error::LockLost { .. })), "{result:?}");
+}

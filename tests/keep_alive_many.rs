@@ -1,0 +1,53 @@
+//! Thousands of kept-alive guards on one client: one keeper thread renews them
+//! all. (One test in this binary, so thread counts are this test's alone.)
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::Cluster;
+use redlock_sync::Redlock;
+
+fn thread_count() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
+}
+
+#[test]
+fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
+    let cluster = Cluster::start(5);
+    let redlock = Redlock::new(cluster.urls()).unwrap();
+    let before = thread_count();
+    let ttl = Duration::from_millis(800);
+    let mut guards = Vec::with_capacity(1000);
+    for i in 0..1000 {
+        let mut guard = redlock.lock(&format!("many:{i}"), ttl).unwrap();
+        guard.keep_alive();
+        guards.push(guard);
+    }
+    assert_eq!(thread_count(), before + 1, "exactly one keeper thread");
+    let started = Instant::now();
+    let first_until: Vec<Instant> = guards.iter().map(|g| g.valid_until()).collect();
+    while started.elapsed() < ttl * 3 {
+        for (i, guard) in guards.iter().enumerate() {
+            assert!(
+                guard.is_valid(),
+                "guard {i} lost after {:?}",
+                started.elapsed()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50)); // time passing is the test
+    }
+    for (guard, first) in guards.iter().zip(first_until) {
+        assert!(guard.valid_until() > first + ttl, "renewed more than once");
+    }
+    assert_eq!(thread_count(), before + 1);
+    for guard in guards {
+        guard.release().unwrap();
+    }
+    assert_eq!(
+        cluster.count_key("many:0") + cluster.count_key("many:999"),
+        0
+    );
+}
