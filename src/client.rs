@@ -10,6 +10,7 @@ use crate::algorithm::{self, Tally, Verdict};
 use crate::config::{NodeSpec, RedlockBuilder, Settings};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::handoff::Waiters;
 use crate::keeper;
 use crate::lease::Lease;
 use crate::transport::{Op, Request, Transport};
@@ -47,6 +48,8 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
+    /// This client's threads waiting between rounds, woken by local releases.
+    pub(crate) waiters: Waiters,
 }
 
 impl std::fmt::Debug for Redlock {
@@ -128,6 +131,7 @@ impl Redlock {
                 transport,
                 settings,
                 keeper: Mutex::new(None),
+                waiters: Waiters::default(),
             }),
         })
     }
@@ -289,6 +293,13 @@ impl Redlock {
         }
         let ttl_ms = self.inner.ttl_millis(ttl)?;
         let key: Arc<str> = Arc::from(resource);
+        let settings = &self.inner.settings;
+        // Queue behind this client's threads already waiting for the resource
+        // (bounded by one retry pause), so that ownership rotates.
+        if !matches!(patience, Patience::Attempts(0)) && self.inner.waiters.has_waiters(&key) {
+            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+            self.inner.waiters.wait(&key, pause_until(pause, patience));
+        }
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
@@ -296,23 +307,18 @@ impl Redlock {
                 Ok(guard) => return Ok(guard),
                 Err(failed) => failed,
             };
-            let delay = algorithm::retry_delay(
-                self.inner.settings.retry_delay,
-                self.inner.settings.retry_jitter,
-            );
-            let pause = match patience {
-                _ if give_up => None,
-                Patience::Attempts(retries) if attempts > retries => None,
-                Patience::Attempts(_) | Patience::Until(None) => Some(delay),
-                Patience::Until(Some(deadline)) => deadline
-                    .checked_duration_since(Instant::now())
-                    .filter(|left| !left.is_zero())
-                    .map(|left| left.min(delay)),
+            let out_of_patience = match patience {
+                Patience::Attempts(retries) => attempts > retries,
+                Patience::Until(None) => false,
+                Patience::Until(Some(deadline)) => Instant::now() >= deadline,
             };
-            match pause {
-                Some(pause) => std::thread::sleep(pause),
-                None => return Err(with_attempts(err, attempts)),
+            if give_up || out_of_patience {
+                return Err(with_attempts(err, attempts));
             }
+            // Sleep until the pause is over, or until another thread of this
+            // client releases the resource.
+            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+            self.inner.waiters.wait(&key, pause_until(pause, patience));
         }
     }
 
@@ -368,6 +374,16 @@ impl Redlock {
         });
         log::debug!("redlock: round for {key:?} failed: {}", failed.0);
         Err(failed)
+    }
+}
+
+/// The end of a retry pause, never past the caller's deadline.
+fn pause_until(pause: Duration, patience: Patience) -> Instant {
+    let now = Instant::now();
+    let end = now.checked_add(pause).unwrap_or(now);
+    match patience {
+        Patience::Until(Some(deadline)) => end.min(deadline),
+        _ => end,
     }
 }
 

@@ -132,7 +132,12 @@ impl Lease {
         let start = Instant::now();
         let answer_by = start.checked_add(node_timeout).unwrap_or(start);
         let request = self.request(Op::Release, node_timeout, keys_gone_by.max(answer_by));
-        let tally = inner.transport.round(request, answer_by);
+        let pending = inner.transport.start_round(request);
+        // Wake a local waiter now: its SET queues behind our delete on every
+        // node (one worker per node keeps each node's requests in order), so
+        // it cannot land before the delete, and the hand-off saves a round trip.
+        inner.waiters.released(&self.resource);
+        let tally = pending.collect(&inner.transport, answer_by);
         match tally.verdict() {
             _ if was_lost => Err(self.lost_error(inner, tally.confirmed())),
             Some(Verdict::Confirmed) => {

@@ -104,6 +104,7 @@ mod client;
 mod config;
 mod error;
 mod guard;
+mod handoff;
 mod keeper;
 mod lease;
 mod transport;

@@ -64,7 +64,11 @@ fn a_kept_alive_lock_outlives_its_ttl_and_stays_exclusive() {
     while started.elapsed() < Duration::from_secs(3) {
         assert!(guard.is_valid(), "lost after {:?}", started.elapsed());
         guard.ensure_valid().unwrap();
-        assert!(other.try_lock("ka:exclusive", SHORT).unwrap().is_none());
+        // Never granted to another client (a NoQuorum under load is fine).
+        assert!(!matches!(
+            other.try_lock("ka:exclusive", SHORT),
+            Ok(Some(_))
+        ));
         if guard.valid_until() > last_until {
             moves += 1;
             last_until = guard.valid_until();
@@ -170,7 +174,7 @@ fn with_lock_runs_the_work_and_releases() {
     let value = redlock
         .with_lock("ka:with", SHORT, |guard| {
             assert!(guard.is_valid());
-            assert!(other.try_lock("ka:with", SHORT).unwrap().is_none());
+            assert!(!matches!(other.try_lock("ka:with", SHORT), Ok(Some(_))));
             // Outlive the TTL: the keep-alive must carry the lock.
             std::thread::sleep(SHORT * 2);
             guard.ensure_valid().map(|()| 42)

@@ -13,7 +13,8 @@ mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Sender, TrySendError};
+use parking_lot::{Condvar, Mutex};
 
 use crate::algorithm::{Answer, Tally, missing_answer};
 use crate::config::{NodeSpec, Settings};
@@ -58,7 +59,7 @@ impl std::fmt::Debug for Request {
 pub(crate) struct Job {
     req: Arc<Request>,
     index: usize,
-    reply: Option<Sender<(usize, Answer)>>,
+    reply: Option<Arc<RoundShared>>,
 }
 
 impl Job {
@@ -78,9 +79,8 @@ impl Job {
                 self.req.key
             ),
         }
-        if let Some(reply) = &self.reply {
-            // The caller may have decided and left already: that is fine.
-            let _ = reply.send((self.index, answer));
+        if let Some(round) = &self.reply {
+            round.record(self.index, answer);
         }
     }
 }
@@ -178,22 +178,23 @@ impl Transport {
     /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
     pub(crate) fn start_round(&self, req: Request) -> PendingRound {
         let n = self.nodes.len();
-        let mut pending = PendingRound {
-            tally: Tally::new(n),
-            answered: vec![false; n],
-            answers: crossbeam_channel::never(),
-            started: Instant::now(),
-        };
-        let (reply, answers) = crossbeam_channel::bounded(n);
+        let round = Arc::new(RoundShared {
+            state: Mutex::new(RoundState {
+                tally: Some(Tally::new(n)),
+                answered: vec![false; n],
+            }),
+            decided: Condvar::new(),
+        });
         let req = Arc::new(req);
         for (index, node) in self.nodes.iter().enumerate() {
-            if let Err(failure) = self.enqueue(node, &req, index, Some(reply.clone())) {
-                pending.answered[index] = true;
-                pending.tally.record(Err(failure));
+            if let Err(failure) = self.enqueue(node, &req, index, Some(round.clone())) {
+                round.record(index, Err(failure));
             }
         }
-        pending.answers = answers;
-        pending
+        PendingRound {
+            round,
+            started: Instant::now(),
+        }
     }
 
     /// Sends `req` to every node without waiting for any answer.
@@ -215,7 +216,7 @@ impl Transport {
         node: &NodeHandle,
         req: &Arc<Request>,
         index: usize,
-        reply: Option<Sender<(usize, Answer)>>,
+        reply: Option<Arc<RoundShared>>,
     ) -> Result<(), NodeFailure> {
         let job = Job {
             req: req.clone(),
@@ -234,34 +235,66 @@ impl Transport {
 
 /// A round whose requests are queued; its answers are still to be collected.
 pub(crate) struct PendingRound {
-    tally: Tally,
-    answered: Vec<bool>,
-    answers: Receiver<(usize, Answer)>,
+    round: Arc<RoundShared>,
     started: Instant,
 }
 
+/// The answers of one round, filled in by the workers. The caller sleeps
+/// until the verdict is decided, so it wakes once per round, not per answer.
+pub(crate) struct RoundShared {
+    state: Mutex<RoundState>,
+    decided: Condvar,
+}
+
+struct RoundState {
+    /// `None` once the caller has taken it: late answers are ignored.
+    tally: Option<Tally>,
+    answered: Vec<bool>,
+}
+
+impl RoundShared {
+    fn record(&self, index: usize, answer: Answer) {
+        let mut state = self.state.lock();
+        if std::mem::replace(&mut state.answered[index], true) {
+            return;
+        }
+        if let Some(tally) = &mut state.tally {
+            tally.record(answer);
+            if tally.verdict().is_some() {
+                self.decided.notify_one();
+            }
+        }
+    }
+}
+
 impl PendingRound {
-    /// Collects answers until the outcome is decided or `wait_until` passes;
-    /// nodes that have not answered by then count as timed out.
-    pub(crate) fn collect(mut self, transport: &Transport, wait_until: Instant) -> Tally {
-        while self.tally.verdict().is_none() {
-            match self.answers.recv_deadline(wait_until) {
-                Ok((index, answer)) => {
-                    self.answered[index] = true;
-                    self.tally.record(answer);
-                }
-                Err(_) => {
-                    let waited = self.started.elapsed();
-                    for (index, done) in self.answered.iter().enumerate() {
-                        if !done {
-                            let node = transport.nodes[index].shared.address.clone();
-                            self.tally.record_missing(missing_answer(node, waited));
-                        }
-                    }
-                    break;
+    /// Waits until the outcome is decided or `wait_until` passes; nodes that
+    /// have not answered by then count as timed out.
+    pub(crate) fn collect(self, transport: &Transport, wait_until: Instant) -> Tally {
+        let mut state = self.round.state.lock();
+        let decided = |s: &RoundState| s.tally.as_ref().is_some_and(|t| t.verdict().is_some());
+        while !decided(&state) {
+            if self
+                .round
+                .decided
+                .wait_until(&mut state, wait_until)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        let RoundState { tally, answered } = &mut *state;
+        let mut tally = tally.take().unwrap_or_else(|| Tally::new(0));
+        if tally.verdict().is_none() {
+            let waited = self.started.elapsed();
+            for (index, done) in answered.iter_mut().enumerate() {
+                if !*done {
+                    *done = true;
+                    let node = transport.nodes[index].shared.address.clone();
+                    tally.record_missing(missing_answer(node, waited));
                 }
             }
         }
-        self.tally
+        tally
     }
 }

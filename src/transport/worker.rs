@@ -31,6 +31,10 @@ pub(crate) struct Worker {
     pub(crate) pool: r2d2::Pool<NodeManager>,
     pub(crate) queue: Receiver<Job>,
     pub(crate) connect_timeout: Duration,
+    /// The connection in use, kept checked out between batches (this worker
+    /// is the pool's only user); returned to the pool, and so dropped, once
+    /// broken.
+    conn: Option<r2d2::PooledConnection<NodeManager>>,
     /// Whether the last batch failed, so that failures are warned about once
     /// per outage rather than once per request.
     failing: bool,
@@ -48,6 +52,7 @@ impl Worker {
             pool,
             queue,
             connect_timeout,
+            conn: None,
             failing: false,
         }
     }
@@ -84,9 +89,12 @@ impl Worker {
             return;
         };
         let started = Instant::now();
-        let mut conn = match self.checkout(until) {
-            Ok(conn) => conn,
-            Err(failure) => return self.fail_all(batch, &failure),
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => match self.checkout(until) {
+                Ok(conn) => conn,
+                Err(failure) => return self.fail_all(batch, &failure),
+            },
         };
         let timeout = batch
             .iter()
@@ -96,7 +104,9 @@ impl Worker {
         let requests: Vec<&Request> = batch.iter().map(|job| &*job.req).collect();
         let replies = exchange(&mut conn, &requests, timeout, Script::Sha);
         let replies = retry_noscript(&mut conn, &requests, replies, timeout);
-        drop(conn);
+        if !conn.broken {
+            self.conn = Some(conn);
+        }
         let mut failed = false;
         for (job, reply) in batch.iter().zip(replies) {
             let answer = match reply {
