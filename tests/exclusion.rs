@@ -1,0 +1,111 @@
+//! Mutual exclusion under contention: threads in this process and two child
+//! processes (this test binary re-run) contend for one resource, witnessed by
+//! a Redis node outside the lock set.
+
+mod harness;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Contention, Node, NodeOptions, contend, witness_counter};
+use redlock_sync::Redlock;
+
+const RESOURCE: &str = "exclusion:shared";
+const TTL: Duration = Duration::from_secs(5);
+const RUN: Duration = Duration::from_secs(5);
+
+/// The child process's part; does nothing unless started by the parent test.
+#[test]
+#[ignore = "run as a child process by mutual_exclusion_across_threads_and_processes"]
+fn child_contender() {
+    let (Ok(nodes), Ok(witness), Ok(result)) = (
+        std::env::var("REDLOCK_TEST_NODES"),
+        std::env::var("REDLOCK_TEST_WITNESS"),
+        std::env::var("REDLOCK_TEST_RESULT"),
+    ) else {
+        return;
+    };
+    let client = Redlock::new(nodes.split(',')).unwrap();
+    let seen = run_threads(&client, &witness, 3);
+    let line = format!("{} {} {}", seen.acquisitions, seen.overlaps, seen.overran);
+    std::fs::write(result, line).expect("write the child's result");
+}
+
+fn run_threads(client: &Redlock, witness: &str, threads: usize) -> Contention {
+    let until = Instant::now() + RUN;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| s.spawn(|| contend(client, witness, RESOURCE, TTL, until)))
+            .collect();
+        let mut total = Contention::default();
+        for h in handles {
+            total += h.join().unwrap();
+        }
+        total
+    })
+}
+
+#[test]
+fn mutual_exclusion_across_threads_and_processes() {
+    let cluster = Cluster::start(5);
+    let witness = Node::start(&NodeOptions::default());
+    let nodes = cluster.urls().join(",");
+    let results: Vec<_> = (0..2)
+        .map(|i| std::env::temp_dir().join(format!("redlock-exclusion-{}-{i}", std::process::id())))
+        .collect();
+    let children: Vec<_> = results
+        .iter()
+        .map(|result| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["child_contender", "--exact", "--ignored", "--nocapture"])
+                .args(["--test-threads", "1"])
+                .env("REDLOCK_TEST_NODES", &nodes)
+                .env("REDLOCK_TEST_WITNESS", witness.url())
+                .env("REDLOCK_TEST_RESULT", result)
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("re-run the test binary as a child")
+        })
+        .collect();
+    let client = Redlock::new(cluster.urls()).unwrap();
+    let mut total = run_threads(&client, &witness.url(), 4);
+    let parent = total;
+    let mut per_child = Vec::new();
+    for (mut child, result) in children.into_iter().zip(&results) {
+        assert!(child.wait().unwrap().success(), "child failed");
+        let line = std::fs::read_to_string(result).expect("the child wrote no result");
+        let _ = std::fs::remove_file(result);
+        let n: Vec<u64> = line.split(' ').map(|v| v.parse().unwrap()).collect();
+        let seen = Contention {
+            acquisitions: n[0],
+            overlaps: n[1],
+            overran: n[2],
+        };
+        per_child.push(seen.acquisitions);
+        total += seen;
+    }
+    println!(
+        "exclusion: {} acquisitions in {:?} ({:.0}/s): parent {}, children {:?}; overlaps {}, overran {}",
+        total.acquisitions,
+        RUN,
+        total.acquisitions as f64 / RUN.as_secs_f64(),
+        parent.acquisitions,
+        per_child,
+        total.overlaps,
+        total.overran
+    );
+    assert_eq!(total.overlaps, 0, "two holders inside at once");
+    assert_eq!(total.overran, 0, "a critical section outlived its validity");
+    assert_eq!(
+        witness_counter(&witness, RESOURCE),
+        total.acquisitions,
+        "lost update in the unprotected read-modify-write"
+    );
+    assert!(parent.acquisitions > 0, "the parent made no progress");
+    assert!(per_child.iter().all(|&n| n > 0), "a child made no progress");
+    assert!(
+        total.acquisitions >= 100,
+        "too little progress to mean anything"
+    );
+}

@@ -1,0 +1,173 @@
+//! Faults one at a time, each asserting the outcome and the time it took.
+//! The client reaches every node through a fault-injecting TCP proxy.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Fault, Proxy};
+use redlock_sync::{Error, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+/// Derived per-node timeout for a 10 s TTL is 50 ms. A pair that waited on a
+/// faulty node (or had no socket timeout) would take far longer than this
+/// bound; a healthy pair on a loaded CI machine stays far below it.
+const PAIR_BOUND: Duration = Duration::from_millis(400);
+
+struct Setup {
+    cluster: Cluster,
+    proxies: Vec<Proxy>,
+    client: Redlock,
+}
+
+fn setup() -> Setup {
+    let cluster = Cluster::start(5);
+    let proxies: Vec<Proxy> = cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let client = Redlock::builder(proxies.iter().map(Proxy::url))
+        .connect_timeout(Duration::from_millis(300))
+        .retry_count(3)
+        .build()
+        .unwrap();
+    // Warm every connection up.
+    drop(client.lock("warm-up", TTL).unwrap());
+    Setup {
+        cluster,
+        proxies,
+        client,
+    }
+}
+
+/// Runs 30 lock/release pairs; all must succeed, each within the bound, and
+/// leave no key behind on any node except those in `may_keep` (a node that
+/// executes commands but never lets a reply through cannot be told to
+/// release; its key expires after the TTL).
+fn pairs_succeed_quickly(
+    client: &Redlock,
+    cluster: &Cluster,
+    what: &str,
+    may_keep: &[usize],
+) -> Duration {
+    let mut times = Vec::new();
+    for i in 0..30 {
+        let key = format!("fault:{what}:{i}");
+        let started = Instant::now();
+        let guard = client
+            .lock(&key, TTL)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        guard
+            .release()
+            .unwrap_or_else(|e| panic!("{what}: release: {e}"));
+        let took = started.elapsed();
+        assert!(took < PAIR_BOUND, "{what}: pair {i} took {took:?}");
+        times.push(took);
+        // Release returns at a majority; the other deletes land just after.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let left = || {
+            cluster
+                .nodes
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| !may_keep.contains(i) && n.is_running() && !n.is_paused())
+                .any(|(_, n)| n.get(&key).is_some())
+        };
+        while left() {
+            assert!(Instant::now() < deadline, "{what}: key left behind");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    times.sort();
+    let median = times[times.len() / 2];
+    println!(
+        "{what}: 30 pairs, median {median:?}, max {:?}",
+        times[times.len() - 1]
+    );
+    median
+}
+
+#[test]
+fn one_node_paused() {
+    let mut s = setup();
+    s.cluster.nodes[2].pause();
+    pairs_succeed_quickly(&s.client, &s.cluster, "paused", &[]);
+    s.cluster.nodes[2].resume();
+}
+
+#[test]
+fn one_node_slower_than_the_node_timeout() {
+    let s = setup();
+    s.proxies[1].set(Fault::Latency(Duration::from_millis(300)));
+    pairs_succeed_quickly(&s.client, &s.cluster, "slow", &[1]);
+}
+
+#[test]
+fn one_node_stalled_behind_the_network() {
+    let s = setup();
+    s.proxies[3].set(Fault::Stall);
+    pairs_succeed_quickly(&s.client, &s.cluster, "stalled", &[]);
+}
+
+#[test]
+fn one_node_dropping_connections_mid_reply() {
+    let s = setup();
+    s.proxies[0].set(Fault::DropMidReply);
+    pairs_succeed_quickly(&s.client, &s.cluster, "dropping", &[0]);
+}
+
+#[test]
+fn one_node_killed() {
+    let mut s = setup();
+    s.cluster.nodes[4].kill();
+    pairs_succeed_quickly(&s.client, &s.cluster, "killed", &[]);
+}
+
+#[test]
+fn two_of_five_down() {
+    let mut s = setup();
+    s.cluster.nodes[0].kill();
+    s.cluster.nodes[3].pause();
+    pairs_succeed_quickly(&s.client, &s.cluster, "two-down", &[]);
+    s.cluster.nodes[3].resume();
+}
+
+#[test]
+fn three_of_five_down_is_a_quick_no_quorum_that_leaves_nothing() {
+    let mut s = setup();
+    s.cluster.nodes[0].kill();
+    s.cluster.nodes[1].pause();
+    s.proxies[2].set(Fault::Stall);
+    for i in 0..10 {
+        let key = format!("fault:three-down:{i}");
+        let started = Instant::now();
+        let err = s.client.try_lock(&key, TTL).unwrap_err();
+        let took = started.elapsed();
+        assert!(matches!(err, Error::NoQuorum { .. }), "{err}");
+        // At most one per-node timeout (50 ms), plus scheduling slack.
+        assert!(took < PAIR_BOUND, "no-quorum round {i} took {took:?}");
+        // The two live nodes granted the SET; the failed round must remove it.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while s.cluster.nodes[3..].iter().any(|n| n.get(&key).is_some()) {
+            assert!(
+                Instant::now() < deadline,
+                "partial lock left on a live node"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    s.cluster.nodes[1].resume();
+}
+
+#[test]
+fn a_guard_dropped_during_a_panic_still_releases() {
+    let s = setup();
+    let client = s.client.clone();
+    let outcome = std::thread::spawn(move || {
+        let _guard = client.lock("fault:panic", TTL).unwrap();
+        panic!("the protected work failed");
+    })
+    .join();
+    assert!(outcome.is_err(), "the thread panicked");
+    let started = Instant::now();
+    let other = s.client.try_lock("fault:panic", TTL).unwrap();
+    assert!(other.is_some(), "released during unwinding, not by expiry");
+    assert!(started.elapsed() < PAIR_BOUND);
+}
