@@ -159,7 +159,8 @@ impl RedlockBuilder {
 
     /// How many requests may wait for one node before new ones fail at once
     /// as [`FailureKind::Overloaded`](crate::FailureKind::Overloaded). Bounds
-    /// memory while a node is stalled. Must be above zero. Defaults to 4096.
+    /// memory while a node is stalled (each queue is allocated up front).
+    /// Must be between 1 and 2^20. Defaults to 4096.
     pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.settings.queue_capacity = capacity;
         self
@@ -224,6 +225,8 @@ impl RedlockBuilder {
 
 /// Upper bound of `node_timeout` and `connect_timeout`.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound of `queue_capacity` (each queue is allocated up front).
+const MAX_QUEUE: usize = 1 << 20;
 /// Upper bound of `retry_delay` and `retry_jitter`.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(3600);
 
@@ -266,8 +269,11 @@ fn validate(s: &Settings) -> Result<(), Error> {
             )));
         }
     }
-    if s.queue_capacity == 0 {
-        return Err(Error::config("queue_capacity must be above zero"));
+    if s.queue_capacity == 0 || s.queue_capacity > MAX_QUEUE {
+        return Err(Error::config(format!(
+            "queue_capacity must be between 1 and {MAX_QUEUE}, got {}",
+            s.queue_capacity
+        )));
     }
     Ok(())
 }

@@ -486,6 +486,25 @@ pub fn contend(
     ttl: Duration,
     until: Instant,
 ) -> Contention {
+    contend_counting(
+        client,
+        witness_url,
+        resource,
+        ttl,
+        until,
+        &AtomicUsize::new(0),
+    )
+}
+
+/// [`contend`], also counting acquisitions in `progress` as they happen.
+pub fn contend_counting(
+    client: &redlock_sync::Redlock,
+    witness_url: &str,
+    resource: &str,
+    ttl: Duration,
+    until: Instant,
+    progress: &AtomicUsize,
+) -> Contention {
     let mut witness = redis::Client::open(witness_url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .expect("witness connection");
@@ -520,6 +539,7 @@ pub fn contend(
             seen.overran += 1;
         }
         seen.acquisitions += 1;
+        progress.fetch_add(1, Ordering::Relaxed);
         drop(guard);
     }
     seen

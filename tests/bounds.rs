@@ -1,0 +1,130 @@
+//! Resource bounds: one client shared by 64 threads, and 10 000 guards held at
+//! once. No deadlock, one connection per node, a constant thread count, and
+//! every guard releases.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::Cluster;
+use redlock_sync::Redlock;
+
+/// Threads this crate started (they are named `redlock-…`).
+fn client_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task (Linux)")
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with("redlock-"))
+        })
+        .count()
+}
+
+/// Connections the client holds to each node (excluding our INFO connection).
+fn connections(cluster: &Cluster) -> Vec<usize> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let info: String = redis::cmd("INFO")
+                .arg("clients")
+                .query(&mut n.conn())
+                .unwrap();
+            let count: usize = info
+                .lines()
+                .find_map(|l| l.strip_prefix("connected_clients:"))
+                .and_then(|v| v.trim().parse().ok())
+                .expect("connected_clients");
+            count - 1
+        })
+        .collect()
+}
+
+fn keys_on_nodes(cluster: &Cluster) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| redis::cmd("DBSIZE").query::<usize>(&mut n.conn()).unwrap())
+        .sum()
+}
+
+#[test]
+fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
+    let cluster = Cluster::start(5);
+    let redlock = Redlock::new(cluster.urls()).unwrap();
+    // Threads name themselves as they start: wait until all 10 are there.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while client_threads() < 10 {
+        assert!(Instant::now() < deadline, "worker threads did not start");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let threads = client_threads();
+    assert_eq!(threads, 10, "one worker and one connection helper per node");
+    assert_eq!(connections(&cluster), vec![1; 5]);
+
+    // 64 threads, 8 contended keys, 20 rounds each.
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..64 {
+            let redlock = &redlock;
+            s.spawn(move || {
+                for i in 0..20 {
+                    let key = format!("bounds:shared:{}", (t + i) % 8);
+                    let guard = redlock
+                        .lock_for(&key, Duration::from_secs(10), Duration::from_secs(60))
+                        .expect("lock within a minute");
+                    guard.release().unwrap();
+                }
+            });
+        }
+    });
+    println!("64 threads x 20 contended pairs in {:?}", started.elapsed());
+    assert_eq!(client_threads(), threads, "no thread per call");
+    assert_eq!(connections(&cluster), vec![1; 5], "one connection per node");
+
+    // 10 000 guards held at once, from 8 threads.
+    let started = Instant::now();
+    let guards: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|t| {
+                let redlock = &redlock;
+                s.spawn(move || {
+                    (0..1250)
+                        .map(|i| {
+                            redlock
+                                .lock(&format!("bounds:held:{t}:{i}"), Duration::from_secs(60))
+                                .unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    println!("10 000 guards acquired in {:?}", started.elapsed());
+    assert_eq!(guards.len(), 10_000);
+    assert!(guards.iter().all(|g| g.is_valid()));
+    assert_eq!(client_threads(), threads);
+    assert_eq!(connections(&cluster), vec![1; 5]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while keys_on_nodes(&cluster) < 50_000 {
+        assert!(
+            Instant::now() < deadline,
+            "not every SET landed on every node"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(guards);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while keys_on_nodes(&cluster) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} keys left after release",
+            keys_on_nodes(&cluster)
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
