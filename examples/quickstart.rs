@@ -9,8 +9,7 @@
 //! loopback ports (install with `sudo apt-get install -y redis-server` or
 //! `sh scripts/ensure-redis.sh`) and stops them when it ends.
 
-#[path = "../tests/harness/mod.rs"]
-mod harness;
+mod common;
 
 use std::sync::Arc;
 use std::sync::Barrier;
@@ -20,14 +19,10 @@ use redlock_sync::{Error, Redlock};
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (_local, urls) = if args.is_empty() {
-        println!("starting 5 local redis-server nodes ...");
-        let cluster = harness::Cluster::start(5);
-        let urls = cluster.urls();
-        (Some(cluster), urls)
-    } else {
-        (None, args)
-    };
+    let given = (!args.is_empty()).then(|| args.join(","));
+    let nodes = common::Nodes::from_args_or_local(given.as_deref(), 5);
+    common::on_ctrl_c(true);
+    let urls = nodes.urls.clone();
     println!("nodes: {}", urls.join(", "));
 
     // One client per process; clones share its connections and worker threads.
@@ -75,6 +70,7 @@ fn main() -> Result<(), Error> {
     });
     alice.join().expect("alice panicked")?;
     bob.join().expect("bob panicked")?;
-    println!("done; stopping local nodes");
+    println!("done");
+    drop(nodes); // stops local nodes, if any
     Ok(())
 }

@@ -1,0 +1,96 @@
+//! Shared by the examples: node URLs from the command line or the
+//! `REDLOCK_NODES` environment variable, or else local `redis-server` nodes
+//! started on free ports (and stopped when the returned value is dropped).
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[path = "../../tests/harness/mod.rs"]
+pub mod harness;
+
+/// Local nodes, where a Ctrl-C handler can stop them too.
+static LOCAL: Mutex<Option<harness::Cluster>> = Mutex::new(None);
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// The nodes an example uses. Keep it alive while the example runs: local
+/// nodes stop when it is dropped (or on Ctrl-C, see [`on_ctrl_c`]).
+pub struct Nodes {
+    pub urls: Vec<String>,
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        stop_local_nodes();
+    }
+}
+
+/// Stops the local nodes, if any were started.
+pub fn stop_local_nodes() {
+    let cluster = LOCAL.lock().map(|mut l| l.take()).unwrap_or(None);
+    drop(cluster);
+}
+
+/// Installs the Ctrl-C handler. With `exit`, it stops local nodes and exits
+/// with status 130 at once; without, it only records the interrupt for the
+/// program to act on (see [`interrupted`]).
+pub fn on_ctrl_c(exit: bool) {
+    let installed = ctrlc::set_handler(move || {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+        if exit {
+            eprintln!("interrupted: stopping");
+            stop_local_nodes();
+            std::process::exit(130);
+        }
+    });
+    if let Err(err) = installed {
+        eprintln!("cannot handle Ctrl-C: {err}");
+    }
+}
+
+/// Whether Ctrl-C was pressed (after `on_ctrl_c(false)`).
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+impl Nodes {
+    /// `given` (comma-separated URLs), else `$REDLOCK_NODES`, else `count`
+    /// local nodes started now.
+    pub fn from_args_or_local(given: Option<&str>, count: usize) -> Nodes {
+        let from_env = std::env::var("REDLOCK_NODES").ok();
+        match given.map(str::to_owned).or(from_env) {
+            Some(list) => Nodes {
+                urls: list.split(',').map(|s| s.trim().to_owned()).collect(),
+            },
+            None => {
+                eprintln!("no nodes given: starting {count} local redis-server nodes");
+                let cluster = harness::Cluster::start(count);
+                let urls = cluster.urls();
+                if let Ok(mut local) = LOCAL.lock() {
+                    *local = Some(cluster);
+                }
+                Nodes { urls }
+            }
+        }
+    }
+}
+
+/// Parses `10s`, `500ms`, `2m` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("not a duration: {text:?} (use e.g. 10s, 500ms, 2m)"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("unknown unit in {text:?} (use ms, s, m or h)")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}

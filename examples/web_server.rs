@@ -1,0 +1,135 @@
+//! A blocking HTTP server (tiny_http) that books seats. Each booking takes a
+//! lock on its seat, so concurrent requests for one seat yield exactly one
+//! booking and a clear `409 Conflict` for the rest. One `Redlock` is built at
+//! start-up and shared by all the server's threads (clones are cheap and share
+//! connections and workers).
+//!
+//! ```text
+//! cargo run --example web_server                  # local nodes, port 8080
+//! cargo run --example web_server -- --nodes redis://h1,redis://h2,redis://h3 \
+//!     --state redis://h4 --port 8080
+//! curl -X POST 'http://127.0.0.1:8080/seats/7/book?user=ada'   # 200 booked
+//! curl -X POST 'http://127.0.0.1:8080/seats/7/book?user=bob'   # 409 already booked
+//! curl http://127.0.0.1:8080/seats/7                           # who has it
+//! ```
+//!
+//! `--port 0` picks a free port; the first line printed says which.
+
+mod common;
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use redlock_sync::Redlock;
+use tiny_http::{Method, Request, Response, Server};
+
+const THREADS: usize = 8;
+
+fn main() {
+    let mut nodes_arg = None;
+    let mut state_arg = None;
+    let mut port = 8080u16;
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next()) {
+            ("--nodes", Some(v)) => nodes_arg = Some(v),
+            ("--state", Some(v)) => state_arg = Some(v),
+            ("--port", Some(v)) => port = v.parse().unwrap_or_else(|_| usage()),
+            _ => usage(),
+        }
+    }
+    let nodes = common::Nodes::from_args_or_local(nodes_arg.as_deref(), 5);
+    common::on_ctrl_c(true);
+    let state_url = state_arg.unwrap_or_else(|| nodes.urls[0].clone());
+    let redlock = Redlock::new(&nodes.urls).unwrap_or_else(|err| {
+        eprintln!("web_server: {err}");
+        std::process::exit(69);
+    });
+    let server = Server::http(("127.0.0.1", port)).unwrap_or_else(|err| {
+        eprintln!("web_server: cannot listen on port {port}: {err}");
+        std::process::exit(69);
+    });
+    let addr = server.server_addr().to_ip().expect("an IP listener");
+    println!("listening on http://{addr}");
+
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            // Each handler thread gets a clone of the one client.
+            let (server, redlock, state_url) = (&server, redlock.clone(), &state_url);
+            s.spawn(move || {
+                let mut state = redis::Client::open(state_url.as_str())
+                    .and_then(|c| c.get_connection())
+                    .expect("state redis");
+                for request in server.incoming_requests() {
+                    handle(request, &redlock, &mut state);
+                }
+            });
+        }
+    });
+}
+
+fn usage() -> ! {
+    eprintln!("usage: web_server [--nodes URL,...] [--state URL] [--port PORT]");
+    std::process::exit(64);
+}
+
+fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
+    let url = request.url().to_owned();
+    let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (status, body) = match (request.method(), parts.as_slice()) {
+        (Method::Post, ["seats", seat, "book"]) => {
+            let user = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("user="))
+                .unwrap_or("anonymous");
+            book(redlock, state, seat, user)
+        }
+        (Method::Get, ["seats", seat]) => {
+            let holder: Option<String> = redis::cmd("GET")
+                .arg(format!("seat:{seat}:booking"))
+                .query(state)
+                .unwrap_or(None);
+            match holder {
+                Some(user) => (200, format!("seat {seat} is booked by {user}\n")),
+                None => (200, format!("seat {seat} is free\n")),
+            }
+        }
+        _ => (
+            404,
+            "try POST /seats/N/book?user=NAME or GET /seats/N\n".to_owned(),
+        ),
+    };
+    // A log line; a closed stdout must not take the server down.
+    let _ = writeln!(std::io::stdout(), "{} {url} -> {status}", request.method());
+    let _ = request.respond(Response::from_string(body).with_status_code(status));
+}
+
+/// The booking: check and write under the seat's lock.
+fn book(redlock: &Redlock, state: &mut redis::Connection, seat: &str, user: &str) -> (u16, String) {
+    let guard = match redlock.try_lock(&format!("seat:{seat}"), Duration::from_secs(5)) {
+        Ok(Some(guard)) => guard,
+        Ok(None) => {
+            return (
+                409,
+                format!("seat {seat} is being booked by another request; try again\n"),
+            );
+        }
+        Err(err) => return (503, format!("lock service unavailable: {err}\n")),
+    };
+    let key = format!("seat:{seat}:booking");
+    let booked: Option<String> = redis::cmd("GET").arg(&key).query(state).unwrap_or(None);
+    if let Some(holder) = booked {
+        return (409, format!("seat {seat} is already booked by {holder}\n"));
+    }
+    std::thread::sleep(Duration::from_millis(20)); // e.g. a payment call
+    if guard.ensure_valid().is_err() {
+        return (
+            503,
+            "lost the seat lock before booking; try again\n".to_owned(),
+        );
+    }
+    let _: () = redis::cmd("SET").arg(&key).arg(user).query(state).unwrap();
+    drop(guard);
+    (200, format!("booked seat {seat} for {user}\n"))
+}

@@ -1,0 +1,283 @@
+//! The examples as real programs: started as child processes against nodes
+//! this test starts, and checked from the outside.
+
+mod harness;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Node, NodeOptions};
+
+/// An example binary, as built by `cargo test` / `cargo build --examples`.
+fn example(name: &str) -> Command {
+    let deps = std::env::current_exe().unwrap();
+    let path: PathBuf = deps
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} is not built: run `cargo build --examples` (cargo test builds them too)",
+        path.display()
+    );
+    let mut cmd = Command::new(path);
+    cmd.env_remove("REDLOCK_NODES");
+    cmd
+}
+
+#[test]
+fn batch_jobs_in_two_copies_processes_every_job_exactly_once() {
+    let cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let nodes = cluster.urls().join(",");
+    let copies: Vec<_> = (0..2)
+        .map(|_| {
+            example("batch_jobs")
+                .args(["--nodes", &nodes, "--state", &state.url()])
+                .args(["--jobs", "200", "--workers", "4", "--work-ms", "10"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut processed = Vec::new();
+    for copy in copies {
+        let out = copy.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let summary = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("batch_jobs: processed "))
+            .unwrap_or_else(|| panic!("no summary in {stdout}"));
+        processed.push(summary.split(' ').next().unwrap().parse::<usize>().unwrap());
+    }
+    assert_eq!(processed.iter().sum::<usize>(), 200, "{processed:?}");
+    assert!(
+        processed.iter().all(|&n| n > 0),
+        "both copies did work: {processed:?}"
+    );
+    let mut conn = state.conn();
+    let done: usize = redis::cmd("SCARD")
+        .arg("batch:done")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(done, 200);
+    for id in 0..200 {
+        let runs: i64 = redis::cmd("GET")
+            .arg(format!("batch:runs:{id}"))
+            .query(&mut conn)
+            .unwrap();
+        assert_eq!(runs, 1, "job {id} ran {runs} times");
+    }
+}
+
+fn http(port: u16, method: &str, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response[9..12].parse().unwrap();
+    let body = response.split("\r\n\r\n").nth(1).unwrap_or("").to_owned();
+    (status, body)
+}
+
+struct KillOnDrop(std::process::Child);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn web_server_books_a_contended_seat_exactly_once() {
+    let cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let mut server = KillOnDrop(
+        example("web_server")
+            .args([
+                "--nodes",
+                &cluster.urls().join(","),
+                "--state",
+                &state.url(),
+                "--port",
+                "0",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    let mut stdout = BufReader::new(server.0.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    // Keep reading the server's request log so its stdout never fills up.
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let port: u16 = first
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+
+    let barrier = std::sync::Barrier::new(20);
+    let results: Vec<(u16, String)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..20)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    barrier.wait();
+                    http(port, "POST", &format!("/seats/7/book?user=user{i}"))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let booked: Vec<_> = results.iter().filter(|r| r.0 == 200).collect();
+    assert_eq!(booked.len(), 1, "{results:?}");
+    assert!(
+        results.iter().all(|r| r.0 == 200 || r.0 == 409),
+        "{results:?}"
+    );
+    let winner = booked[0].1.trim().rsplit(' ').next().unwrap().to_owned();
+    let (status, body) = http(port, "GET", "/seats/7");
+    assert_eq!(status, 200);
+    assert!(body.contains(&winner), "{body} vs {winner}");
+    let (status, body) = http(port, "POST", "/seats/7/book?user=late");
+    assert_eq!(status, 409);
+    assert!(body.contains("already booked"), "{body}");
+}
+
+fn flock(cluster: &Cluster, extra: &[&str], command: &[&str]) -> Command {
+    let mut cmd = example("flock");
+    cmd.args(["--nodes", &cluster.urls().join(",")])
+        .args(extra)
+        .arg("--")
+        .args(command);
+    cmd.stderr(Stdio::null());
+    cmd
+}
+
+#[test]
+fn flock_serializes_concurrent_invocations() {
+    let cluster = Cluster::start(5);
+    let log = std::env::temp_dir().join(format!("redlock-flock-{}", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let script = format!(
+        "echo start >> {0}; sleep 0.3; echo end >> {0}",
+        log.display()
+    );
+    let runs: Vec<_> = (0..3)
+        .map(|_| {
+            flock(&cluster, &["--wait", "20s", "job"], &["sh", "-c", &script])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut run in runs {
+        assert!(run.wait().unwrap().success());
+    }
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(lines, "start\nend\n".repeat(3), "interleaved: {lines:?}");
+}
+
+#[test]
+fn flock_exit_codes() {
+    let mut cluster = Cluster::start(5);
+    // The command's own status.
+    let status = flock(&cluster, &["codes"], &["sh", "-c", "exit 3"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    // Usage errors.
+    let status = example("flock")
+        .arg("--bogus")
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(64));
+    let status = flock(&cluster, &["--ttl", "0s", "codes"], &["true"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(64));
+
+    // Not acquired within --wait while another invocation holds the lock.
+    let mut holder = KillOnDrop(flock(&cluster, &["held"], &["sleep", "5"]).spawn().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.count_key("held") < 3 {
+        assert!(Instant::now() < deadline, "the holder never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let status = flock(&cluster, &["--wait", "300ms", "held"], &["true"])
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(75));
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    let _ = holder.0.kill();
+
+    // Lost while the command runs: 3 of 5 nodes stop answering.
+    let mut victim = flock(&cluster, &["--ttl", "300ms", "lost"], &["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.count_key("lost") < 3 {
+        assert!(Instant::now() < deadline, "never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for node in &mut cluster.nodes[..3] {
+        node.pause();
+    }
+    let started = Instant::now();
+    let status = victim.wait().unwrap();
+    assert_eq!(status.code(), Some(76));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the 30 s command was terminated"
+    );
+    for node in &mut cluster.nodes[..3] {
+        node.resume();
+    }
+}
+
+#[test]
+fn flock_releases_the_lock_on_ctrl_c() {
+    let cluster = Cluster::start(5);
+    let mut run = KillOnDrop(
+        flock(&cluster, &["--ttl", "30s", "interrupted"], &["sleep", "30"])
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.count_key("interrupted") < 3 {
+        assert!(Instant::now() < deadline, "never took the lock");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sent = Command::new("kill")
+        .args(["-INT", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = run.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    // Released, not left to its 30 s TTL.
+    assert!(cluster.count_key("interrupted") < 3);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while cluster.count_key("interrupted") > 0 {
+        assert!(Instant::now() < deadline, "lock left behind after Ctrl-C");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
