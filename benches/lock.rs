@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
+use harness::{Cluster, client_threads};
 use redlock_sync::{Error, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -380,20 +380,6 @@ fn s4(c: Arc<dyn Contender>, plan: &Plan) -> (usize, usize, Option<(Duration, Du
     )
 }
 
-/// Threads this crate started (named `redlock-…`).
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .map(|d| {
-            d.flatten()
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|n| n.starts_with("redlock-"))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -467,11 +453,11 @@ fn main() {
     };
 
     // Cost: threads, connections, and RSS for many guards held.
-    let base_threads = thread_count();
+    let base_threads = client_threads();
     let base_clients = connected_clients(&cluster);
     let ours = Redlock::new(&urls).unwrap();
     std::thread::sleep(Duration::from_millis(200)); // threads name themselves as they start
-    let our_threads = thread_count() - base_threads;
+    let our_threads = client_threads() - base_threads;
     let our_conns = connected_clients(&cluster) - base_clients;
     let rss0 = rss_kib();
     let guards: Vec<_> = (0..plan.guards)

@@ -101,14 +101,17 @@ fn bad_input_is_a_clear_error_never_a_panic_hang_or_leak() {
         })
         .unwrap();
 
-    // TTLs: a lock, a Config error, or TooSlow for a TTL that leaves no validity.
+    // TTLs: a lock, a Config error, or — for a TTL of a few milliseconds,
+    // whose per-node timeout is a third of it — TooSlow or NoQuorum.
     runner()
         .run(&ttls(), |ttl| {
             let key = format!("prop:ttl:{ttl:?}");
             let started = Instant::now();
             match client.try_lock(&key, ttl) {
                 Ok(Some(guard)) => drop(guard),
-                Err(Error::Config { .. } | Error::TooSlow { .. }) => {}
+                Err(Error::Config { .. }) => {}
+                Err(Error::TooSlow { .. } | Error::NoQuorum { .. })
+                    if ttl < Duration::from_millis(100) => {}
                 other => prop_assert!(false, "{ttl:?}: {other:?}"),
             }
             prop_assert!(started.elapsed() < BOUND);

@@ -6,19 +6,8 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
+use harness::{Cluster, client_threads};
 use redlock_sync::Redlock;
-
-/// Threads this crate started (they are named `redlock-…`).
-fn client_threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task (Linux)")
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with("redlock-"))
-        })
-        .count()
-}
 
 /// Connections the client holds to each node (excluding our INFO connection).
 fn connections(cluster: &Cluster) -> Vec<usize> {

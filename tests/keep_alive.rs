@@ -5,7 +5,7 @@ mod harness;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
+use harness::{Cluster, eventually};
 use redlock_sync::{Error, Redlock};
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -39,14 +39,6 @@ fn client(cluster: &Cluster) -> Redlock {
         .connect_timeout(Duration::from_millis(200))
         .build()
         .expect("client")
-}
-
-fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
 }
 
 #[test]

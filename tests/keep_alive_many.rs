@@ -5,20 +5,17 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
+use harness::{Cluster, client_threads, eventually};
 use redlock_sync::Redlock;
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .count()
-}
 
 #[test]
 fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
     let cluster = Cluster::start(5);
     let redlock = Redlock::new(cluster.urls()).unwrap();
-    let before = thread_count();
+    eventually("client threads started", Duration::from_secs(5), || {
+        client_threads() == 10
+    });
+    let before = client_threads();
     let ttl = Duration::from_millis(800);
     let mut guards = Vec::with_capacity(1000);
     for i in 0..1000 {
@@ -26,7 +23,7 @@ fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
         guard.keep_alive();
         guards.push(guard);
     }
-    assert_eq!(thread_count(), before + 1, "exactly one keeper thread");
+    assert_eq!(client_threads(), before + 1, "exactly one keeper thread");
     let started = Instant::now();
     let first_until: Vec<Instant> = guards.iter().map(|g| g.valid_until()).collect();
     while started.elapsed() < ttl * 3 {
@@ -42,7 +39,7 @@ fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
     for (guard, first) in guards.iter().zip(first_until) {
         assert!(guard.valid_until() > first + ttl, "renewed more than once");
     }
-    assert_eq!(thread_count(), before + 1);
+    assert_eq!(client_threads(), before + 1);
     for guard in guards {
         guard.release().unwrap();
     }

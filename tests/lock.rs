@@ -6,19 +6,14 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use harness::Cluster;
+use harness::eventually;
 use redlock_sync::{Error, Redlock};
 
-const TTL: Duration = Duration::from_secs(10);
-
-/// Polls `cond` until it holds or 5 s pass. Used only where no event can be
-/// awaited: state on the Redis nodes that the client updates asynchronously.
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn eventually_within(what: &str, cond: impl FnMut() -> bool) {
+    eventually(what, Duration::from_secs(5), cond);
 }
+
+const TTL: Duration = Duration::from_secs(10);
 
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder(cluster.urls())
@@ -58,7 +53,7 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
 
     let token = stored_token(&cluster, "res:basic");
     assert_eq!(token.len(), 40, "20 random bytes, hex");
-    eventually("key on all 5 nodes", || {
+    eventually_within("key on all 5 nodes", || {
         cluster.holders("res:basic", &token) == 5
     });
     for node in &cluster.nodes {
@@ -67,7 +62,7 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
     }
 
     guard.release().unwrap();
-    eventually("key gone from all nodes", || {
+    eventually_within("key gone from all nodes", || {
         cluster.count_key("res:basic") == 0
     });
 }
@@ -96,7 +91,7 @@ fn a_held_resource_is_busy_for_others() {
 
     // The holder's key is untouched by the failed attempts.
     let token = stored_token(&cluster, "res:busy");
-    eventually("holder's key on all 5 nodes", || {
+    eventually_within("holder's key on all 5 nodes", || {
         cluster.holders("res:busy", &token) == 5
     });
     drop(held);
@@ -146,7 +141,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
     let a = client(&cluster);
     let b = client(&cluster);
     let mut first = a.lock("res:expire", Duration::from_millis(100)).unwrap();
-    eventually("first lock expired on every node", || {
+    eventually_within("first lock expired on every node", || {
         !first.is_valid() && cluster.count_key("res:expire") == 0
     });
     let second = b.lock("res:expire", TTL).unwrap();
@@ -162,7 +157,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
         }
         other => panic!("expected LockLost, got {other:?}"),
     }
-    eventually("second holder's key on all nodes", || {
+    eventually_within("second holder's key on all nodes", || {
         cluster.holders("res:expire", &token) == 5
     });
     assert!(second.is_valid());
@@ -209,7 +204,7 @@ fn a_partial_acquisition_is_cleaned_up_and_others_keys_survive() {
     let redlock = client(&cluster);
     assert!(redlock.try_lock("res:partial", TTL).unwrap().is_none());
     // Our SET landed on the 2 free nodes; the failed round must remove it.
-    eventually("our partial keys removed", || {
+    eventually_within("our partial keys removed", || {
         cluster.nodes[3..]
             .iter()
             .all(|n| n.get("res:partial").is_none())
@@ -233,5 +228,5 @@ fn too_slow_reports_and_cleans_up() {
             Err(other) => panic!("unexpected {other:?}"),
         }
     }
-    eventually("nothing left", || cluster.count_key("res:slow") == 0);
+    eventually_within("nothing left", || cluster.count_key("res:slow") == 0);
 }

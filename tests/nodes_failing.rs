@@ -4,18 +4,15 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
+use harness::eventually;
 use harness::{Cluster, NodeOptions};
 use redlock_sync::{Error, FailureKind, Redlock};
 
-const TTL: Duration = Duration::from_secs(10);
-
-fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn eventually_within(what: &str, cond: impl FnMut() -> bool) {
+    eventually(what, Duration::from_secs(10), cond);
 }
+
+const TTL: Duration = Duration::from_secs(10);
 
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
@@ -40,7 +37,7 @@ fn a_minority_down_does_not_stop_locking() {
         guard
             .release()
             .expect("release confirmed by the live majority");
-        eventually("released", || cluster.count_key(&key) == 0);
+        eventually_within("released", || cluster.count_key(&key) == 0);
     }
 }
 
@@ -75,7 +72,7 @@ fn a_majority_down_is_no_quorum_naming_each_node_and_leaves_nothing() {
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
-    eventually("no key left on the live nodes", || {
+    eventually_within("no key left on the live nodes", || {
         cluster.count_key("res:noquorum") == 0
     });
 }
@@ -121,12 +118,12 @@ fn a_node_killed_while_held_still_releases_on_the_majority() {
     let guard = redlock.lock("res:killed", TTL).unwrap();
     cluster.nodes[4].kill();
     guard.release().expect("the remaining 4 nodes confirm");
-    eventually("released", || cluster.count_key("res:killed") == 0);
+    eventually_within("released", || cluster.count_key("res:killed") == 0);
 
     let guard = redlock.lock("res:killed2", TTL).unwrap();
     cluster.nodes[3].kill();
     drop(guard); // must not panic; releases on the remaining majority
-    eventually("released on drop", || cluster.count_key("res:killed2") == 0);
+    eventually_within("released on drop", || cluster.count_key("res:killed2") == 0);
 }
 
 #[test]

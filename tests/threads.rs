@@ -5,23 +5,20 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::Cluster;
+use harness::{Cluster, client_threads, eventually};
 use redlock_sync::Redlock;
-
-fn thread_count() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task (Linux)")
-        .count()
-}
 
 #[test]
 fn locking_spawns_no_threads_and_dropping_the_client_stops_its_workers() {
     let cluster = Cluster::start(5);
-    let before = thread_count();
+    let before = client_threads();
     let redlock = Redlock::new(cluster.urls()).unwrap();
-    let started = thread_count();
-    // One worker and one connection helper per node.
-    assert_eq!(started - before, 10, "threads per client");
+    // One worker and one connection helper per node (threads name themselves
+    // as they start, so wait for all of them).
+    eventually("10 client threads", Duration::from_secs(5), || {
+        client_threads() == before + 10
+    });
+    let started = client_threads();
     for i in 0..200 {
         let mut guard = redlock
             .lock(&format!("res:{i}"), Duration::from_secs(5))
@@ -35,14 +32,11 @@ fn locking_spawns_no_threads_and_dropping_the_client_stops_its_workers() {
                 .is_some()
         );
     }
-    assert_eq!(thread_count(), started);
+    assert_eq!(client_threads(), started);
     drop(redlock);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while thread_count() > before {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "worker threads outlived the client"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    eventually(
+        "worker threads stop with the client",
+        Duration::from_secs(5),
+        || client_threads() == before,
+    );
 }

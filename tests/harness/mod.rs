@@ -551,3 +551,29 @@ pub fn witness_counter(witness: &Node, resource: &str) -> u64 {
         .get(&format!("witness:{resource}:counter"))
         .map_or(0, |v| v.parse().expect("counter"))
 }
+
+/// Polls `cond` until it holds, failing loudly after `within`. Only for state
+/// the client updates asynchronously on the nodes, where no event can be
+/// awaited.
+pub fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Threads of this process started by redlock-sync (they are named
+/// `redlock-…`). Linux only.
+pub fn client_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task (Linux)")
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with("redlock-"))
+        })
+        .count()
+}
