@@ -63,7 +63,7 @@ pub(crate) fn derived_node_timeout(ttl: Duration, factor: f64) -> Duration {
 }
 
 /// Lower bound of the derived per-node timeout.
-pub(crate) const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
+pub(crate) const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(10);
 /// Upper bound of the derived per-node timeout.
 pub(crate) const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 

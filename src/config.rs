@@ -140,7 +140,7 @@ impl RedlockBuilder {
 
     /// The share of the TTL used as the per-node timeout when no fixed
     /// [`node_timeout`](Self::node_timeout) is set. The result is kept between
-    /// 5 ms and 250 ms and never above a third of the TTL: a 10 s TTL gives
+    /// 10 ms and 250 ms and never above a third of the TTL: a 10 s TTL gives
     /// 50 ms. Must be in `(0, 1)`. Defaults to `0.005`.
     pub fn node_timeout_factor(mut self, factor: f64) -> Self {
         self.settings.node_timeout_factor = factor;
