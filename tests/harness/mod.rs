@@ -2,9 +2,16 @@
 //! ports, each in its own temporary directory, and killed when dropped (even
 //! on panic). A node can be paused (SIGSTOP), resumed, killed and restarted.
 //!
-//! Shared by the integration tests and the examples
-//! (`#[path = "../tests/harness/mod.rs"] mod harness;`).
-#![allow(dead_code, unreachable_pub)]
+//! Shared by the integration tests, the examples and the bench
+//! (`#[path = "../tests/harness/mod.rs"] mod harness;`). `proxy` injects network
+//! faults; `witness` checks mutual exclusion from outside the lock nodes.
+#![allow(dead_code, unreachable_pub, unused_imports)]
+
+mod proxy;
+mod witness;
+
+pub use proxy::{Fault, Proxy};
+pub use witness::{Contention, contend, contend_counting, witness_counter};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -303,146 +310,6 @@ impl Node {
     }
 }
 
-/// What a [`Proxy`] does to the traffic it forwards.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fault {
-    /// Forward everything at once.
-    Pass,
-    /// Delay every reply chunk by this much.
-    Latency(Duration),
-    /// Accept connections but forward nothing in either direction.
-    Stall,
-    /// Forward requests, then send half of the next reply and close.
-    DropMidReply,
-}
-
-struct ProxyShared {
-    fault: std::sync::Mutex<Fault>,
-    stop: std::sync::atomic::AtomicBool,
-    sockets: std::sync::Mutex<Vec<TcpStream>>,
-}
-
-/// A TCP proxy in front of a node, to inject network faults. Dropping it
-/// stops it and closes every connection through it.
-pub struct Proxy {
-    pub port: u16,
-    target: u16,
-    shared: std::sync::Arc<ProxyShared>,
-}
-
-impl std::fmt::Debug for Proxy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Proxy({} -> {})", self.port, self.target)
-    }
-}
-
-impl Proxy {
-    /// Starts forwarding a free loopback port to `127.0.0.1:target`.
-    pub fn start(target: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy port");
-        let port = listener.local_addr().unwrap().port();
-        let shared = std::sync::Arc::new(ProxyShared {
-            fault: std::sync::Mutex::new(Fault::Pass),
-            stop: std::sync::atomic::AtomicBool::new(false),
-            sockets: std::sync::Mutex::new(Vec::new()),
-        });
-        let accept_shared = shared.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if accept_shared.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                {
-                    let mut sockets = accept_shared.sockets.lock().unwrap();
-                    sockets.push(client.try_clone().unwrap());
-                    sockets.push(server.try_clone().unwrap());
-                }
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-                let up = accept_shared.clone();
-                std::thread::spawn(move || pump(client, server, &up, false));
-                let down = accept_shared.clone();
-                std::thread::spawn(move || pump(s2, c2, &down, true));
-            }
-        });
-        Proxy {
-            port,
-            target,
-            shared,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    pub fn set(&self, fault: Fault) {
-        *self.shared.fault.lock().unwrap() = fault;
-    }
-
-    /// Closes every connection through the proxy (new ones are accepted).
-    pub fn cut_connections(&self) {
-        for socket in self.shared.sockets.lock().unwrap().drain(..) {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        self.set(Fault::Pass);
-        self.cut_connections();
-        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wake the accept loop
-    }
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &ProxyShared, replies: bool) {
-    use std::io::{Read, Write};
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        loop {
-            if shared.stop.load(Ordering::SeqCst) {
-                break;
-            }
-            let fault = *shared.fault.lock().unwrap();
-            match fault {
-                // Hold the data: a stalled peer answers nothing.
-                Fault::Stall => std::thread::sleep(Duration::from_millis(2)),
-                Fault::Latency(delay) if replies => {
-                    std::thread::sleep(delay);
-                    break;
-                }
-                Fault::DropMidReply if replies => {
-                    let _ = to.write_all(&buf[..n / 2]);
-                    let _ = to.shutdown(std::net::Shutdown::Both);
-                    let _ = from.shutdown(std::net::Shutdown::Both);
-                    return;
-                }
-                _ => break,
-            }
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-    let _ = from.shutdown(std::net::Shutdown::Both);
-}
-
 /// Resumes every paused node of a cluster on drop, so a failing test never
 /// leaves a stopped process behind (the nodes are killed anyway on drop).
 impl Drop for Cluster {
@@ -453,103 +320,6 @@ impl Drop for Cluster {
             }
         }
     }
-}
-
-/// What contending workers saw, recorded against a witness Redis that is not
-/// one of the lock nodes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Contention {
-    /// Critical sections entered.
-    pub acquisitions: u64,
-    /// Times a worker entered while another was inside, both holding a valid guard.
-    pub overlaps: u64,
-    /// Critical sections whose guard had run out of validity by the exit.
-    pub overran: u64,
-}
-
-impl std::ops::AddAssign for Contention {
-    fn add_assign(&mut self, other: Contention) {
-        self.acquisitions += other.acquisitions;
-        self.overlaps += other.overlaps;
-        self.overran += other.overran;
-    }
-}
-
-/// One worker: until `until`, take `resource`, then on the witness `INCR` an
-/// "inside" counter (anything but 1 is an overlap), do an unprotected
-/// read-modify-write of a shared counter (a lost update shows an overlap the
-/// counter missed), `DECR`, and release.
-pub fn contend(
-    client: &redlock_sync::Redlock,
-    witness_url: &str,
-    resource: &str,
-    ttl: Duration,
-    until: Instant,
-) -> Contention {
-    contend_counting(
-        client,
-        witness_url,
-        resource,
-        ttl,
-        until,
-        &AtomicUsize::new(0),
-    )
-}
-
-/// [`contend`], also counting acquisitions in `progress` as they happen.
-pub fn contend_counting(
-    client: &redlock_sync::Redlock,
-    witness_url: &str,
-    resource: &str,
-    ttl: Duration,
-    until: Instant,
-    progress: &AtomicUsize,
-) -> Contention {
-    let mut witness = redis::Client::open(witness_url)
-        .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
-        .expect("witness connection");
-    let inside_key = format!("witness:{resource}:inside");
-    let counter_key = format!("witness:{resource}:counter");
-    let mut seen = Contention::default();
-    while Instant::now() < until {
-        let Ok(guard) = client.lock_for(resource, ttl, Duration::from_millis(500)) else {
-            continue;
-        };
-        let inside: i64 = redis::cmd("INCR")
-            .arg(&inside_key)
-            .query(&mut witness)
-            .unwrap();
-        if inside != 1 && guard.is_valid() {
-            seen.overlaps += 1;
-        }
-        let value: Option<i64> = redis::cmd("GET")
-            .arg(&counter_key)
-            .query(&mut witness)
-            .unwrap();
-        let _: () = redis::cmd("SET")
-            .arg(&counter_key)
-            .arg(value.unwrap_or(0) + 1)
-            .query(&mut witness)
-            .unwrap();
-        let _: i64 = redis::cmd("DECR")
-            .arg(&inside_key)
-            .query(&mut witness)
-            .unwrap();
-        if !guard.is_valid() {
-            seen.overran += 1;
-        }
-        seen.acquisitions += 1;
-        progress.fetch_add(1, Ordering::Relaxed);
-        drop(guard);
-    }
-    seen
-}
-
-/// The witness's shared counter for `resource` (compare with acquisitions).
-pub fn witness_counter(witness: &Node, resource: &str) -> u64 {
-    witness
-        .get(&format!("witness:{resource}:counter"))
-        .map_or(0, |v| v.parse().expect("counter"))
 }
 
 /// Polls `cond` until it holds, failing loudly after `within`. Only for state

@@ -1,0 +1,145 @@
+//! A TCP proxy in front of a node, to inject network faults.
+
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// What a [`Proxy`] does to the traffic it forwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward everything at once.
+    Pass,
+    /// Delay every reply chunk by this much.
+    Latency(Duration),
+    /// Accept connections but forward nothing in either direction.
+    Stall,
+    /// Forward requests, then send half of the next reply and close.
+    DropMidReply,
+}
+
+struct ProxyShared {
+    fault: std::sync::Mutex<Fault>,
+    stop: std::sync::atomic::AtomicBool,
+    sockets: std::sync::Mutex<Vec<TcpStream>>,
+}
+
+/// A TCP proxy in front of a node, to inject network faults. Dropping it
+/// stops it and closes every connection through it.
+pub struct Proxy {
+    pub port: u16,
+    target: u16,
+    shared: std::sync::Arc<ProxyShared>,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Proxy({} -> {})", self.port, self.target)
+    }
+}
+
+impl Proxy {
+    /// Starts forwarding a free loopback port to `127.0.0.1:target`.
+    pub fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy port");
+        let port = listener.local_addr().unwrap().port();
+        let shared = std::sync::Arc::new(ProxyShared {
+            fault: std::sync::Mutex::new(Fault::Pass),
+            stop: std::sync::atomic::AtomicBool::new(false),
+            sockets: std::sync::Mutex::new(Vec::new()),
+        });
+        let accept_shared = shared.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if accept_shared.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut sockets = accept_shared.sockets.lock().unwrap();
+                    sockets.push(client.try_clone().unwrap());
+                    sockets.push(server.try_clone().unwrap());
+                }
+                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let up = accept_shared.clone();
+                std::thread::spawn(move || pump(client, server, &up, false));
+                let down = accept_shared.clone();
+                std::thread::spawn(move || pump(s2, c2, &down, true));
+            }
+        });
+        Proxy {
+            port,
+            target,
+            shared,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn set(&self, fault: Fault) {
+        *self.shared.fault.lock().unwrap() = fault;
+    }
+
+    /// Closes every connection through the proxy (new ones are accepted).
+    pub fn cut_connections(&self) {
+        for socket in self.shared.sockets.lock().unwrap().drain(..) {
+            let _ = socket.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        self.set(Fault::Pass);
+        self.cut_connections();
+        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wake the accept loop
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, shared: &ProxyShared, replies: bool) {
+    use std::io::{Read, Write};
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        loop {
+            if shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let fault = *shared.fault.lock().unwrap();
+            match fault {
+                // Hold the data: a stalled peer answers nothing.
+                Fault::Stall => std::thread::sleep(Duration::from_millis(2)),
+                Fault::Latency(delay) if replies => {
+                    std::thread::sleep(delay);
+                    break;
+                }
+                Fault::DropMidReply if replies => {
+                    let _ = to.write_all(&buf[..n / 2]);
+                    let _ = to.shutdown(std::net::Shutdown::Both);
+                    let _ = from.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+                _ => break,
+            }
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
