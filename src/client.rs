@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::handoff::Waiters;
 use crate::keeper;
-use crate::lease::Lease;
+use crate::lease::{self, Lease};
 use crate::transport::{Op, Request, Transport};
 
 /// A Redlock client over N independent Redis masters.
@@ -362,15 +362,12 @@ impl Redlock {
         };
         // Release everywhere, including nodes that failed or did not answer:
         // their SET may still have landed. The caller does not wait for it.
-        let key_gone_by = start
-            .checked_add(ttl.saturating_add(node_timeout))
-            .unwrap_or(answer_by);
         self.inner.transport.broadcast(Request {
             op: Op::Release,
             key: key.clone(),
             token,
             io_timeout: node_timeout,
-            expires: key_gone_by,
+            expires: lease::keys_gone_by(&self.inner, start, ttl),
         });
         log::debug!("redlock: round for {key:?} failed: {}", failed.0);
         Err(failed)

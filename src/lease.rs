@@ -222,7 +222,7 @@ impl PendingExtend<'_> {
 
 /// The latest instant a key set at `start` with `ttl` can still exist: a node
 /// may apply the command up to one per-node timeout late.
-fn keys_gone_by(inner: &Inner, start: Instant, ttl: Duration) -> Instant {
+pub(crate) fn keys_gone_by(inner: &Inner, start: Instant, ttl: Duration) -> Instant {
     let slack = ttl.saturating_add(inner.node_timeout(ttl));
     start.checked_add(slack).unwrap_or(start)
 }

@@ -27,10 +27,10 @@ static EXTEND_SHA: LazyLock<String> =
     LazyLock::new(|| redis::Script::new(EXTEND_SCRIPT).get_hash().to_owned());
 
 pub(crate) struct Worker {
-    pub(crate) shared: Arc<NodeShared>,
-    pub(crate) pool: r2d2::Pool<NodeManager>,
-    pub(crate) queue: Receiver<Job>,
-    pub(crate) connect_timeout: Duration,
+    shared: Arc<NodeShared>,
+    pool: r2d2::Pool<NodeManager>,
+    queue: Receiver<Job>,
+    connect_timeout: Duration,
     /// The connection in use, kept checked out between batches (this worker
     /// is the pool's only user); returned to the pool, and so dropped, once
     /// broken.
