@@ -390,24 +390,6 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-fn connected_clients(cluster: &Cluster) -> usize {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("clients")
-                .query(&mut n.conn())
-                .unwrap();
-            info.lines()
-                .find_map(|l| l.strip_prefix("connected_clients:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0)
-                - 1 // our own INFO connection
-        })
-        .sum()
-}
-
 fn main() {
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let s1_pairs: Option<usize> = std::env::var("BENCH_S1_PAIRS")
@@ -454,11 +436,11 @@ fn main() {
 
     // Cost: threads, connections, and RSS for many guards held.
     let base_threads = client_threads();
-    let base_clients = connected_clients(&cluster);
+    let base_clients = cluster.client_connections().iter().sum::<usize>();
     let ours = Redlock::new(&urls).unwrap();
     std::thread::sleep(Duration::from_millis(200)); // threads name themselves as they start
     let our_threads = client_threads() - base_threads;
-    let our_conns = connected_clients(&cluster) - base_clients;
+    let our_conns = cluster.client_connections().iter().sum::<usize>() - base_clients;
     let rss0 = rss_kib();
     let guards: Vec<_> = (0..plan.guards)
         .map(|i| ours.lock(&format!("bench:g:{i}"), TTL).unwrap())

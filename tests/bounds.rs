@@ -9,26 +9,6 @@ use std::time::{Duration, Instant};
 use harness::{Cluster, client_threads};
 use redlock_sync::Redlock;
 
-/// Connections the client holds to each node (excluding our INFO connection).
-fn connections(cluster: &Cluster) -> Vec<usize> {
-    cluster
-        .nodes
-        .iter()
-        .map(|n| {
-            let info: String = redis::cmd("INFO")
-                .arg("clients")
-                .query(&mut n.conn())
-                .unwrap();
-            let count: usize = info
-                .lines()
-                .find_map(|l| l.strip_prefix("connected_clients:"))
-                .and_then(|v| v.trim().parse().ok())
-                .expect("connected_clients");
-            count - 1
-        })
-        .collect()
-}
-
 fn keys_on_nodes(cluster: &Cluster) -> usize {
     cluster
         .nodes
@@ -49,7 +29,7 @@ fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
     }
     let threads = client_threads();
     assert_eq!(threads, 10, "one worker and one connection helper per node");
-    assert_eq!(connections(&cluster), vec![1; 5]);
+    assert_eq!(cluster.client_connections(), vec![1; 5]);
 
     // 64 threads, 8 contended keys, 20 rounds each.
     let started = Instant::now();
@@ -69,7 +49,11 @@ fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
     });
     println!("64 threads x 20 contended pairs in {:?}", started.elapsed());
     assert_eq!(client_threads(), threads, "no thread per call");
-    assert_eq!(connections(&cluster), vec![1; 5], "one connection per node");
+    assert_eq!(
+        cluster.client_connections(),
+        vec![1; 5],
+        "one connection per node"
+    );
 
     // 10 000 guards held at once, from 8 threads.
     let started = Instant::now();
@@ -97,7 +81,7 @@ fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
     assert_eq!(guards.len(), 10_000);
     assert!(guards.iter().all(|g| g.is_valid()));
     assert_eq!(client_threads(), threads);
-    assert_eq!(connections(&cluster), vec![1; 5]);
+    assert_eq!(cluster.client_connections(), vec![1; 5]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while keys_on_nodes(&cluster) < 50_000 {
         assert!(

@@ -274,6 +274,26 @@ impl Cluster {
             .count()
     }
 
+    /// Connections other clients hold to each node (our `INFO` connection
+    /// excluded).
+    pub fn client_connections(&self) -> Vec<usize> {
+        self.nodes
+            .iter()
+            .map(|n| {
+                let info: String = redis::cmd("INFO")
+                    .arg("clients")
+                    .query(&mut n.conn())
+                    .unwrap();
+                let count: usize = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("connected_clients:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .expect("connected_clients in INFO");
+                count - 1
+            })
+            .collect()
+    }
+
     /// The values of `key` on running, unpaused nodes.
     pub fn values(&self, key: &str) -> Vec<Option<String>> {
         self.nodes
