@@ -101,3 +101,15 @@ fn debug_output_hides_tokens_and_passwords() {
     assert!(!shown.contains(&token), "token leaked: {shown}");
     assert!(shown.contains("res:debug"));
 }
+
+#[test]
+fn public_types_are_send_sync_static() {
+    fn assert_traits<T: Send + Sync + 'static>() {}
+    fn assert_clone<T: Clone>() {}
+    assert_traits::<Redlock>();
+    assert_clone::<Redlock>();
+    assert_traits::<redlock_sync::LockGuard>();
+    assert_traits::<redlock_sync::RedlockBuilder>();
+    assert_traits::<Error>();
+    assert_traits::<redlock_sync::NodeFailure>();
+}
