@@ -161,8 +161,11 @@ fn chaos_soak_keeps_exclusion_and_progress() {
         total.acquisitions,
         "lost update"
     );
+    // Keys of abandoned rounds that reached a node late can block a majority
+    // until they expire (a TTL or two); a hang or a failed reconnect would
+    // stop acquisitions for far longer.
     assert!(
-        longest_stall < Duration::from_secs(3),
+        longest_stall < TTL * 5,
         "acquisitions stopped for {longest_stall:?} while a majority was healthy"
     );
     // Faults are undone and every guard dropped: keys left on nodes that
