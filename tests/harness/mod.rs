@@ -209,7 +209,13 @@ impl Node {
         }
     }
 
+    /// Whether *our* process answers on the port: two nodes started at once
+    /// can be handed the same free port, and the loser's check must not be
+    /// answered by the winner's server.
     fn answers_ping(&self) -> bool {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
         if TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             return false;
         }
@@ -219,7 +225,12 @@ impl Node {
         let Ok(mut conn) = client.get_connection_with_timeout(Duration::from_millis(500)) else {
             return false;
         };
-        redis::cmd("PING").query::<String>(&mut conn).is_ok()
+        let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut conn) else {
+            return false;
+        };
+        info.lines()
+            .find_map(|l| l.strip_prefix("process_id:"))
+            .is_some_and(|p| p.trim() == pid.to_string())
     }
 }
 
