@@ -83,10 +83,7 @@ impl LockGuard {
 
     /// How much validity is left (zero once it has run out or the lock was lost).
     pub fn remaining(&self) -> Duration {
-        if self.lease.state.lock().lost {
-            return Duration::ZERO;
-        }
-        self.valid_until().saturating_duration_since(Instant::now())
+        self.lease.remaining()
     }
 
     /// Whether the lock is still guaranteed to be ours: validity is left and

@@ -106,17 +106,14 @@ fn next_renewal(lease: &Lease) -> Instant {
 fn renew(inner: &Inner, due: &[Arc<Lease>]) -> Vec<(Weak<Lease>, Instant)> {
     let mut pending = Vec::with_capacity(due.len());
     for lease in due {
-        let (ttl, valid_until, finished) = {
+        let (ttl, finished) = {
             let s = lease.state.lock();
-            (s.ttl, s.valid_until, s.released || s.lost)
+            (s.ttl, s.released || s.lost)
         };
         if finished {
             continue;
         }
-        if Instant::now() >= valid_until {
-            lease.mark_lost();
-            continue;
-        }
+        // Fails (and the lease is lost) once its validity has run out.
         match lease.begin_extend(inner, ttl) {
             Ok(extension) => pending.push((lease, ttl, extension)),
             Err(_) => lease.mark_lost(),

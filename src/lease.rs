@@ -60,10 +60,18 @@ impl Lease {
         }
     }
 
+    /// Validity left: zero once it ran out or the lease was lost.
+    pub(crate) fn remaining(&self) -> Duration {
+        let state = self.state.lock();
+        if state.lost {
+            return Duration::ZERO;
+        }
+        state.valid_until.saturating_duration_since(Instant::now())
+    }
+
     /// Valid: not lost, and validity left.
     pub(crate) fn is_valid(&self) -> bool {
-        let state = self.state.lock();
-        !state.lost && Instant::now() < state.valid_until
+        !self.remaining().is_zero()
     }
 
     pub(crate) fn lost_error(&self, inner: &Inner, confirmed: usize) -> Error {
@@ -98,10 +106,11 @@ impl Lease {
         let ttl_ms = inner.ttl_millis(ttl)?;
         let ttl = Duration::from_millis(ttl_ms);
         let start = Instant::now();
-        let current = self.state.lock().valid_until;
-        if !self.is_valid() {
+        let left = self.remaining();
+        if left.is_zero() {
             return Err(self.lost_error(inner, 0));
         }
+        let current = start + left;
         let node_timeout = inner.node_timeout(ttl);
         let answer_by = start
             .checked_add(node_timeout)

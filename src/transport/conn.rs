@@ -93,7 +93,8 @@ impl NodeShared {
 
     /// Turns a Redis error into this node's failure.
     pub(crate) fn failure(&self, err: &redis::RedisError) -> NodeFailure {
-        NodeFailure::new(self.address.clone(), classify(err), describe(err))
+        // Redis error texts never include the password, and ours carry no token.
+        NodeFailure::new(self.address.clone(), classify(err), err.to_string())
     }
 }
 
@@ -119,11 +120,6 @@ pub(crate) fn classify_code(code: &str) -> FailureKind {
         "READONLY" | "LOADING" | "MASTERDOWN" => FailureKind::NotWritable,
         _ => FailureKind::Server,
     }
-}
-
-fn describe(err: &redis::RedisError) -> String {
-    // Redis error texts never include the password, and ours carry no token.
-    err.to_string()
 }
 
 /// Opens connections for one node's r2d2 pool.

@@ -95,6 +95,21 @@ pub fn contend_counting(
     seen
 }
 
+impl Contention {
+    /// The exclusion invariant: nobody entered while another valid holder
+    /// was inside, no critical section outlived its guard's validity, and the
+    /// witness's unprotected counter lost no update.
+    pub fn assert_exclusive(&self, witness: &Node, resource: &str) {
+        assert_eq!(self.overlaps, 0, "two valid holders inside at once");
+        assert_eq!(self.overran, 0, "a critical section outlived its validity");
+        assert_eq!(
+            witness_counter(witness, resource),
+            self.acquisitions,
+            "lost update in the unprotected read-modify-write"
+        );
+    }
+}
+
 /// The witness's shared counter for `resource` (compare with acquisitions).
 pub fn witness_counter(witness: &Node, resource: &str) -> u64 {
     witness
