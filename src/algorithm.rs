@@ -75,10 +75,12 @@ pub(crate) type Answer = Result<bool, NodeFailure>;
 pub(crate) enum Verdict {
     /// A majority confirmed.
     Confirmed,
-    /// A majority is impossible, and refusals ("held by someone else" / "not
-    /// our token") are part of why: failures alone would have left room for it.
+    /// The refusals ("held by someone else" / "not our token") alone rule
+    /// out a majority: even if every failed node had said yes, it would not
+    /// be reached.
     Refused,
-    /// A majority is impossible because too many nodes failed.
+    /// A majority is impossible, but only because nodes failed: had they
+    /// answered yes, it would have been reached.
     Unreachable,
 }
 
@@ -140,7 +142,7 @@ impl Tally {
         if self.yes + self.pending() >= self.quorum {
             return None;
         }
-        if self.no > 0 && self.nodes - self.failures.len() >= self.quorum {
+        if self.yes + self.failures.len() < self.quorum {
             Some(Verdict::Refused)
         } else {
             Some(Verdict::Unreachable)
@@ -277,6 +279,20 @@ mod tests {
         }
         assert_eq!(down.verdict(), Some(Verdict::Unreachable));
         assert!(!down.permanently_failed());
+    }
+
+    #[test]
+    fn failures_that_could_have_been_yes_are_not_a_refusal() {
+        // 2 still hold our token, 1 no longer does (its key expired after
+        // missing earlier renewals), 2 timed out and may still hold it: the
+        // lock is not shown to be lost, only unconfirmed.
+        let mut t = Tally::new(5);
+        t.record(Ok(true));
+        t.record(Ok(true));
+        t.record(Ok(false));
+        t.record(fail(FailureKind::Timeout));
+        t.record(fail(FailureKind::Timeout));
+        assert_eq!(t.verdict(), Some(Verdict::Unreachable));
     }
 
     #[test]
