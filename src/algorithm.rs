@@ -3,7 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::error::{FailureKind, NodeFailure};
+#[cfg(test)]
+use crate::error::FailureKind;
+use crate::error::NodeFailure;
+use crate::human::Human;
 
 /// Redis' expiry precision (1 ms) plus a minimum clock drift (1 ms).
 pub(crate) const DRIFT_FLOOR: Duration = Duration::from_millis(2);
@@ -26,20 +29,25 @@ pub(crate) fn drift(ttl: Duration, factor: f64) -> Duration {
 pub(crate) fn ttl_millis(ttl: Duration, drift_factor: f64) -> Result<u64, String> {
     if ttl > MAX_TTL {
         return Err(format!(
-            "ttl {ttl:?} is too large; the maximum is {MAX_TTL:?}"
+            "ttl {} is too large; the maximum is {}",
+            Human(ttl),
+            Human(MAX_TTL)
         ));
     }
     let millis = ttl.as_millis() as u64;
     if millis == 0 {
         return Err(format!(
-            "ttl {ttl:?} is below one millisecond; Redis expires keys in whole milliseconds"
+            "ttl {} is below one millisecond; Redis expires keys in whole milliseconds",
+            Human(ttl)
         ));
     }
     let whole = Duration::from_millis(millis);
     let allowance = drift(whole, drift_factor);
     if whole <= allowance {
         return Err(format!(
-            "ttl {ttl:?} is not above the clock-drift allowance of {allowance:?}; use a longer ttl"
+            "ttl {} is not above the clock-drift allowance of {}; use a longer ttl",
+            Human(whole),
+            Human(allowance)
         ));
     }
     Ok(millis)
@@ -84,6 +92,22 @@ pub(crate) enum Verdict {
     Unreachable,
 }
 
+/// The end of a round: a verdict (always one) and the counts behind it.
+#[derive(Debug, Clone)]
+pub(crate) struct Outcome {
+    pub(crate) verdict: Verdict,
+    /// Nodes that confirmed.
+    pub(crate) confirmed: usize,
+    /// Confirmations needed.
+    pub(crate) quorum: usize,
+    /// Nodes that failed, with their causes; the round appends one
+    /// `Unanswered` entry per node still pending at the decision.
+    pub(crate) failures: Vec<NodeFailure>,
+    /// Failures that will not heal by themselves (rejected credentials)
+    /// alone rule out a majority, so retrying is pointless.
+    pub(crate) permanent: bool,
+}
+
 /// Counts the answers of one round and decides as soon as the outcome is known.
 #[derive(Debug)]
 pub(crate) struct Tally {
@@ -113,25 +137,29 @@ impl Tally {
         }
     }
 
-    /// Counts a node that did not answer before the caller's deadline.
-    pub(crate) fn record_missing(&mut self, failure: NodeFailure) {
-        self.failures.push(failure);
-    }
-
+    /// Nodes that have not answered yet.
     pub(crate) fn pending(&self) -> usize {
         self.nodes - self.yes - self.no - self.failures.len()
     }
 
-    pub(crate) fn confirmed(&self) -> usize {
-        self.yes
-    }
-
-    pub(crate) fn quorum(&self) -> usize {
-        self.quorum
-    }
-
-    pub(crate) fn into_failures(self) -> Vec<NodeFailure> {
-        self.failures
+    /// Ends the round: the verdict as if every node still pending had
+    /// failed. Equal to [`verdict`](Self::verdict) once that is decided.
+    pub(crate) fn outcome(&self) -> Outcome {
+        let failed = self.failures.len() + self.pending();
+        let verdict = if self.yes >= self.quorum {
+            Verdict::Confirmed
+        } else if self.yes + failed < self.quorum {
+            Verdict::Refused
+        } else {
+            Verdict::Unreachable
+        };
+        Outcome {
+            verdict,
+            confirmed: self.yes,
+            quorum: self.quorum,
+            failures: self.failures.clone(),
+            permanent: self.permanently_failed(),
+        }
     }
 
     /// `Some` once the outcome can no longer change.
@@ -151,7 +179,7 @@ impl Tally {
 
     /// Whether failures that will not heal by themselves (rejected credentials)
     /// alone make a majority impossible, so retrying is pointless.
-    pub(crate) fn permanently_failed(&self) -> bool {
+    fn permanently_failed(&self) -> bool {
         let permanent = self
             .failures
             .iter()
@@ -171,15 +199,6 @@ pub(crate) fn retry_delay(base: Duration, jitter: Duration) -> Duration {
         rand::random_range(0..=jitter_nanos)
     };
     base.saturating_add(Duration::from_nanos(extra))
-}
-
-/// Failure recorded for a node whose answer did not arrive in time.
-pub(crate) fn missing_answer(node: std::sync::Arc<str>, waited: Duration) -> NodeFailure {
-    NodeFailure::new(
-        node,
-        FailureKind::Timeout,
-        format!("no answer within {waited:?}"),
-    )
 }
 
 #[cfg(test)]
@@ -293,6 +312,32 @@ mod tests {
         t.record(fail(FailureKind::Timeout));
         t.record(fail(FailureKind::Timeout));
         assert_eq!(t.verdict(), Some(Verdict::Unreachable));
+    }
+
+    #[test]
+    fn the_outcome_counts_unanswered_nodes_as_failed_and_agrees_with_the_verdict() {
+        let mut t = Tally::new(5);
+        t.record(fail(FailureKind::Connection));
+        t.record(fail(FailureKind::Connection));
+        t.record(fail(FailureKind::Connection));
+        assert_eq!(t.verdict(), Some(Verdict::Unreachable));
+        let out = t.outcome();
+        assert_eq!(out.verdict, Verdict::Unreachable);
+        assert_eq!((out.confirmed, out.quorum, t.pending()), (0, 3, 2));
+        assert_eq!(out.failures.len(), 3);
+
+        // Undecided (2 yes, 3 pending): closing it counts the 3 as failed.
+        let mut open = Tally::new(5);
+        open.record(Ok(true));
+        open.record(Ok(true));
+        assert_eq!(open.verdict(), None);
+        assert_eq!(open.outcome().verdict, Verdict::Unreachable);
+        // Nobody answered at all: unreachable, never "refused".
+        assert_eq!(Tally::new(3).outcome().verdict, Verdict::Unreachable);
+        let mut refused = Tally::new(3);
+        refused.record(Ok(false));
+        refused.record(Ok(false));
+        assert_eq!(refused.outcome().verdict, Verdict::Refused);
     }
 
     #[test]

@@ -6,55 +6,12 @@ use std::time::Duration;
 
 use redis::IntoConnectionInfo;
 
-use crate::client::Redlock;
 use crate::error::Error;
+use crate::human::Human;
+use crate::settings::Settings;
+use crate::transport::NodeSpec;
 
-/// Validated settings shared by every clone of a client.
-#[derive(Debug, Clone)]
-pub(crate) struct Settings {
-    pub(crate) retry_count: u32,
-    pub(crate) retry_delay: Duration,
-    pub(crate) retry_jitter: Duration,
-    pub(crate) drift_factor: f64,
-    pub(crate) node_timeout: Option<Duration>,
-    pub(crate) node_timeout_factor: f64,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) queue_capacity: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            retry_count: 10,
-            retry_delay: Duration::from_millis(50),
-            retry_jitter: Duration::from_millis(150),
-            drift_factor: 0.01,
-            node_timeout: None,
-            node_timeout_factor: 0.005,
-            connect_timeout: Duration::from_secs(1),
-            queue_capacity: 4096,
-        }
-    }
-}
-
-/// One node, parsed: where to connect and the name to log it by.
-#[derive(Clone)]
-pub(crate) struct NodeSpec {
-    /// `host:port` or the socket path: safe to log (no password, no URL).
-    pub(crate) address: String,
-    pub(crate) client: redis::Client,
-}
-
-impl fmt::Debug for NodeSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // `ConnectionInfo`'s own Debug would print the password.
-        f.debug_struct("NodeSpec")
-            .field("address", &self.address)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Configures and builds a [`Redlock`] client.
+/// Configures and builds a [`Redlock`](crate::Redlock) client.
 ///
 /// Every setter consumes and returns the builder; every setting has a getter
 /// and a documented default. [`build`](Self::build) validates everything and
@@ -100,7 +57,7 @@ impl RedlockBuilder {
         }
     }
 
-    /// How many more rounds [`Redlock::lock`] tries after the first one fails
+    /// How many more rounds [`Redlock::lock`](crate::Redlock::lock) tries after the first one fails
     /// because the resource is busy or nodes failed. Defaults to `10`.
     pub fn retry_count(mut self, retries: u32) -> Self {
         self.settings.retry_count = retries;
@@ -206,20 +163,11 @@ impl RedlockBuilder {
         self.settings.queue_capacity
     }
 
-    /// Validates the settings and node URLs and starts the client: one
-    /// connection pool and one worker thread per node. Waits at most the
-    /// connect timeout for the first connections, all nodes in parallel.
-    /// Succeeds even while nodes are down: they are connected in the
-    /// background, and operations report [`Error::NoQuorum`] meanwhile.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Config`] for an empty node list, a malformed, unsupported or
-    /// duplicate node URL, or a setting out of range.
-    pub fn build(self) -> Result<Redlock, Error> {
+    /// The parsed nodes and checked settings, or what is wrong with them.
+    pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Settings), Error> {
         validate(&self.settings)?;
         let nodes = parse_nodes(&self.nodes)?;
-        Redlock::start(nodes, self.settings)
+        Ok((nodes, self.settings))
     }
 }
 
@@ -250,13 +198,16 @@ fn validate(s: &Settings) -> Result<(), Error> {
         && (timeout.is_zero() || timeout > MAX_TIMEOUT)
     {
         return Err(Error::config(format!(
-            "node_timeout must be above zero and at most {MAX_TIMEOUT:?}, got {timeout:?}"
+            "node_timeout must be above zero and at most {}, got {}",
+            Human(MAX_TIMEOUT),
+            Human(timeout)
         )));
     }
     if s.connect_timeout.is_zero() || s.connect_timeout > MAX_TIMEOUT {
         return Err(Error::config(format!(
-            "connect_timeout must be above zero and at most {MAX_TIMEOUT:?}, got {:?}",
-            s.connect_timeout
+            "connect_timeout must be above zero and at most {}, got {}",
+            Human(MAX_TIMEOUT),
+            Human(s.connect_timeout)
         )));
     }
     for (name, value) in [
@@ -265,7 +216,9 @@ fn validate(s: &Settings) -> Result<(), Error> {
     ] {
         if value > MAX_RETRY_PAUSE {
             return Err(Error::config(format!(
-                "{name} must be at most {MAX_RETRY_PAUSE:?}, got {value:?}; use lock_for to wait long"
+                "{name} must be at most {}, got {}; use lock_for to wait long",
+                Human(MAX_RETRY_PAUSE),
+                Human(value)
             )));
         }
     }
@@ -300,8 +253,7 @@ pub(crate) fn parse_nodes(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
 }
 
 fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
-    let shown = redact(url);
-    let bad = |why: &str| Error::config(format!("node #{index} ({shown}): {why}"));
+    let bad = |why: &str| Error::config(format!("node #{index} ({}): {why}", redact(url)));
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("redis" | "unix" | "redis+unix") => {}
@@ -321,7 +273,7 @@ fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
     }
     let info = url
         .into_connection_info()
-        .map_err(|e| bad(&format!("not a valid Redis URL ({e})")))?;
+        .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?;
     if let redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } =
         info.addr()
         && host.is_empty()
@@ -331,25 +283,47 @@ fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
     let address = info.addr().to_string();
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
     let client = redis::Client::open(info.set_tcp_settings(tcp))
-        .map_err(|e| bad(&format!("not a valid Redis URL ({e})")))?;
+        .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?;
     Ok(NodeSpec { address, client })
 }
 
-/// The URL with any password replaced by `***`, for error messages.
+/// The `redis` crate's reason for rejecting a URL, without its detail part
+/// (which can quote pieces of the URL, such as a query value).
+fn safe_reason(err: &redis::RedisError) -> String {
+    if err.detail().is_some() {
+        return format!("{:?}", err.kind());
+    }
+    let text = err.to_string();
+    // Reasons are fixed texts ("Invalid database number"); anything longer
+    // or with URL punctuation is not shown.
+    if text.len() <= 80 && !text.contains(['@', ':', '/', '?', '#', '=']) {
+        text
+    } else {
+        format!("{:?}", err.kind())
+    }
+}
+
+/// A node URL safe to show in an error: the scheme (only a known one) and
+/// the host part. Everything up to the **last** `@` is user information and
+/// is never shown, whatever it contains (`/`, `?`, `#`, more `@`s), and so
+/// are the path, the query (`unix://…?pass=…`) and the fragment.
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         // Not URL-shaped: it may be anything, including a bare secret.
         return "<unparsable URL>".to_owned();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => {
-            let user = authority[..at].split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
-        }
-        None => url.to_owned(),
-    }
+    let scheme = match scheme.to_ascii_lowercase().as_str() {
+        known @ ("redis" | "rediss" | "unix" | "redis+unix") => known.to_owned(),
+        _ => "<unknown scheme>".to_owned(),
+    };
+    let (userinfo, after) = match rest.rfind('@') {
+        Some(at) => ("***@", &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let host_end = after.find(['/', '?', '#']).unwrap_or(after.len());
+    let host = &after[..host_end];
+    let tail = if host_end < after.len() { "/…" } else { "" };
+    format!("{scheme}://{userinfo}{host}{tail}")
 }
 
 #[cfg(test)]
@@ -361,11 +335,19 @@ mod tests {
     }
 
     #[test]
-    fn redact_hides_passwords_only() {
-        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact("redis://:secret@h:1"), "redis://:***@h:1");
-        assert_eq!(redact("redis://h:1/2"), "redis://h:1/2");
+    fn redact_never_shows_user_information() {
+        assert_eq!(redact("redis://u:secret@h:1/0"), "redis://***@h:1/…");
+        assert_eq!(redact("redis://:secret@h:1"), "redis://***@h:1");
+        assert_eq!(redact("redis://h:1/2"), "redis://h:1/…");
         assert_eq!(redact("secret"), "<unparsable URL>");
+        // Defect 1 of the hardening review: the authority was cut at the
+        // first `/`, so these showed the password.
+        assert_eq!(redact("redis://user:pa/ss@host:1"), "redis://***@host:1");
+        assert_eq!(redact("redis://user:pa?ss@host:1"), "redis://***@host:1");
+        assert_eq!(redact("redis://user:pa#ss@host:1"), "redis://***@host:1");
+        assert_eq!(redact("redis://user:pa@ss@host:1"), "redis://***@host:1");
+        assert_eq!(redact("unix:///tmp/r.sock?pass=secret"), "unix:///…");
+        assert_eq!(redact("secret://h"), "<unknown scheme>://h");
     }
 
     #[test]

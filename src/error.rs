@@ -4,6 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::human::Human;
+
 /// Everything that can go wrong when building a client or taking, extending or
 /// releasing a lock.
 ///
@@ -51,7 +53,9 @@ pub enum Error {
         confirmed: usize,
         /// How many confirmations were needed (`N/2 + 1`).
         quorum: usize,
-        /// One entry per node that failed, with its cause.
+        /// One entry per node that failed, with its cause, and one of kind
+        /// [`FailureKind::Unanswered`] per node that had not answered yet when
+        /// a majority had already become impossible.
         failures: Vec<NodeFailure>,
     },
     /// An extend or release found our token on fewer than a majority of nodes:
@@ -64,8 +68,9 @@ pub enum Error {
         confirmed: usize,
         /// How many were needed (`N/2 + 1`).
         quorum: usize,
-        /// Nodes that failed to answer, with their causes (nodes that answered
-        /// "not ours" are not failures and are not listed).
+        /// Nodes that failed to answer, with their causes, and nodes that had
+        /// not answered yet ([`FailureKind::Unanswered`]). Nodes that answered
+        /// "not ours" are not failures and are not listed.
         failures: Vec<NodeFailure>,
     },
     /// A majority granted the lock, but the round took so long that no validity
@@ -136,8 +141,10 @@ impl fmt::Display for Error {
                 ttl,
             } => write!(
                 f,
-                "acquiring {resource:?} took {elapsed:?}, leaving no validity of the {ttl:?} ttl; \
-                 use a longer ttl or check node latency"
+                "acquiring {resource:?} took {}, leaving no validity of the {} ttl; \
+                 use a longer ttl or check node latency",
+                Human(*elapsed),
+                Human(*ttl),
             ),
         }
     }
@@ -189,6 +196,9 @@ pub enum FailureKind {
     /// The node's request queue in this client was full: the node is too slow
     /// for the load placed on it.
     Overloaded,
+    /// The node had not answered yet when the outcome was decided: the other
+    /// nodes had already made a majority impossible. Not a fault of its own.
+    Unanswered,
 }
 
 impl FailureKind {
@@ -205,6 +215,7 @@ impl FailureKind {
             FailureKind::NotWritable => "not writable",
             FailureKind::Server => "server error",
             FailureKind::Overloaded => "overloaded",
+            FailureKind::Unanswered => "had not answered yet",
         }
     }
 }

@@ -3,9 +3,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::client::Redlock;
+use crate::core::{Core, Lease};
 use crate::error::Error;
-use crate::lease::Lease;
 
 /// A held lock. Releases it when dropped, like a `MutexGuard`.
 ///
@@ -39,7 +38,7 @@ use crate::lease::Lease;
 #[must_use = "the lock is released as soon as the guard is dropped"]
 #[clippy::has_significant_drop]
 pub struct LockGuard {
-    client: Redlock,
+    core: Arc<Core>,
     lease: Arc<Lease>,
     /// False once released, so `Drop` does not release twice.
     armed: bool,
@@ -48,7 +47,7 @@ pub struct LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("resource", &self.lease.resource)
+            .field("resource", &self.lease.resource())
             .field("token", &"<redacted>")
             .field("remaining", &self.remaining())
             .finish()
@@ -56,9 +55,9 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(client: Redlock, lease: Lease) -> Self {
+    pub(crate) fn new(core: Arc<Core>, lease: Lease) -> Self {
         LockGuard {
-            client,
+            core,
             lease: Arc::new(lease),
             armed: true,
         }
@@ -66,19 +65,19 @@ impl LockGuard {
 
     /// The resource (Redis key) this guard holds.
     pub fn resource(&self) -> &str {
-        &self.lease.resource
+        self.lease.resource()
     }
 
     /// The TTL last set on the nodes (by the acquisition or the last
     /// successful extension).
     pub fn ttl(&self) -> Duration {
-        self.lease.state.lock().ttl
+        self.lease.ttl()
     }
 
     /// Until when the lock is guaranteed to be ours: the start of the round
     /// that last set it, plus its TTL, minus the clock-drift allowance.
     pub fn valid_until(&self) -> Instant {
-        self.lease.state.lock().valid_until
+        self.lease.valid_until()
     }
 
     /// How much validity is left (zero once it has run out or the lock was lost).
@@ -89,7 +88,7 @@ impl LockGuard {
     /// Whether the lock is still guaranteed to be ours: validity is left and
     /// it was not lost. Cheap: no I/O.
     pub fn is_valid(&self) -> bool {
-        self.lease.is_valid()
+        !self.lease.remaining().is_zero()
     }
 
     /// `Ok` while the lock is valid; [`Error::LockLost`] once its validity ran
@@ -103,7 +102,7 @@ impl LockGuard {
         if self.is_valid() {
             Ok(())
         } else {
-            Err(self.lease.lost_error(&self.client.inner, 0))
+            Err(self.lease.lost_error(self.core.quorum()))
         }
     }
 
@@ -119,18 +118,10 @@ impl LockGuard {
     /// logged. A lost lock is never renewed again. Calling this twice is
     /// harmless.
     pub fn keep_alive(&mut self) {
-        {
-            let mut state = self.lease.state.lock();
-            if state.kept {
-                return;
-            }
-            state.kept = true;
-        }
-        if let Err(err) = self.client.keep(&self.lease) {
-            self.lease.state.lock().kept = false;
+        if let Err(err) = self.core.keep(&self.lease) {
             log::error!(
                 "redlock: cannot keep {:?} alive, it will expire after its ttl: {err}",
-                self.lease.resource
+                self.lease.resource()
             );
         }
     }
@@ -138,7 +129,11 @@ impl LockGuard {
     /// Extends the lock to `ttl` from now, on every node, with an atomic
     /// compare-and-pexpire. Succeeds only if a majority confirms before the
     /// current validity runs out; [`valid_until`](Self::valid_until) then
-    /// moves to the start of this call plus `ttl` minus drift.
+    /// moves to the start of this call plus `ttl` minus drift, and a
+    /// keep-alive continues with `ttl` from then on.
+    ///
+    /// If a keep-alive renewal is in flight, this waits for it to end first
+    /// (at most one per-node timeout), so that the two never race.
     ///
     /// # Errors
     ///
@@ -147,7 +142,7 @@ impl LockGuard {
     /// failed to answer (the old validity still stands, unless `ttl` is
     /// shorter than what is left); [`Error::Config`] for an unusable `ttl`.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        self.lease.begin_extend(&self.client.inner, ttl)?.finish()
+        self.core.extend(&self.lease, ttl)
     }
 
     /// Releases the lock on every node with an atomic compare-and-delete, and
@@ -161,7 +156,7 @@ impl LockGuard {
     /// expires after its TTL).
     pub fn release(mut self) -> Result<(), Error> {
         self.armed = false;
-        self.lease.release(&self.client.inner)
+        self.lease.release(&self.core)
     }
 }
 
@@ -170,13 +165,13 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
-        match self.lease.release(&self.client.inner) {
+        match self.lease.release(&self.core) {
             Ok(()) => {}
             // Already warned about when it was lost.
-            Err(Error::LockLost { .. }) if self.lease.state.lock().lost => {}
+            Err(Error::LockLost { .. }) if self.lease.is_lost() => {}
             Err(err) => log::warn!(
                 "redlock: releasing {:?} on drop failed (it expires by itself after its ttl): {err}",
-                self.lease.resource
+                self.lease.resource()
             ),
         }
     }

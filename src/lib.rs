@@ -99,14 +99,17 @@
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 
+// Layers, top to bottom (data flows down; no module reaches up):
+// API: client, guard, config → core → transport → Redis.
+// Leaves used by all: algorithm (pure arithmetic), error, settings, human.
 mod algorithm;
 mod client;
 mod config;
+mod core;
 mod error;
 mod guard;
-mod handoff;
-mod keeper;
-mod lease;
+mod human;
+mod settings;
 mod transport;
 
 pub use client::Redlock;

@@ -5,7 +5,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, client_threads, eventually};
+use harness::{Cluster, client_threads, eventually, threads_per_client};
 use redlock_sync::Redlock;
 
 #[test]
@@ -13,7 +13,7 @@ fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
     let cluster = Cluster::start(5);
     let redlock = Redlock::new(cluster.urls()).unwrap();
     eventually("client threads started", Duration::from_secs(5), || {
-        client_threads() == 10
+        client_threads() == threads_per_client(5)
     });
     let before = client_threads();
     let ttl = Duration::from_millis(800);

@@ -1,5 +1,6 @@
 //! One node's connections: our `r2d2::ManageConnection`, the node's health as
 //! seen by the pool, and the mapping of Redis errors to [`FailureKind`]s.
+//! (Nothing is preloaded: scripts go out as `EVAL`, see `codec.rs`.)
 //!
 //! Traps of `redis`/`r2d2` handled here: `get_connection_with_timeout` switches
 //! I/O timeouts off (we set them back); a timed-out connection stays "open"
@@ -13,21 +14,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::codec::classify_code;
 use crate::error::{FailureKind, NodeFailure};
-
-/// Compare-and-delete: deletes the key only while it still holds our token.
-pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("del", KEYS[1])
-else
-    return 0
-end"#;
-
-/// Compare-and-pexpire: extends the key only while it still holds our token.
-pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("pexpire", KEYS[1], ARGV[2])
-else
-    return 0
-end"#;
 
 /// A connection plus what the pool needs to know about it.
 pub(crate) struct NodeConn {
@@ -113,15 +101,6 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
     }
 }
 
-/// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
-pub(crate) fn classify_code(code: &str) -> FailureKind {
-    match code {
-        "WRONGPASS" | "NOAUTH" | "NOPERM" => FailureKind::Auth,
-        "READONLY" | "LOADING" | "MASTERDOWN" => FailureKind::NotWritable,
-        _ => FailureKind::Server,
-    }
-}
-
 /// Opens connections for one node's r2d2 pool.
 pub(crate) struct NodeManager {
     client: redis::Client,
@@ -147,8 +126,7 @@ impl NodeManager {
         }
     }
 
-    /// Connects, sets socket timeouts and preloads both scripts, all bounded
-    /// by the connect timeout.
+    /// Connects and sets socket timeouts, bounded by the connect timeout.
     pub(crate) fn open(&self) -> redis::RedisResult<NodeConn> {
         let timeout = self.connect_timeout.max(Duration::from_millis(1));
         let conn = self.client.get_connection_with_timeout(timeout)?;
@@ -158,19 +136,11 @@ impl NodeManager {
             io_timeout: Duration::ZERO,
         };
         conn.set_io_timeout(timeout)?;
-        redis::pipe()
-            .cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(RELEASE_SCRIPT)
-            .cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(EXTEND_SCRIPT)
-            .query::<(String, String)>(&mut conn.conn)?;
         Ok(conn)
     }
 
     /// Keeps a connection opened before the pool existed for its first use.
-    pub(crate) fn preload(&self, conn: NodeConn) {
+    pub(crate) fn keep_for_pool(&self, conn: NodeConn) {
         *self.preconnected.lock() = Some(conn);
     }
 }
@@ -220,15 +190,6 @@ impl r2d2::HandleEvent for HealthEvents {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn server_codes_map_to_actionable_kinds() {
-        assert_eq!(classify_code("WRONGPASS"), FailureKind::Auth);
-        assert_eq!(classify_code("NOAUTH"), FailureKind::Auth);
-        assert_eq!(classify_code("READONLY"), FailureKind::NotWritable);
-        assert_eq!(classify_code("LOADING"), FailureKind::NotWritable);
-        assert_eq!(classify_code("ERR"), FailureKind::Server);
-    }
 
     #[test]
     fn io_errors_map_to_timeout_or_connection() {

@@ -2,54 +2,50 @@
 //! parallel fan-out of one request to every node.
 //!
 //! A caller never talks to Redis itself: it puts one job on every node's queue
-//! (a non-blocking `try_send`) and waits on a private reply channel only until
-//! the outcome is decided or its deadline passes. A stalled node therefore
-//! costs the caller nothing once a majority has answered, and jobs for it
-//! expire in its queue instead of piling up.
+//! (a non-blocking `try_send`) and waits on the round only until the outcome
+//! is decided or its deadline passes. A stalled node therefore costs the
+//! caller nothing once a majority has answered, and jobs for it expire in its
+//! queue instead of piling up.
 
+mod codec;
 mod conn;
+#[cfg(test)]
+pub(crate) mod fake;
+mod link;
+mod redis_link;
+mod request;
+mod round;
 mod worker;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_channel::{Sender, TrySendError};
-use parking_lot::{Condvar, Mutex};
 
-use crate::algorithm::{Answer, Tally, missing_answer};
-use crate::config::{NodeSpec, Settings};
+use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
+use crate::settings::Settings;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
+pub(crate) use link::Link;
+use redis_link::RedisLink;
+pub(crate) use request::{Op, Request};
+pub(crate) use round::PendingRound;
+use round::RoundShared;
 use worker::Worker;
 
-/// What to do on every node.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Op {
-    /// `SET key token NX PX ttl`.
-    Acquire { ttl_ms: u64 },
-    /// Compare-and-pexpire.
-    Extend { ttl_ms: u64 },
-    /// Compare-and-delete.
-    Release,
+/// One node, parsed: where to connect and the name to log it by.
+#[derive(Clone)]
+pub(crate) struct NodeSpec {
+    /// `host:port` or the socket path: safe to log (no password, no URL).
+    pub(crate) address: String,
+    pub(crate) client: redis::Client,
 }
 
-/// One operation, shared by the jobs sent to every node.
-pub(crate) struct Request {
-    pub(crate) op: Op,
-    pub(crate) key: Arc<str>,
-    pub(crate) token: Arc<str>,
-    /// The per-node socket timeout for this operation.
-    pub(crate) io_timeout: Duration,
-    /// After this instant the job is pointless and a worker skips it.
-    pub(crate) expires: Instant,
-}
-
-impl std::fmt::Debug for Request {
+impl std::fmt::Debug for NodeSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Request")
-            .field("op", &self.op)
-            .field("key", &self.key)
-            .field("token", &"<redacted>")
+        // `ConnectionInfo`'s own Debug would print the password.
+        f.debug_struct("NodeSpec")
+            .field("address", &self.address)
             .finish_non_exhaustive()
     }
 }
@@ -90,24 +86,27 @@ struct NodeHandle {
     queue: Sender<Job>,
 }
 
-/// Every node's queue. Dropping the last clone of the client (and every
-/// guard) closes the queues, and the workers stop once they are drained.
+/// Every node's queue. Dropping the transport closes the queues, and the
+/// workers stop once they are drained.
 pub(crate) struct Transport {
     nodes: Vec<NodeHandle>,
+    addresses: Arc<[Arc<str>]>,
 }
 
 impl std::fmt::Debug for Transport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list()
-            .entries(self.nodes.iter().map(|n| &n.shared.address))
-            .finish()
+        f.debug_list().entries(self.addresses.iter()).finish()
     }
 }
 
+/// Threads that reconnect nodes in the background, shared by every node of
+/// one client.
+const CONNECT_HELPERS: usize = 2;
+
 impl Transport {
     /// Connects to every node in parallel (at most the connect timeout), then
-    /// starts one pool and one worker per node. Nodes that are down are
-    /// reconnected in the background.
+    /// starts one pool and one worker per node. The pools share one small
+    /// helper thread pool that reconnects nodes that are down.
     pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Settings) -> Result<Self, Error> {
         let managers: Vec<(Arc<NodeShared>, NodeManager)> = specs
             .into_iter()
@@ -122,18 +121,18 @@ impl Transport {
         std::thread::scope(|scope| {
             for (shared, manager) in &managers {
                 scope.spawn(move || match manager.open() {
-                    Ok(conn) => manager.preload(conn),
+                    Ok(conn) => manager.keep_for_pool(conn),
                     Err(err) => shared.mark_down(&err),
                 });
             }
         });
-        let mut nodes = Vec::with_capacity(managers.len());
-        for (index, (shared, manager)) in managers.into_iter().enumerate() {
-            let name = format!("redlock-conn-{index}");
-            let helper = scheduled_thread_pool::ScheduledThreadPool::builder()
-                .num_threads(1)
-                .thread_name_pattern(&name)
-                .build();
+        let helpers = Arc::new(
+            scheduled_thread_pool::ScheduledThreadPool::builder()
+                .num_threads(CONNECT_HELPERS.min(managers.len()).max(1))
+                .thread_name_pattern("redlock-conn-{}")
+                .build(),
+        );
+        let links = managers.into_iter().map(|(shared, manager)| {
             let pool = r2d2::Pool::builder()
                 .max_size(1)
                 .min_idle(Some(1))
@@ -141,12 +140,25 @@ impl Transport {
                 .idle_timeout(None)
                 .max_lifetime(None)
                 .connection_timeout(settings.connect_timeout)
-                .thread_pool(Arc::new(helper))
+                .thread_pool(helpers.clone())
                 .error_handler(Box::new(HealthErrors(shared.clone())))
                 .event_handler(Box::new(HealthEvents(shared.clone())))
                 .build_unchecked(manager);
-            let (queue, jobs) = crossbeam_channel::bounded(settings.queue_capacity);
-            let worker = Worker::new(shared.clone(), pool, jobs, settings.connect_timeout);
+            let link = RedisLink::new(shared.clone(), pool, settings.connect_timeout);
+            (shared, Box::new(link) as Box<dyn Link>)
+        });
+        Self::with_links(links, settings.queue_capacity)
+    }
+
+    /// Starts one worker per link. The seam: tests pass fake nodes here.
+    pub(crate) fn with_links(
+        links: impl IntoIterator<Item = (Arc<NodeShared>, Box<dyn Link>)>,
+        queue_capacity: usize,
+    ) -> Result<Self, Error> {
+        let mut nodes = Vec::new();
+        for (index, (shared, link)) in links.into_iter().enumerate() {
+            let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
+            let worker = Worker::new(shared.clone(), link, jobs);
             std::thread::Builder::new()
                 .name(format!("redlock-node-{index}"))
                 .spawn(move || worker.run())
@@ -155,45 +167,30 @@ impl Transport {
                 })?;
             nodes.push(NodeHandle { shared, queue });
         }
-        Ok(Transport { nodes })
+        let addresses = nodes.iter().map(|n| n.shared.address.clone()).collect();
+        Ok(Transport { nodes, addresses })
     }
 
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
     }
 
-    /// How many nodes must agree: `N/2 + 1`.
-    pub(crate) fn quorum(&self) -> usize {
-        crate::algorithm::quorum(self.nodes.len())
-    }
-
-    /// Sends `req` to every node and collects answers until the outcome is
-    /// decided or `wait_until` passes; nodes that have not answered by then
-    /// count as timed out.
-    pub(crate) fn round(&self, req: Request, wait_until: Instant) -> Tally {
-        self.start_round(req).collect(self, wait_until)
-    }
-
     /// Sends `req` to every node; collect the answers with
     /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
     pub(crate) fn start_round(&self, req: Request) -> PendingRound {
-        let n = self.nodes.len();
-        let round = Arc::new(RoundShared {
-            state: Mutex::new(RoundState {
-                tally: Some(Tally::new(n)),
-                answered: vec![false; n],
-            }),
-            decided: Condvar::new(),
-        });
+        let round = RoundShared::new(self.nodes.len());
+        let timeout = req.timeout;
         let req = Arc::new(req);
         for (index, node) in self.nodes.iter().enumerate() {
-            if let Err(failure) = self.enqueue(node, &req, index, Some(round.clone())) {
+            if let Err(failure) = enqueue(node, &req, index, Some(round.clone())) {
                 round.record(index, Err(failure));
             }
         }
         PendingRound {
             round,
             started: Instant::now(),
+            timeout,
+            nodes: self.addresses.clone(),
         }
     }
 
@@ -201,7 +198,7 @@ impl Transport {
     pub(crate) fn broadcast(&self, req: Request) {
         let req = Arc::new(req);
         for (index, node) in self.nodes.iter().enumerate() {
-            if let Err(failure) = self.enqueue(node, &req, index, None) {
+            if let Err(failure) = enqueue(node, &req, index, None) {
                 log::warn!(
                     "redlock: could not queue {:?} {:?}: {failure}",
                     req.op,
@@ -210,91 +207,28 @@ impl Transport {
             }
         }
     }
+}
 
-    fn enqueue(
-        &self,
-        node: &NodeHandle,
-        req: &Arc<Request>,
-        index: usize,
-        reply: Option<Arc<RoundShared>>,
-    ) -> Result<(), NodeFailure> {
-        let job = Job {
-            req: req.clone(),
-            index,
-            reply,
+fn enqueue(
+    node: &NodeHandle,
+    req: &Arc<Request>,
+    index: usize,
+    reply: Option<Arc<RoundShared>>,
+) -> Result<(), NodeFailure> {
+    let job = Job {
+        req: req.clone(),
+        index,
+        reply,
+    };
+    node.queue.try_send(job).map_err(|err| {
+        let (kind, detail) = match err {
+            TrySendError::Full(_) => (
+                FailureKind::Overloaded,
+                "request queue full; the node is slower than the load (raise \
+                 RedlockBuilder::queue_capacity only if bursts are expected)",
+            ),
+            TrySendError::Disconnected(_) => (FailureKind::Connection, "worker stopped"),
         };
-        node.queue.try_send(job).map_err(|err| {
-            let (kind, detail) = match err {
-                TrySendError::Full(_) => (FailureKind::Overloaded, "request queue full"),
-                TrySendError::Disconnected(_) => (FailureKind::Connection, "worker stopped"),
-            };
-            NodeFailure::new(node.shared.address.clone(), kind, detail)
-        })
-    }
-}
-
-/// A round whose requests are queued; its answers are still to be collected.
-pub(crate) struct PendingRound {
-    round: Arc<RoundShared>,
-    started: Instant,
-}
-
-/// The answers of one round, filled in by the workers. The caller sleeps
-/// until the verdict is decided, so it wakes once per round, not per answer.
-pub(crate) struct RoundShared {
-    state: Mutex<RoundState>,
-    decided: Condvar,
-}
-
-struct RoundState {
-    /// `None` once the caller has taken it: late answers are ignored.
-    tally: Option<Tally>,
-    answered: Vec<bool>,
-}
-
-impl RoundShared {
-    fn record(&self, index: usize, answer: Answer) {
-        let mut state = self.state.lock();
-        if std::mem::replace(&mut state.answered[index], true) {
-            return;
-        }
-        if let Some(tally) = &mut state.tally {
-            tally.record(answer);
-            if tally.verdict().is_some() {
-                self.decided.notify_one();
-            }
-        }
-    }
-}
-
-impl PendingRound {
-    /// Waits until the outcome is decided or `wait_until` passes; nodes that
-    /// have not answered by then count as timed out.
-    pub(crate) fn collect(self, transport: &Transport, wait_until: Instant) -> Tally {
-        let mut state = self.round.state.lock();
-        let decided = |s: &RoundState| s.tally.as_ref().is_some_and(|t| t.verdict().is_some());
-        while !decided(&state) {
-            if self
-                .round
-                .decided
-                .wait_until(&mut state, wait_until)
-                .timed_out()
-            {
-                break;
-            }
-        }
-        let RoundState { tally, answered } = &mut *state;
-        let mut tally = tally.take().unwrap_or_else(|| Tally::new(0));
-        if tally.verdict().is_none() {
-            let waited = self.started.elapsed();
-            for (index, done) in answered.iter_mut().enumerate() {
-                if !*done {
-                    *done = true;
-                    let node = transport.nodes[index].shared.address.clone();
-                    tally.record_missing(missing_answer(node, waited));
-                }
-            }
-        }
-        tally
-    }
+        NodeFailure::new(node.shared.address.clone(), kind, detail)
+    })
 }

@@ -367,6 +367,12 @@ pub fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
     }
 }
 
+/// The threads one client runs over `nodes` nodes: a worker per node and
+/// two connection helpers shared by all nodes.
+pub fn threads_per_client(nodes: usize) -> usize {
+    nodes + nodes.min(2)
+}
+
 /// Threads of this process started by redlock-sync (they are named
 /// `redlock-…`). Linux only.
 pub fn client_threads() -> usize {

@@ -1,0 +1,191 @@
+//! Acquisition: one round (`SET NX PX` on every node, a quorum within the
+//! validity) and the retry policy around it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Core, Lease, answer_by, no_quorum};
+use crate::algorithm::{self, Outcome, Verdict};
+use crate::error::Error;
+use crate::transport::Op;
+
+/// When to stop retrying.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Patience {
+    /// At most this many more rounds after the first.
+    Attempts(u32),
+    /// Until this instant (`None`: forever).
+    Until(Option<Instant>),
+}
+
+/// Why one acquisition round failed; the partial lock has been released.
+enum Failed {
+    /// Enough nodes hold the key for someone else.
+    Busy,
+    /// Too many nodes failed. `permanent`: failures that will not heal by
+    /// themselves (rejected credentials) alone rule out a majority.
+    NoQuorum { outcome: Outcome, permanent: bool },
+    /// A majority granted it, too late for any validity to be left.
+    TooSlow { elapsed: Duration, ttl: Duration },
+}
+
+impl Failed {
+    fn into_error(self, resource: &str, attempts: u32) -> Error {
+        match self {
+            Failed::Busy => Error::Busy {
+                resource: resource.to_owned(),
+                attempts,
+            },
+            Failed::NoQuorum { outcome, .. } => no_quorum(resource, outcome),
+            Failed::TooSlow { elapsed, ttl } => Error::TooSlow {
+                resource: resource.to_owned(),
+                elapsed,
+                ttl,
+            },
+        }
+    }
+}
+
+impl Core {
+    /// Acquires `resource` for `ttl`, retrying as `patience` allows.
+    pub(crate) fn acquire(
+        &self,
+        resource: &str,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Lease, Error> {
+        if resource.is_empty() {
+            return Err(Error::config(
+                "the resource name is empty; name what you lock",
+            ));
+        }
+        let ttl = self.whole_ttl(ttl)?;
+        let key: Arc<str> = Arc::from(resource);
+        let settings = &self.settings;
+        let retries = !matches!(patience, Patience::Attempts(0));
+        // Queue behind this client's threads already waiting for the resource
+        // (bounded by one retry pause), so that ownership rotates.
+        let mut ticket = None;
+        if retries && self.waiters.has_waiters(&key) {
+            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+            let mut queued = self.waiters.enter(&key);
+            queued.wait(pause_until(pause, patience));
+            ticket = Some(queued);
+        }
+        let mut attempts = 0u32;
+        loop {
+            attempts = attempts.saturating_add(1);
+            // Any local release from here on wakes the pause below at once.
+            if let Some(ticket) = &mut ticket {
+                ticket.arm();
+            }
+            let failed = match self.attempt(&key, ttl) {
+                Ok(lease) => return Ok(lease),
+                Err(failed) => failed,
+            };
+            let out_of_patience = match patience {
+                Patience::Attempts(retries) => attempts > retries,
+                Patience::Until(None) => false,
+                Patience::Until(Some(deadline)) => Instant::now() >= deadline,
+            };
+            let permanent = matches!(
+                failed,
+                Failed::NoQuorum {
+                    permanent: true,
+                    ..
+                }
+            );
+            if permanent || out_of_patience {
+                return Err(failed.into_error(resource, attempts));
+            }
+            // Sleep until the pause is over, or until another thread of this
+            // client releases the resource.
+            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+            ticket
+                .get_or_insert_with(|| self.waiters.enter(&key))
+                .wait(pause_until(pause, patience));
+        }
+    }
+
+    /// One acquisition round. On failure the partial lock is released
+    /// everywhere (without waiting).
+    fn attempt(&self, key: &Arc<str>, ttl: Duration) -> Result<Lease, Failed> {
+        let token = new_token();
+        let start = Instant::now();
+        let timeout = self.node_timeout(ttl);
+        let by = answer_by(start, timeout, None);
+        let request = self.request(
+            Op::Acquire {
+                ttl_ms: millis(ttl),
+            },
+            key,
+            &token,
+            ttl,
+            by,
+        );
+        let outcome = self.transport.start_round(request).collect(by);
+        let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
+        let failed = match outcome.verdict {
+            Verdict::Confirmed if Instant::now() < valid_until => {
+                log::debug!("redlock: acquired {key:?} in {:?}", start.elapsed());
+                let gone_by = self.keys_gone_by(start, ttl);
+                return Ok(Lease::new(key.clone(), token, ttl, valid_until, gone_by));
+            }
+            Verdict::Confirmed => Failed::TooSlow {
+                elapsed: start.elapsed(),
+                ttl,
+            },
+            Verdict::Refused => Failed::Busy,
+            Verdict::Unreachable => Failed::NoQuorum {
+                permanent: outcome.permanent,
+                outcome,
+            },
+        };
+        self.clean_up(key, &token, start, ttl);
+        log::debug!("redlock: round for {key:?} failed");
+        Err(failed)
+    }
+}
+
+/// A TTL checked by `whole_ttl` in milliseconds (at most `u32::MAX`).
+pub(super) fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The end of a retry pause, never past the caller's deadline.
+fn pause_until(pause: Duration, patience: Patience) -> Instant {
+    let now = Instant::now();
+    let end = now.checked_add(pause).unwrap_or(now);
+    match patience {
+        Patience::Until(Some(deadline)) => end.min(deadline),
+        _ => end,
+    }
+}
+
+/// 20 bytes from the thread-local CSPRNG, hex-encoded (40 characters).
+fn new_token() -> Arc<str> {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut bytes = [0u8; 20];
+    rand::fill(&mut bytes);
+    let mut token = String::with_capacity(40);
+    for byte in bytes {
+        token.push(char::from(HEX[usize::from(byte >> 4)]));
+        token.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    Arc::from(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_long_hex_and_unique() {
+        let tokens: std::collections::HashSet<_> = (0..1000).map(|_| new_token()).collect();
+        assert_eq!(tokens.len(), 1000);
+        for token in &tokens {
+            assert_eq!(token.len(), 40);
+            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! A held lock's state, and the two network operations on it: extend and
+//! release. Used by the guard (through [`Core`]) and by the keeper.
+//!
+//! # Orderings
+//!
+//! * **One extension in flight per lease.** A caller's `extend` waits for an
+//!   extension already in flight (the keeper's) to finish; the keeper skips a
+//!   lease whose extension is in flight and is told when it ends. So results
+//!   are applied in the order the nodes applied them: each node runs one
+//!   client's requests in queue order, and the second extension is not
+//!   queued until the first is decided. An older, longer TTL can therefore
+//!   never overwrite a newer, shorter one.
+//! * **Every change reschedules.** Each change of TTL, validity or retry time
+//!   bumps `epoch` and tells the keeper (if kept), which drops entries of
+//!   older epochs: renewal always follows the last change, whoever made it.
+//! * **Release beats renewal.** `released` is set before the delete is
+//!   queued; an extension decided afterwards reports the lease lost, and a
+//!   compare-and-pexpire cannot recreate a deleted key.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::acquire::millis;
+use super::{Core, answer_by, lock_lost, no_quorum};
+use crate::algorithm::{self, Verdict};
+use crate::error::{Error, NodeFailure};
+use crate::transport::{Op, PendingRound};
+
+pub(crate) struct Lease {
+    resource: Arc<str>,
+    token: Arc<str>,
+    state: Mutex<LeaseState>,
+    /// Signalled when an extension ends, for a caller's extension waiting on it.
+    extension_ended: Condvar,
+    /// Callers' extensions waiting for one in flight (observed by tests).
+    #[cfg(test)]
+    pub(crate) queued_extensions: std::sync::atomic::AtomicUsize,
+}
+
+#[derive(Debug, Clone)]
+struct LeaseState {
+    /// The TTL last set on a majority of the nodes.
+    ttl: Duration,
+    /// Until when a majority is known to hold our token (drift deducted).
+    valid_until: Instant,
+    /// No key of ours can outlive this instant on any node.
+    keys_gone_by: Instant,
+    /// Validity ran out while kept alive, or nodes answered that our token
+    /// is gone. Sticky: a lost lease is never renewed again.
+    lost: bool,
+    /// Released (or being released): never renew again.
+    released: bool,
+    /// Registered with the keeper thread.
+    kept: bool,
+    /// An extension is in flight.
+    extending: bool,
+    /// After a renewal failed for want of nodes: when the keeper retries.
+    retry_at: Option<Instant>,
+    /// Bumped by every change of `ttl`, `valid_until` or `retry_at`.
+    epoch: u64,
+    /// Why the last extension failed, for the `LockLost` error.
+    failures: Vec<NodeFailure>,
+}
+
+/// Who asks for an extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    /// The guard's holder: waits for an extension in flight.
+    Caller,
+    /// The keeper: skips a lease whose extension is in flight.
+    Keeper,
+}
+
+impl Lease {
+    pub(crate) fn new(
+        resource: Arc<str>,
+        token: Arc<str>,
+        ttl: Duration,
+        valid_until: Instant,
+        keys_gone_by: Instant,
+    ) -> Self {
+        Lease {
+            resource,
+            token,
+            state: Mutex::new(LeaseState {
+                ttl,
+                valid_until,
+                keys_gone_by,
+                lost: false,
+                released: false,
+                kept: false,
+                extending: false,
+                retry_at: None,
+                epoch: 0,
+                failures: Vec::new(),
+            }),
+            extension_ended: Condvar::new(),
+            #[cfg(test)]
+            queued_extensions: Default::default(),
+        }
+    }
+
+    pub(crate) fn resource(&self) -> &str {
+        &self.resource
+    }
+
+    /// The TTL last set on a majority of the nodes.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.state.lock().ttl
+    }
+
+    pub(crate) fn valid_until(&self) -> Instant {
+        self.state.lock().valid_until
+    }
+
+    /// Validity left: zero once it ran out or the lease was lost.
+    pub(crate) fn remaining(&self) -> Duration {
+        remaining(&self.state.lock())
+    }
+
+    pub(crate) fn is_lost(&self) -> bool {
+        self.state.lock().lost
+    }
+
+    /// `LockLost` with the failures of the last failed extension.
+    pub(crate) fn lost_error(&self, quorum: usize) -> Error {
+        lost_error(&self.resource, &self.state.lock(), quorum)
+    }
+
+    /// Marks the lease lost (once) and says so in the log.
+    pub(crate) fn mark_lost(&self) {
+        let mut state = self.state.lock();
+        self.lose(&mut state);
+    }
+
+    fn lose(&self, state: &mut LeaseState) {
+        if !state.lost && !state.released {
+            state.lost = true;
+            state.epoch += 1;
+            log::warn!(
+                "redlock: lost the lock on {:?}: its validity ran out or the nodes no longer \
+                 hold it",
+                self.resource
+            );
+        }
+    }
+
+    /// Marks the lease kept alive; false if it already was.
+    pub(crate) fn set_kept(&self, kept: bool) -> bool {
+        std::mem::replace(&mut self.state.lock().kept, kept) != kept
+    }
+
+    /// For the keeper: the epoch and when to renew, or `None` once the lease
+    /// needs no renewal (released, lost, or no longer kept).
+    pub(crate) fn schedule(&self) -> Option<(u64, Instant)> {
+        let state = self.state.lock();
+        if state.released || state.lost || !state.kept {
+            return None;
+        }
+        let due = match state.retry_at {
+            Some(at) => at,
+            None => state
+                .valid_until
+                .checked_sub(state.ttl / 3)
+                .unwrap_or(state.valid_until),
+        };
+        Some((state.epoch, due.min(state.valid_until)))
+    }
+
+    /// Sends compare-and-pexpire to every node; [`PendingExtend::finish`]
+    /// collects the answers. `Ok(None)`: the keeper asked while another
+    /// extension was in flight.
+    pub(crate) fn begin_extend<'a>(
+        self: &'a Arc<Self>,
+        core: &'a Core,
+        ttl: Duration,
+        who: Who,
+    ) -> Result<Option<PendingExtend<'a>>, Error> {
+        let ttl = core.whole_ttl(ttl)?;
+        let mut state = self.state.lock();
+        while state.extending {
+            if who == Who::Keeper {
+                return Ok(None);
+            }
+            // The extension in flight ends within one per-node timeout; never
+            // wait past the validity it may end with.
+            let until = state.valid_until;
+            #[cfg(test)]
+            self.queued_extensions
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let timed_out = self
+                .extension_ended
+                .wait_until(&mut state, until)
+                .timed_out();
+            #[cfg(test)]
+            self.queued_extensions
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            if timed_out && state.extending {
+                return Err(lost_error(&self.resource, &state, core.quorum()));
+            }
+        }
+        if state.lost || state.released || remaining(&state).is_zero() {
+            return Err(lost_error(&self.resource, &state, core.quorum()));
+        }
+        state.extending = true;
+        let cap = state.valid_until;
+        drop(state);
+        let start = Instant::now();
+        let by = answer_by(start, core.node_timeout(ttl), Some(cap));
+        let request = core.request(
+            Op::Extend {
+                ttl_ms: millis(ttl),
+            },
+            &self.resource,
+            &self.token,
+            ttl,
+            by,
+        );
+        Ok(Some(PendingExtend {
+            lease: self,
+            core,
+            round: Some(core.transport.start_round(request)),
+            start,
+            ttl,
+            answer_by: by,
+            who,
+        }))
+    }
+
+    /// Compare-and-delete on every node; `Ok` once a majority confirmed.
+    /// Stops any keep-alive.
+    pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
+        let (ttl, keys_gone_by, was_lost) = {
+            let mut state = self.state.lock();
+            state.released = true;
+            (state.ttl, state.keys_gone_by, state.lost)
+        };
+        let start = Instant::now();
+        let by = answer_by(start, core.node_timeout(ttl), None);
+        let request = core.request(
+            Op::Release,
+            &self.resource,
+            &self.token,
+            ttl,
+            keys_gone_by.max(by),
+        );
+        let pending = core.transport.start_round(request);
+        // Wake a local waiter now: its SET queues behind our delete on every
+        // node, so it finds the key gone and the hand-off saves a round trip.
+        // (A speed-up only: were the order lost, its SET would just fail.)
+        core.waiters.released(&self.resource);
+        let outcome = pending.collect(by);
+        if was_lost {
+            return Err(lock_lost(&self.resource, outcome));
+        }
+        match outcome.verdict {
+            Verdict::Confirmed => {
+                log::debug!(
+                    "redlock: released {:?} in {:?}",
+                    self.resource,
+                    start.elapsed()
+                );
+                Ok(())
+            }
+            // Our token is gone from too many nodes: it expired.
+            Verdict::Refused => Err(lock_lost(&self.resource, outcome)),
+            Verdict::Unreachable => Err(no_quorum(&self.resource, outcome)),
+        }
+    }
+}
+
+fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
+    Error::LockLost {
+        resource: resource.to_owned(),
+        confirmed: 0,
+        quorum,
+        failures: state.failures.clone(),
+    }
+}
+
+fn remaining(state: &LeaseState) -> Duration {
+    if state.lost {
+        return Duration::ZERO;
+    }
+    state.valid_until.saturating_duration_since(Instant::now())
+}
+
+/// An extension whose requests are out; its answers are still to be collected.
+/// Dropping it unfinished still ends the extension, so none can be stuck
+/// "in flight".
+pub(crate) struct PendingExtend<'a> {
+    lease: &'a Arc<Lease>,
+    core: &'a Core,
+    round: Option<PendingRound>,
+    start: Instant,
+    ttl: Duration,
+    answer_by: Instant,
+    who: Who,
+}
+
+impl PendingExtend<'_> {
+    /// Counts the answers (never past the old validity). On success the
+    /// validity moves to `start + ttl - drift`.
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
+        let Some(round) = self.round.take() else {
+            return Err(self.lease.lost_error(self.core.quorum()));
+        };
+        let outcome = round.collect(self.answer_by);
+        #[cfg(test)]
+        self.core.hooks.before_extension_applies();
+        let (lease, core) = (self.lease, self.core);
+        let new_until = algorithm::valid_until(self.start, self.ttl, core.settings.drift_factor);
+        let mut state = lease.state.lock();
+        // Nodes that applied the new TTL may keep our key longer than before.
+        state.keys_gone_by = state
+            .keys_gone_by
+            .max(core.keys_gone_by(self.start, self.ttl));
+        let result = match outcome.verdict {
+            Verdict::Confirmed if !state.lost && !state.released => {
+                state.ttl = self.ttl;
+                state.valid_until = new_until;
+                state.retry_at = None;
+                state.failures.clear();
+                Ok(())
+            }
+            Verdict::Confirmed => Err(lock_lost(&lease.resource, outcome)),
+            Verdict::Refused => {
+                state.failures = outcome.failures.clone();
+                lease.lose(&mut state);
+                Err(lock_lost(&lease.resource, outcome))
+            }
+            Verdict::Unreachable => {
+                if self.who == Who::Keeper {
+                    let retry = (self.ttl / 10).max(core.node_timeout(self.ttl).value);
+                    state.retry_at = Instant::now().checked_add(retry);
+                }
+                Err(no_quorum(&lease.resource, outcome))
+            }
+        };
+        if result.is_err() {
+            // Nodes that applied a shorter TTL shortened our keys, whatever
+            // the outcome.
+            state.valid_until = state.valid_until.min(new_until);
+        }
+        state.epoch += 1;
+        state.extending = false;
+        let kept = state.kept;
+        drop(state);
+        lease.extension_ended.notify_all();
+        if kept {
+            core.reschedule(lease);
+        }
+        result
+    }
+}
+
+impl Drop for PendingExtend<'_> {
+    /// Ends an extension that was never finished (its round is still here).
+    fn drop(&mut self) {
+        if self.round.is_some() {
+            let kept = {
+                let mut state = self.lease.state.lock();
+                state.extending = false;
+                state.kept
+            };
+            self.lease.extension_ended.notify_all();
+            if kept {
+                // The keeper skipped this lease while the extension was in
+                // flight: schedule it again.
+                self.core.reschedule(self.lease);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("resource", &self.resource)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,170 @@
+//! The core: one owner for everything a client's threads share — the
+//! transport, the settings, the local waiters and the keeper — and the
+//! operations built on it: acquisition rounds with their retry policy,
+//! extension and release of leases, and keep-alive.
+//!
+//! Data flows down: the API (`Redlock`, `LockGuard`) calls the core; the core
+//! builds [`Request`]s and hands them to the transport; nothing here knows
+//! the API types.
+//!
+//! # Shared state and who touches it
+//!
+//! * [`Lease`] state: the caller holding the guard (`extend`, `release`,
+//!   validity reads), the keeper thread (renewals, loss) and `Drop`. One
+//!   mutex; at most one extension in flight per lease (a second waits for
+//!   the first, the keeper skips), and every change of TTL or validity bumps
+//!   the lease's epoch and reschedules it with the keeper.
+//! * [`Waiters`](handoff::Waiters): callers between rounds and releasing
+//!   callers (including `Drop`).
+//! * Rounds: the caller and one worker per node; see `transport`.
+
+mod acquire;
+mod handoff;
+mod keeper;
+mod lease;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::Sender;
+use parking_lot::Mutex;
+
+use crate::algorithm::{self, Outcome};
+use crate::error::Error;
+use crate::settings::{NodeTimeout, Settings};
+use crate::transport::{Op, Request, Transport};
+pub(crate) use acquire::Patience;
+use handoff::Waiters;
+pub(crate) use lease::Lease;
+
+/// What every clone of a client and every guard share.
+pub(crate) struct Core {
+    transport: Transport,
+    settings: Settings,
+    /// This client's threads waiting between rounds, woken by local releases.
+    waiters: Waiters,
+    /// Registrations for the keeper thread, started on first `keep_alive`.
+    keeper: Mutex<Option<Sender<Weak<Lease>>>>,
+    #[cfg(test)]
+    hooks: tests::Hooks,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redlock")
+            .field("nodes", &self.transport)
+            .field("settings", &self.settings)
+            .finish()
+    }
+}
+
+impl Core {
+    pub(crate) fn new(transport: Transport, settings: Settings) -> Arc<Core> {
+        Arc::new(Core {
+            transport,
+            settings,
+            waiters: Waiters::default(),
+            keeper: Mutex::new(None),
+            #[cfg(test)]
+            hooks: tests::Hooks::default(),
+        })
+    }
+
+    /// How many nodes this client uses.
+    pub(crate) fn node_count(&self) -> usize {
+        self.transport.len()
+    }
+
+    /// How many must agree: `N/2 + 1`.
+    pub(crate) fn quorum(&self) -> usize {
+        algorithm::quorum(self.transport.len())
+    }
+
+    /// A caller's extension of `lease` to `ttl` (waits for one in flight).
+    pub(crate) fn extend(&self, lease: &Arc<Lease>, ttl: Duration) -> Result<(), Error> {
+        match lease.begin_extend(self, ttl, lease::Who::Caller)? {
+            Some(extension) => extension.finish(),
+            // Only the keeper is ever turned away.
+            None => Err(lease.lost_error(self.quorum())),
+        }
+    }
+
+    /// The client's default number of retries.
+    pub(crate) fn retry_count(&self) -> u32 {
+        self.settings.retry_count
+    }
+
+    fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
+        self.settings.node_timeout(ttl)
+    }
+
+    /// Checks a TTL and rounds it to the whole milliseconds Redis takes.
+    fn whole_ttl(&self, ttl: Duration) -> Result<Duration, Error> {
+        algorithm::ttl_millis(ttl, self.settings.drift_factor)
+            .map(Duration::from_millis)
+            .map_err(Error::config)
+    }
+
+    /// The one place a [`Request`] is built.
+    fn request(
+        &self,
+        op: Op,
+        key: &Arc<str>,
+        token: &Arc<str>,
+        ttl: Duration,
+        expires: Instant,
+    ) -> Request {
+        Request {
+            op,
+            key: key.clone(),
+            token: token.clone(),
+            timeout: self.node_timeout(ttl),
+            expires,
+        }
+    }
+
+    /// The latest instant a key set at `start` with `ttl` can still exist: a
+    /// node may apply the command up to one per-node timeout late.
+    fn keys_gone_by(&self, start: Instant, ttl: Duration) -> Instant {
+        let slack = ttl.saturating_add(self.node_timeout(ttl).value);
+        start.checked_add(slack).unwrap_or(start)
+    }
+
+    /// After a failed round: releases `token` on every node, including those
+    /// that failed or did not answer (their `SET` may still have landed),
+    /// without making the caller wait.
+    fn clean_up(&self, key: &Arc<str>, token: &Arc<str>, start: Instant, ttl: Duration) {
+        let expires = self.keys_gone_by(start, ttl);
+        self.transport
+            .broadcast(self.request(Op::Release, key, token, ttl, expires));
+    }
+}
+
+/// When to stop waiting for a round started at `start`: one per-node
+/// timeout later, never past `cap`.
+fn answer_by(start: Instant, timeout: NodeTimeout, cap: Option<Instant>) -> Instant {
+    let by = start.checked_add(timeout.value).unwrap_or(start);
+    cap.map_or(by, |cap| by.min(cap))
+}
+
+/// `NoQuorum` for a round that failed for want of nodes.
+fn no_quorum(resource: &str, outcome: Outcome) -> Error {
+    Error::NoQuorum {
+        resource: resource.to_owned(),
+        confirmed: outcome.confirmed,
+        quorum: outcome.quorum,
+        failures: outcome.failures,
+    }
+}
+
+/// `LockLost` for a round whose refusals show our token gone.
+fn lock_lost(resource: &str, outcome: Outcome) -> Error {
+    Error::LockLost {
+        resource: resource.to_owned(),
+        confirmed: outcome.confirmed,
+        quorum: outcome.quorum,
+        failures: outcome.failures,
+    }
+}

@@ -1,0 +1,431 @@
+//! The core driven through the fake-node seam: rounds, deadlines,
+//! extension/keeper interleavings and the hand-off, in milliseconds and
+//! without Redis. (The same behaviours are tested against real servers in
+//! `tests/`.)
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::{Core, Lease, Patience};
+use crate::error::{Error, FailureKind};
+use crate::settings::Settings;
+use crate::transport::Op;
+use crate::transport::fake::{self, Behaviour, FakeNode};
+
+/// Test-only interception points inside the core.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    before_extension_applies: Mutex<Option<Box<dyn FnMut() + Send>>>,
+}
+
+impl Hooks {
+    /// Runs between collecting an extension's answers and applying them.
+    pub(crate) fn before_extension_applies(&self) {
+        let mut hook = self.before_extension_applies.lock().take();
+        if let Some(f) = hook.as_mut() {
+            f();
+        }
+        let mut slot = self.before_extension_applies.lock();
+        if slot.is_none() {
+            *slot = hook;
+        }
+    }
+}
+
+const LONG_WAIT: Duration = Duration::from_secs(5);
+
+fn settings() -> Settings {
+    Settings {
+        // Generous: the fakes answer at once unless told otherwise, and the
+        // tests must not depend on how busy the machine is.
+        node_timeout: Some(Duration::from_secs(2)),
+        retry_count: 0,
+        retry_delay: Duration::from_millis(1),
+        retry_jitter: Duration::ZERO,
+        ..Settings::default()
+    }
+}
+
+fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
+    let (nodes, transport) = fake::cluster(n);
+    (nodes, Core::new(transport, settings))
+}
+
+fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
+    Arc::new(
+        core.acquire(key, ttl, Patience::Attempts(0))
+            .expect("acquired"),
+    )
+}
+
+fn extends(ops: &[Op], ttl_ms: u64) -> usize {
+    ops.iter()
+        .filter(|op| **op == Op::Extend { ttl_ms })
+        .count()
+}
+
+/// Polls a condition that has no event of its own; fails loudly.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + LONG_WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_round_is_decided_by_the_majority_without_waiting_for_held_nodes() {
+    let (nodes, core) = core_with(5, settings());
+    nodes[3].set(Behaviour::Hold);
+    nodes[4].set(Behaviour::Hold);
+    let started = Instant::now();
+    let lease = lock(&core, "r", Duration::from_secs(10));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "decided before the held nodes' timeout"
+    );
+    assert_eq!(nodes.iter().filter(|n| n.holder("r").is_some()).count(), 3);
+    nodes[3].set(Behaviour::Normal);
+    nodes[4].set(Behaviour::Normal);
+    lease.release(&core).unwrap();
+}
+
+#[test]
+fn a_majority_made_impossible_early_says_how_many_had_not_answered() {
+    let (nodes, core) = core_with(3, settings());
+    nodes[0].set(Behaviour::Fail(FailureKind::Connection));
+    nodes[1].set(Behaviour::Fail(FailureKind::Connection));
+    nodes[2].set(Behaviour::Hold);
+    let err = core
+        .acquire("r", Duration::from_secs(10), Patience::Attempts(0))
+        .unwrap_err();
+    match &err {
+        Error::NoQuorum {
+            confirmed: 0,
+            quorum: 2,
+            failures,
+            ..
+        } => {
+            let mut kinds: Vec<_> = failures.iter().map(|f| (f.node(), f.kind())).collect();
+            kinds.sort_by_key(|(node, _)| node.to_string());
+            assert_eq!(
+                kinds,
+                [
+                    ("fake:0", FailureKind::Connection),
+                    ("fake:1", FailureKind::Connection),
+                    ("fake:2", FailureKind::Unanswered)
+                ]
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("node fake:2: had not answered yet"),
+        "{err}"
+    );
+    nodes[2].set(Behaviour::Normal);
+}
+
+#[test]
+fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
+    let settings = Settings {
+        node_timeout: None,
+        ..settings()
+    };
+    let (nodes, core) = core_with(3, settings);
+    for node in &nodes[1..] {
+        node.set(Behaviour::Hold);
+    }
+    let err = core
+        .acquire("r", Duration::from_secs(10), Patience::Attempts(0))
+        .unwrap_err();
+    let Error::NoQuorum { failures, .. } = &err else {
+        panic!("unexpected {err:?}");
+    };
+    assert_eq!(failures.len(), 2);
+    for failure in failures {
+        assert_eq!(failure.kind(), FailureKind::Timeout);
+        assert!(
+            failure.detail().starts_with(
+                "no answer within the 50 ms per-node timeout (derived from the 10 s ttl"
+            ),
+            "{failure}"
+        );
+    }
+    for node in &nodes {
+        node.set(Behaviour::Normal);
+    }
+    // The failed round's clean-up reaches every node, the held ones too.
+    for node in &nodes {
+        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+        assert_eq!(node.holder("r"), None);
+    }
+}
+
+#[test]
+fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
+    let (nodes, core) = core_with(3, settings());
+    for node in &nodes {
+        node.set_delay(Duration::from_millis(60));
+    }
+    // 50 ms ttl: validity ends 47.5 ms after the start, before any answer.
+    let err = core
+        .acquire("r", Duration::from_millis(50), Patience::Attempts(0))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::TooSlow { ttl, .. } if ttl == Duration::from_millis(50)),
+        "{err:?}"
+    );
+    for node in &nodes {
+        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+        assert_eq!(node.holder("r"), None, "released before it expired");
+    }
+}
+
+#[test]
+fn a_busy_resource_is_busy_with_the_attempt_count() {
+    let (nodes, core) = core_with(
+        3,
+        Settings {
+            retry_count: 2,
+            ..settings()
+        },
+    );
+    for node in &nodes {
+        node.put("r", "someone-else", Duration::from_secs(60));
+    }
+    let err = core
+        .acquire("r", Duration::from_secs(10), Patience::Attempts(2))
+        .unwrap_err();
+    assert!(matches!(err, Error::Busy { attempts: 3, .. }), "{err:?}");
+    assert!(
+        nodes
+            .iter()
+            .all(|n| n.holder("r").as_deref() == Some("someone-else"))
+    );
+}
+
+/// Defect 2 of the hardening review: the keeper kept the renewal time of the
+/// old, longer TTL after `extend` shortened it, woke after the new validity
+/// had ended and lost the lock.
+#[test]
+fn a_kept_alive_lease_shortened_by_extend_is_renewed_on_the_new_schedule() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = lock(&core, "r", Duration::from_secs(30));
+    core.keep(&lease).unwrap();
+    core.extend(&lease, Duration::from_millis(300)).unwrap();
+    // Renewed with the new TTL when a third of it is left (~200 ms), not
+    // when a third of 30 s would have been left.
+    assert!(
+        nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 300) >= 3),
+        "the keeper renewed on the new schedule: {:?}",
+        nodes[0].received()
+    );
+    assert!(!lease.is_lost());
+    assert!(!lease.remaining().is_zero());
+    lease.release(&core).unwrap();
+}
+
+/// Defect 3 of the hardening review: a caller's `extend` and another
+/// extension in flight were applied in the order their answers were
+/// collected, so an older, longer result could overwrite a newer, shorter
+/// one and claim validity the nodes no longer gave.
+#[test]
+fn a_second_extension_waits_for_the_first_so_the_shorter_newer_ttl_wins() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = lock(&core, "r", Duration::from_secs(10));
+    // The first extension (to 20 s) is answered by the nodes, then paused
+    // just before its result is applied.
+    let (entered_tx, entered) = crossbeam_channel::bounded(1);
+    let (resume_tx, resume) = crossbeam_channel::bounded::<()>(1);
+    let mut first = true;
+    *core.hooks.before_extension_applies.lock() = Some(Box::new(move || {
+        if std::mem::take(&mut first) {
+            entered_tx.send(()).unwrap();
+            resume.recv_timeout(LONG_WAIT).expect("resumed");
+        }
+    }));
+    std::thread::scope(|s| {
+        let long = s.spawn(|| core.extend(&lease, Duration::from_secs(20)));
+        entered
+            .recv_timeout(LONG_WAIT)
+            .expect("first extension answered");
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        let short_started = Instant::now();
+        let (core, lease) = (&core, &lease);
+        let short = s.spawn(move || {
+            let result = core.extend(lease, Duration::from_secs(1));
+            done_tx.send(()).unwrap();
+            result
+        });
+        // Either the short extension ran to the end while the long one was
+        // in flight (the defect), or it is queued behind it.
+        eventually("the second extension finished or queued", || {
+            !done.is_empty() || lease.queued_extensions.load(Ordering::SeqCst) == 1
+        });
+        resume_tx.send(()).unwrap();
+        long.join().unwrap().unwrap();
+        short.join().unwrap().unwrap();
+        let bound = short_started + Duration::from_secs(1);
+        assert!(
+            lease.valid_until() <= bound,
+            "validity claims {:?} past what the last extension gave",
+            lease.valid_until() - bound
+        );
+        // A majority confirmed; the last node may apply it just after.
+        eventually("every node applied the 1 s ttl last", || {
+            nodes
+                .iter()
+                .all(|n| n.pttl("r").is_some_and(|t| t <= Duration::from_secs(1)))
+        });
+    });
+    // The nodes saw the long extension before the short one, never both at once.
+    for node in &nodes {
+        let ops = node.received();
+        let long = ops
+            .iter()
+            .position(|op| *op == Op::Extend { ttl_ms: 20_000 });
+        let short = ops
+            .iter()
+            .position(|op| *op == Op::Extend { ttl_ms: 1_000 });
+        assert!(long < short, "{ops:?}");
+    }
+}
+
+#[test]
+fn a_callers_extend_waits_for_a_renewal_in_flight() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = lock(&core, "r", Duration::from_millis(300));
+    for node in &nodes {
+        node.set(Behaviour::Hold);
+    }
+    core.keep(&lease).unwrap();
+    // The keeper's renewal reaches the (held) nodes when ~100 ms are left.
+    assert!(nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 300) == 1));
+    std::thread::scope(|s| {
+        let caller = s.spawn(|| core.extend(&lease, Duration::from_secs(5)));
+        eventually("the caller's extension queued", || {
+            lease.queued_extensions.load(Ordering::SeqCst) == 1
+        });
+        assert_eq!(
+            extends(&nodes[0].received(), 5_000),
+            0,
+            "not sent meanwhile"
+        );
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        caller.join().unwrap().unwrap();
+    });
+    assert!(lease.remaining() > Duration::from_secs(4));
+    lease.release(&core).unwrap();
+}
+
+#[test]
+fn a_renewal_that_cannot_reach_a_majority_loses_the_lease_at_the_end_of_its_validity() {
+    // Retries come every max(ttl / 10, node timeout) = 20 ms.
+    let (nodes, core) = core_with(
+        3,
+        Settings {
+            node_timeout: Some(Duration::from_millis(20)),
+            ..settings()
+        },
+    );
+    let lease = lock(&core, "r", Duration::from_millis(200));
+    for node in &nodes[1..] {
+        node.set(Behaviour::Fail(FailureKind::Connection));
+    }
+    core.keep(&lease).unwrap();
+    eventually("the lease is lost", || lease.is_lost());
+    // Retried while validity remained: more than one renewal was attempted.
+    assert!(
+        extends(&nodes[0].received(), 200) >= 2,
+        "{:?}",
+        nodes[0].received()
+    );
+    assert!(lease.remaining().is_zero());
+    assert!(matches!(lease.release(&core), Err(Error::LockLost { .. })));
+}
+
+#[test]
+fn nodes_saying_the_token_is_gone_lose_the_lease_at_once() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = lock(&core, "r", Duration::from_secs(10));
+    for node in &nodes {
+        node.put("r", "someone-else", Duration::from_secs(60));
+    }
+    let err = core.extend(&lease, Duration::from_secs(10)).unwrap_err();
+    assert!(
+        matches!(err, Error::LockLost { confirmed: 0, .. }),
+        "{err:?}"
+    );
+    assert!(lease.is_lost());
+    assert!(lease.remaining().is_zero());
+}
+
+#[test]
+fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = lock(&core, "r", Duration::from_millis(300));
+    for node in &nodes {
+        node.set(Behaviour::Hold);
+    }
+    core.keep(&lease).unwrap();
+    assert!(nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 300) == 1));
+    std::thread::scope(|s| {
+        let release = s.spawn(|| lease.release(&core));
+        // Marked released (so no longer scheduled) before its delete is queued.
+        eventually("release started", || lease.schedule().is_none());
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        release.join().unwrap().unwrap();
+    });
+    // Confirmed by a majority; the last node may apply its delete just after.
+    eventually("deleted on every node", || {
+        nodes.iter().all(|n| n.holder("r").is_none())
+    });
+    for node in &nodes {
+        let ops = node.received();
+        let renewal = ops.iter().position(|op| *op == Op::Extend { ttl_ms: 300 });
+        let delete = ops.iter().position(|op| *op == Op::Release);
+        assert!(renewal < delete, "{ops:?}");
+    }
+    assert!(!lease.is_lost(), "a released lease is not reported lost");
+}
+
+#[test]
+fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
+    let (_nodes, core) = core_with(
+        3,
+        Settings {
+            retry_delay: Duration::from_secs(30),
+            ..settings()
+        },
+    );
+    let held = lock(&core, "r", Duration::from_secs(10));
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let core = &core;
+        s.spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            tx.send(core.acquire(
+                "r",
+                Duration::from_secs(10),
+                Patience::Until(Some(deadline)),
+            ))
+            .unwrap();
+        });
+        eventually("the second thread waits", || core.waiters.has_waiters("r"));
+        held.release(core).unwrap();
+        let lease = rx
+            .recv_timeout(LONG_WAIT)
+            .expect("woken by the release, not after its 30 s pause")
+            .expect("acquired");
+        lease.release(core).unwrap();
+    });
+}

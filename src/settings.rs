@@ -1,0 +1,131 @@
+//! The validated settings every layer reads, and the per-node timeout they
+//! imply for a TTL. Plain data: no I/O, no dependencies on other modules.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::algorithm;
+use crate::human::Human;
+
+/// Validated settings shared by every clone of a client.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) retry_count: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) retry_jitter: Duration,
+    pub(crate) drift_factor: f64,
+    pub(crate) node_timeout: Option<Duration>,
+    pub(crate) node_timeout_factor: f64,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) queue_capacity: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            retry_count: 10,
+            retry_delay: Duration::from_millis(50),
+            retry_jitter: Duration::from_millis(150),
+            drift_factor: 0.01,
+            node_timeout: None,
+            node_timeout_factor: 0.005,
+            connect_timeout: Duration::from_secs(1),
+            queue_capacity: 4096,
+        }
+    }
+}
+
+impl Settings {
+    /// The per-node timeout for operations on a lock with this TTL, and
+    /// where it came from.
+    pub(crate) fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
+        match self.node_timeout {
+            Some(value) => NodeTimeout {
+                value,
+                origin: Origin::Set,
+            },
+            None => NodeTimeout {
+                value: algorithm::derived_node_timeout(ttl, self.node_timeout_factor),
+                origin: Origin::Derived {
+                    ttl,
+                    factor: self.node_timeout_factor,
+                },
+            },
+        }
+    }
+}
+
+/// A per-node timeout and its origin, so that a timeout failure can say how
+/// to change it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NodeTimeout {
+    pub(crate) value: Duration,
+    origin: Origin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Origin {
+    Set,
+    Derived { ttl: Duration, factor: f64 },
+}
+
+impl NodeTimeout {
+    /// A fixed timeout (tests, and callers that know no TTL).
+    #[cfg(test)]
+    pub(crate) fn fixed(value: Duration) -> Self {
+        NodeTimeout {
+            value,
+            origin: Origin::Set,
+        }
+    }
+}
+
+impl fmt::Display for NodeTimeout {
+    /// `the 50 ms per-node timeout (derived from the 10 s ttl × 0.005; set
+    /// RedlockBuilder::node_timeout to change it)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the {} per-node timeout (", Human(self.value))?;
+        match self.origin {
+            Origin::Set => f.write_str(
+                "set with RedlockBuilder::node_timeout; raise it if the nodes are farther away",
+            )?,
+            Origin::Derived { ttl, factor } => write!(
+                f,
+                "derived from the {} ttl × {factor}, kept within {}–{}; raise it with \
+                 RedlockBuilder::node_timeout or node_timeout_factor",
+                Human(ttl),
+                Human(algorithm::MIN_NODE_TIMEOUT),
+                Human(algorithm::MAX_NODE_TIMEOUT),
+            )?,
+        }
+        f.write_str(")")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_says_where_it_came_from_and_how_to_change_it() {
+        let derived = Settings::default().node_timeout(Duration::from_secs(10));
+        assert_eq!(derived.value, Duration::from_millis(50));
+        let text = derived.to_string();
+        assert!(
+            text.starts_with("the 50 ms per-node timeout (derived from the 10 s ttl"),
+            "{text}"
+        );
+        assert!(text.contains("RedlockBuilder::node_timeout"), "{text}");
+        let set = Settings {
+            node_timeout: Some(Duration::from_millis(1500)),
+            ..Settings::default()
+        }
+        .node_timeout(Duration::from_secs(10));
+        assert_eq!(set.value, Duration::from_millis(1500));
+        assert!(
+            set.to_string()
+                .starts_with("the 1.5 s per-node timeout (set with"),
+            "{set}"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! A scripted in-memory node for unit tests: the fake side of the [`Link`]
+//! seam. It keeps keys with tokens and expiry like Redis, and can be told to
+//! fail, to answer late, or to hold every request until released, so that
+//! rounds, extensions, the keeper and the hand-off can be driven through
+//! exact interleavings in milliseconds.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::link::Link;
+use super::request::{Op, Request};
+use super::{NodeShared, Transport};
+use crate::algorithm::Answer;
+use crate::error::{FailureKind, NodeFailure};
+
+/// How a fake node treats requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Behaviour {
+    /// Applies every request like Redis would.
+    Normal,
+    /// Answers every request with this failure, applying nothing.
+    Fail(FailureKind),
+    /// Receives requests but answers none until set back to another
+    /// behaviour (never longer than 10 s, so a broken test cannot hang).
+    Hold,
+}
+
+#[derive(Debug)]
+struct Inner {
+    keys: HashMap<String, (String, Instant)>,
+    behaviour: Behaviour,
+    delay: Duration,
+    received: Vec<Op>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+}
+
+/// The test's handle on one fake node.
+#[derive(Debug, Clone)]
+pub(crate) struct FakeNode {
+    shared: Arc<Shared>,
+    address: Arc<str>,
+}
+
+impl FakeNode {
+    pub(crate) fn new(address: &str) -> Self {
+        FakeNode {
+            shared: Arc::new(Shared {
+                inner: Mutex::new(Inner {
+                    keys: HashMap::new(),
+                    behaviour: Behaviour::Normal,
+                    delay: Duration::ZERO,
+                    received: Vec::new(),
+                }),
+                changed: Condvar::new(),
+            }),
+            address: Arc::from(address),
+        }
+    }
+
+    pub(crate) fn set(&self, behaviour: Behaviour) {
+        self.shared.inner.lock().behaviour = behaviour;
+        self.shared.changed.notify_all();
+    }
+
+    /// Every answer comes this much later (the request is applied at once).
+    pub(crate) fn set_delay(&self, delay: Duration) {
+        self.shared.inner.lock().delay = delay;
+    }
+
+    /// Another client's key.
+    pub(crate) fn put(&self, key: &str, token: &str, ttl: Duration) {
+        let expires = Instant::now() + ttl;
+        let mut inner = self.shared.inner.lock();
+        inner.keys.insert(key.into(), (token.into(), expires));
+    }
+
+    /// The token `key` holds now, if it exists and has not expired.
+    pub(crate) fn holder(&self, key: &str) -> Option<String> {
+        let inner = self.shared.inner.lock();
+        live(&inner.keys, key, Instant::now()).map(|(token, _)| token.clone())
+    }
+
+    /// How long `key` still lives, if it exists.
+    pub(crate) fn pttl(&self, key: &str) -> Option<Duration> {
+        let now = Instant::now();
+        let inner = self.shared.inner.lock();
+        live(&inner.keys, key, now).map(|(_, expires)| expires.saturating_duration_since(now))
+    }
+
+    /// Every request received so far, in order.
+    pub(crate) fn received(&self) -> Vec<Op> {
+        self.shared.inner.lock().received.clone()
+    }
+
+    /// Waits until a received request matches `what`; false after `within`.
+    pub(crate) fn wait_for(&self, within: Duration, what: impl Fn(&[Op]) -> bool) -> bool {
+        let deadline = Instant::now() + within;
+        let mut inner = self.shared.inner.lock();
+        while !what(&inner.received) {
+            if self
+                .shared
+                .changed
+                .wait_until(&mut inner, deadline)
+                .timed_out()
+            {
+                return what(&inner.received);
+            }
+        }
+        true
+    }
+
+    fn link(&self) -> Box<dyn Link> {
+        Box::new(FakeLink {
+            shared: self.shared.clone(),
+            address: self.address.clone(),
+        })
+    }
+}
+
+fn live<'a>(
+    keys: &'a HashMap<String, (String, Instant)>,
+    key: &str,
+    now: Instant,
+) -> Option<&'a (String, Instant)> {
+    keys.get(key).filter(|(_, expires)| *expires > now)
+}
+
+/// `n` fake nodes and a transport over them.
+pub(crate) fn cluster(n: usize) -> (Vec<FakeNode>, Transport) {
+    let nodes: Vec<FakeNode> = (0..n)
+        .map(|i| FakeNode::new(&format!("fake:{i}")))
+        .collect();
+    let links = nodes
+        .iter()
+        .map(|node| (Arc::new(NodeShared::new(&node.address)), node.link()));
+    let transport = Transport::with_links(links, 1024).expect("worker threads");
+    (nodes, transport)
+}
+
+struct FakeLink {
+    shared: Arc<Shared>,
+    address: Arc<str>,
+}
+
+impl Link for FakeLink {
+    fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
+        let mut inner = self.shared.inner.lock();
+        inner.received.extend(batch.iter().map(|req| req.op));
+        self.shared.changed.notify_all();
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while inner.behaviour == Behaviour::Hold {
+            if self
+                .shared
+                .changed
+                .wait_until(&mut inner, give_up)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        let answers: Vec<Answer> = match inner.behaviour {
+            Behaviour::Fail(kind) => batch
+                .iter()
+                .map(|_| {
+                    Err(NodeFailure::new(
+                        self.address.clone(),
+                        kind,
+                        "scripted failure",
+                    ))
+                })
+                .collect(),
+            _ => batch
+                .iter()
+                .map(|req| apply(&mut inner.keys, req))
+                .collect(),
+        };
+        let delay = inner.delay;
+        drop(inner);
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        answers
+    }
+}
+
+/// What Redis does with one request.
+fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer {
+    let now = Instant::now();
+    let ours = live(keys, &req.key, now).is_some_and(|(token, _)| **token == *req.token);
+    match req.op {
+        Op::Acquire { ttl_ms } => {
+            if live(keys, &req.key, now).is_some() {
+                return Ok(false);
+            }
+            let expires = now + Duration::from_millis(ttl_ms);
+            keys.insert(req.key.to_string(), (req.token.to_string(), expires));
+            Ok(true)
+        }
+        Op::Extend { ttl_ms } if ours => {
+            let expires = now + Duration::from_millis(ttl_ms);
+            keys.insert(req.key.to_string(), (req.token.to_string(), expires));
+            Ok(true)
+        }
+        Op::Release if ours => {
+            keys.remove(&*req.key);
+            Ok(true)
+        }
+        Op::Extend { .. } | Op::Release => Ok(false),
+    }
+}

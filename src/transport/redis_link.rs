@@ -1,0 +1,140 @@
+//! The real [`Link`]: one pooled connection per node, kept checked out
+//! between batches, with each batch written as one pipeline and its replies
+//! read in order.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::codec::{encode, interpret};
+use super::conn::{NodeConn, NodeManager, NodeShared, classify};
+use super::link::Link;
+use super::request::Request;
+use crate::algorithm::Answer;
+use crate::error::{FailureKind, NodeFailure};
+
+pub(crate) struct RedisLink {
+    shared: Arc<NodeShared>,
+    pool: r2d2::Pool<NodeManager>,
+    connect_timeout: Duration,
+    /// The connection in use, kept checked out between batches (the worker is
+    /// the pool's only user); returned to the pool, and so dropped, once
+    /// broken.
+    conn: Option<r2d2::PooledConnection<NodeManager>>,
+}
+
+impl RedisLink {
+    pub(crate) fn new(
+        shared: Arc<NodeShared>,
+        pool: r2d2::Pool<NodeManager>,
+        connect_timeout: Duration,
+    ) -> Self {
+        RedisLink {
+            shared,
+            pool,
+            connect_timeout,
+            conn: None,
+        }
+    }
+
+    /// A pooled connection, without waiting on a node known to be down and
+    /// never longer than the connect timeout or the jobs' deadline.
+    fn checkout(&self, until: Instant) -> Result<r2d2::PooledConnection<NodeManager>, NodeFailure> {
+        if let Some(conn) = self.pool.try_get() {
+            return Ok(conn);
+        }
+        if let Some(failure) = self.shared.down() {
+            return Err(failure);
+        }
+        let wait = until
+            .saturating_duration_since(Instant::now())
+            .min(self.connect_timeout);
+        self.pool.get_timeout(wait).map_err(|_| {
+            self.shared.down().unwrap_or_else(|| {
+                NodeFailure::new(
+                    self.shared.address.clone(),
+                    FailureKind::Connection,
+                    "no connection available in time",
+                )
+            })
+        })
+    }
+
+    /// A Redis error as this node's failure; a timeout says which per-node
+    /// timeout fired and how to change it.
+    fn failure(&self, err: &redis::RedisError, req: &Request) -> NodeFailure {
+        if classify(err) == FailureKind::Timeout {
+            return NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Timeout,
+                format!("no answer within {}", req.timeout),
+            );
+        }
+        self.shared.failure(err)
+    }
+}
+
+impl Link for RedisLink {
+    fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
+        let Some(until) = batch.iter().map(|req| req.expires).max() else {
+            return Vec::new();
+        };
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => match self.checkout(until) {
+                Ok(conn) => conn,
+                Err(failure) => return batch.iter().map(|_| Err(failure.clone())).collect(),
+            },
+        };
+        let timeout = batch
+            .iter()
+            .map(|req| req.timeout.value)
+            .max()
+            .unwrap_or(Duration::from_millis(1));
+        let replies = exchange(&mut conn, batch, timeout);
+        if !conn.broken {
+            self.conn = Some(conn);
+        }
+        batch
+            .iter()
+            .zip(replies)
+            .map(|(req, reply)| match reply {
+                Ok(value) => interpret(req.op, value, &self.shared.address),
+                Err(err) => Err(self.failure(&err, req)),
+            })
+            .collect()
+    }
+}
+
+/// Writes all of `batch`'s commands at once and reads one reply per request.
+/// After an I/O error or timeout the connection is flagged broken and every
+/// request still unanswered gets that error.
+fn exchange(
+    conn: &mut NodeConn,
+    batch: &[&Request],
+    timeout: Duration,
+) -> Vec<redis::RedisResult<redis::Value>> {
+    let mut packed = Vec::with_capacity(batch.len() * 160);
+    for req in batch {
+        encode(req, &mut packed);
+    }
+    let mut replies = Vec::with_capacity(batch.len());
+    let sent = conn
+        .set_io_timeout(timeout)
+        .and_then(|()| conn.conn.send_packed_command(&packed));
+    if let Err(err) = sent {
+        conn.broken = true;
+        replies.resize_with(batch.len(), || Err(err.clone()));
+        return replies;
+    }
+    for _ in batch {
+        match conn.conn.recv_response() {
+            Ok(value) => replies.push(Ok(value)),
+            Err(err) => {
+                conn.broken = true;
+                replies.resize_with(batch.len(), || Err(err.clone()));
+                break;
+            }
+        }
+    }
+    replies
+}

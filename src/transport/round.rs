@@ -1,0 +1,117 @@
+//! One round: a request queued on every node, and the answers the workers
+//! fill in. The caller sleeps until the verdict is decided, so it wakes once
+//! per round, not once per answer.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::algorithm::{Answer, Outcome, Tally, Verdict};
+use crate::error::{FailureKind, NodeFailure};
+use crate::human::Human;
+use crate::settings::NodeTimeout;
+
+/// The answers of one round, shared between the caller and the workers.
+pub(crate) struct RoundShared {
+    state: Mutex<RoundState>,
+    decided: Condvar,
+}
+
+struct RoundState {
+    tally: Tally,
+    answered: Vec<bool>,
+    /// Set once the caller has taken the outcome: later answers are ignored.
+    closed: bool,
+}
+
+impl RoundShared {
+    pub(crate) fn new(nodes: usize) -> Arc<Self> {
+        Arc::new(RoundShared {
+            state: Mutex::new(RoundState {
+                tally: Tally::new(nodes),
+                answered: vec![false; nodes],
+                closed: false,
+            }),
+            decided: Condvar::new(),
+        })
+    }
+
+    /// Records node `index`'s answer (only its first, and only while the
+    /// caller still waits).
+    pub(crate) fn record(&self, index: usize, answer: Answer) {
+        let mut state = self.state.lock();
+        if state.closed || std::mem::replace(&mut state.answered[index], true) {
+            return;
+        }
+        state.tally.record(answer);
+        if state.tally.verdict().is_some() {
+            self.decided.notify_one();
+        }
+    }
+}
+
+/// A round whose requests are queued; its answers are still to be collected.
+pub(crate) struct PendingRound {
+    pub(crate) round: Arc<RoundShared>,
+    pub(crate) started: Instant,
+    pub(crate) timeout: NodeTimeout,
+    pub(crate) nodes: Arc<[Arc<str>]>,
+}
+
+impl PendingRound {
+    /// Waits until the outcome is decided or `wait_until` passes; nodes that
+    /// have not answered by then count as timed out.
+    pub(crate) fn collect(self, wait_until: Instant) -> Outcome {
+        let mut state = self.round.state.lock();
+        while state.tally.verdict().is_none() {
+            if self
+                .round
+                .decided
+                .wait_until(&mut state, wait_until)
+                .timed_out()
+            {
+                break;
+            }
+        }
+        state.closed = true;
+        let decided_early = state.tally.verdict().is_some();
+        let waited = self.started.elapsed();
+        let RoundState {
+            tally, answered, ..
+        } = &mut *state;
+        if !decided_early {
+            for (index, done) in answered.iter_mut().enumerate() {
+                if !std::mem::replace(done, true) {
+                    tally.record(Err(self.missing(index, waited)));
+                }
+            }
+        }
+        let mut outcome = tally.outcome();
+        if outcome.verdict != Verdict::Confirmed {
+            // Name the nodes the verdict did not wait for.
+            for (index, _) in answered.iter().enumerate().filter(|(_, done)| !**done) {
+                outcome.failures.push(NodeFailure::new(
+                    self.nodes[index].clone(),
+                    FailureKind::Unanswered,
+                    "the other nodes had already made a majority impossible",
+                ));
+            }
+        }
+        outcome
+    }
+
+    /// The failure of a node that had not answered when the caller stopped
+    /// waiting.
+    fn missing(&self, index: usize, waited: std::time::Duration) -> NodeFailure {
+        let detail = if waited + std::time::Duration::from_millis(1) >= self.timeout.value {
+            format!("no answer within {}", self.timeout)
+        } else {
+            format!(
+                "no answer within {}, when the lock's validity ran out",
+                Human(waited)
+            )
+        };
+        NodeFailure::new(self.nodes[index].clone(), FailureKind::Timeout, detail)
+    }
+}
