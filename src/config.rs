@@ -274,11 +274,21 @@ fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
     let info = url
         .into_connection_info()
         .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?;
-    if let redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } =
-        info.addr()
-        && host.is_empty()
-    {
+    let place = match info.addr() {
+        redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } => {
+            host.clone()
+        }
+        redis::ConnectionAddr::Unix(path) => path.to_string_lossy().into_owned(),
+        _ => String::new(),
+    };
+    if place.is_empty() {
         return Err(bad("the URL has no host"));
+    }
+    if !follows_last_at(url, &place) {
+        return Err(bad(
+            "the URL has an '@' after its host or path; percent-encode '@', '/', '?' and '#' \
+             in the user name and password (%40, %2F, %3F, %23)",
+        ));
     }
     let address = info.addr().to_string();
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
@@ -301,6 +311,20 @@ fn safe_reason(err: &redis::RedisError) -> String {
     } else {
         format!("{:?}", err.kind())
     }
+}
+
+/// Whether the parsed host (or socket path) stands right after the URL's last
+/// `@` (or the URL has none). Otherwise an unencoded `/`, `?` or `#` ended
+/// the user information early, and what was parsed as the host may be part
+/// of a password.
+fn follows_last_at(url: &str, host: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let Some(at) = rest.rfind('@') else {
+        return true;
+    };
+    let tail = rest[at + 1..].to_ascii_lowercase();
+    let host = host.to_ascii_lowercase();
+    tail.starts_with(&host) || tail.starts_with(&format!("[{host}]"))
 }
 
 /// A node URL safe to show in an error: the scheme (only a known one) and
@@ -351,6 +375,23 @@ mod tests {
     }
 
     #[test]
+    fn a_host_that_may_be_part_of_a_password_is_rejected() {
+        for url in [
+            "redis://:pa?ss@h:1",
+            "redis://:pa#ss@h:1",
+            "redis://:pa/ss@h:1",
+        ] {
+            let err = parse_nodes(&urls(&[url])).unwrap_err();
+            let text = err.to_string();
+            assert!(!text.contains("pa") || text.contains("parse"), "{text}");
+            assert!(!text.contains("ss@"), "{text}");
+        }
+        let ok = parse_nodes(&urls(&["redis://u:p%40ss@h:1", "redis://[::1]:2"])).unwrap();
+        assert_eq!(ok[0].address, "h:1");
+        assert_eq!(ok[1].address, "::1:2");
+    }
+
+    #[test]
     fn nodes_are_named_by_address_not_url() {
         let nodes = parse_nodes(&urls(&[
             "redis://u:pw@127.0.0.1:7000/3",
@@ -383,6 +424,63 @@ mod tests {
             let err = parse_nodes(&urls(list)).unwrap_err();
             assert!(matches!(err, Error::Config { .. }), "{list:?}: {err}");
             assert!(!err.to_string().contains("pw"), "{err}");
+        }
+    }
+
+    mod secrets {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// A password made of marker words joined by the characters that
+        /// used to cut redaction short.
+        fn password() -> impl Strategy<Value = (String, Vec<String>)> {
+            prop::collection::vec(("[A-Za-z]{5,9}", "[/?#@:%=&]{0,2}"), 1..4).prop_map(|parts| {
+                let words = parts.iter().map(|(w, _)| w.clone()).collect();
+                let text = parts.iter().map(|(w, sep)| format!("{w}{sep}")).collect();
+                (text, words)
+            })
+        }
+
+        fn schemes() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("redis".to_owned()),
+                Just("rediss".to_owned()),
+                Just("unix".to_owned()),
+                Just("redis+unix".to_owned()),
+                Just("REDIS".to_owned()),
+                "\\PC{0,8}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+            /// Defect 1 of the hardening review: any string with secrets in
+            /// the password (or user) position, parsable or not, never shows
+            /// any part of them in an error's `Display` or `Debug`, nor in
+            /// the parsed node's name.
+            #[test]
+            fn no_part_of_the_user_information_is_ever_shown(
+                scheme in schemes(),
+                user in "[^@]{0,10}",
+                (pw, words) in password(),
+                rest in "\\PC{0,24}",
+            ) {
+                let url = format!("{scheme}://{user}:{pw}@{rest}");
+                let mut secrets = words;
+                if user.chars().count() >= 5 {
+                    secrets.push(user.clone());
+                }
+                // Only words that appear nowhere but in the user information.
+                secrets.retain(|w| !scheme.contains(w.as_str()) && !rest.contains(w.as_str()));
+                let shown = match parse_nodes(std::slice::from_ref(&url)) {
+                    Err(err) => format!("{err} {err:?} {}", redact(&url)),
+                    Ok(nodes) => format!("{:?} {} {}", nodes[0], nodes[0].address, redact(&url)),
+                };
+                for secret in &secrets {
+                    prop_assert!(!shown.contains(secret.as_str()), "{url:?} showed {secret:?}: {shown}");
+                }
+            }
         }
     }
 

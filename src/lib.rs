@@ -27,8 +27,9 @@
 //!   `ttl - elapsed - (ttl * drift_factor + 2 ms)`. A failed round releases on
 //!   every node (including those that timed out) without making you wait.
 //! * release / extend: atomic compare-and-delete / compare-and-pexpire Lua
-//!   scripts (`EVALSHA`, preloaded on connect, with an `EVAL` fallback), sent
-//!   to every node; success needs a majority.
+//!   scripts (sent as `EVAL` with their source, so a node that lost its script
+//!   cache never needs a second round trip), sent to every node; success needs
+//!   a majority.
 //!
 //! Each node request has a short socket timeout derived from the TTL (a 10 s
 //! TTL gives 50 ms; see [`RedlockBuilder::node_timeout_factor`]), so a dead or

@@ -5,48 +5,15 @@ mod harness;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, eventually};
+use harness::{Cluster, capture_logs, eventually, logs, test_client};
 use redlock_sync::{Error, Redlock};
 
 const SHORT: Duration = Duration::from_millis(300);
 
-/// Captures every log record of this test binary, at every level.
-struct Capture;
-static LOGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
-        true
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        let line = format!("{} {}", record.level(), record.args());
-        // Never panic here: a poisoned log would take every thread with it.
-        logs().push(line);
-    }
-    fn flush(&self) {}
-}
-fn logs() -> std::sync::MutexGuard<'static, Vec<String>> {
-    LOGS.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-fn capture_logs() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Trace);
-    });
-}
-
 fn client(cluster: &Cluster) -> Redlock {
     // A fixed 50 ms node timeout: the 10 ms derived for a 300 ms TTL is tight
     // for six clusters sharing two cores, and these tests are about renewal.
-    Redlock::builder(cluster.urls())
-        .node_timeout(Duration::from_millis(50))
-        .retry_count(2)
-        .retry_delay(Duration::from_millis(10))
-        .retry_jitter(Duration::from_millis(10))
-        .connect_timeout(Duration::from_millis(200))
-        .build()
-        .expect("client")
+    test_client(cluster.urls(), 2, Some(Duration::from_millis(50)))
 }
 
 #[test]
@@ -73,6 +40,32 @@ fn a_kept_alive_lock_outlives_its_ttl_and_stays_exclusive() {
             moves += 1;
             last_until = guard.valid_until();
         }
+        // The nodes, not only our clock: a majority holds our token at least
+        // until the guard's validity ends (claim read first, so a renewal in
+        // between only lengthens what the nodes hold).
+        let claimed = guard.valid_until();
+        let token = cluster.values("ka:exclusive").into_iter().flatten().next();
+        let token = token.expect("the key is on the nodes");
+        let expiries: Vec<_> = cluster
+            .nodes
+            .iter()
+            .filter(|n| n.get("ka:exclusive").as_deref() == Some(token.as_str()))
+            .map(|n| {
+                let asked = Instant::now();
+                asked + Duration::from_millis(n.pttl("ka:exclusive").max(0) as u64)
+            })
+            .collect();
+        let holding = expiries.iter().filter(|at| **at >= claimed).count();
+        assert!(
+            holding >= 3,
+            "only {holding} nodes hold it until the claimed validity: {:?}",
+            expiries
+                .iter()
+                .map(|at| at
+                    .checked_duration_since(claimed)
+                    .map_or(-1, |d| d.as_millis() as i64))
+                .collect::<Vec<_>>()
+        );
         std::thread::sleep(Duration::from_millis(25)); // let time pass: that is the test
     }
     // 3 s of a 300 ms TTL renewed at a third left: about 15 renewals.

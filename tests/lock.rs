@@ -5,26 +5,15 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
-use harness::eventually;
+use harness::{Cluster, Fault, Proxy};
+use harness::{settles, test_client};
 use redlock_sync::{Error, Redlock};
-
-fn eventually_within(what: &str, cond: impl FnMut() -> bool) {
-    eventually(what, Duration::from_secs(5), cond);
-}
 
 const TTL: Duration = Duration::from_secs(10);
 
 fn client(cluster: &Cluster) -> Redlock {
-    // These tests check what lands on every node; a generous node timeout
-    // keeps a straggling SET from expiring in a busy queue on a loaded box.
-    Redlock::builder(cluster.urls())
-        .node_timeout(Duration::from_secs(1))
-        .retry_count(2)
-        .retry_delay(Duration::from_millis(10))
-        .retry_jitter(Duration::from_millis(10))
-        .build()
-        .expect("client")
+    // These tests check what lands on every node: a generous node timeout.
+    test_client(cluster.urls(), 2, Some(Duration::from_secs(1)))
 }
 
 /// The token stored on a majority of nodes (read from Redis itself).
@@ -56,7 +45,7 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
 
     let token = stored_token(&cluster, "res:basic");
     assert_eq!(token.len(), 40, "20 random bytes, hex");
-    eventually_within("key on all 5 nodes", || {
+    settles("key on all 5 nodes", || {
         cluster.holders("res:basic", &token) == 5
     });
     for node in &cluster.nodes {
@@ -65,7 +54,7 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
     }
 
     guard.release().unwrap();
-    eventually_within("key gone from all nodes", || {
+    settles("key gone from all nodes", || {
         cluster.count_key("res:basic") == 0
     });
 }
@@ -102,7 +91,7 @@ fn a_held_resource_is_busy_for_others() {
 
     // The holder's key is untouched by the failed attempts, and they leave
     // nothing of their own behind.
-    eventually_within("B's keys removed", || {
+    settles("B's keys removed", || {
         cluster
             .values("res:busy")
             .iter()
@@ -161,7 +150,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
     let a = client(&cluster);
     let b = client(&cluster);
     let mut first = a.lock("res:expire", Duration::from_millis(100)).unwrap();
-    eventually_within("first lock expired on every node", || {
+    settles("first lock expired on every node", || {
         !first.is_valid() && cluster.count_key("res:expire") == 0
     });
     let second = b.lock("res:expire", TTL).unwrap();
@@ -177,7 +166,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
         }
         other => panic!("expected LockLost, got {other:?}"),
     }
-    eventually_within("second holder's key on all nodes", || {
+    settles("second holder's key on all nodes", || {
         cluster.holders("res:expire", &token) == 5
     });
     assert!(second.is_valid());
@@ -224,7 +213,7 @@ fn a_partial_acquisition_is_cleaned_up_and_others_keys_survive() {
     let redlock = client(&cluster);
     assert!(redlock.try_lock("res:partial", TTL).unwrap().is_none());
     // Our SET landed on the 2 free nodes; the failed round must remove it.
-    eventually_within("our partial keys removed", || {
+    settles("our partial keys removed", || {
         cluster.nodes[3..]
             .iter()
             .all(|n| n.get("res:partial").is_none())
@@ -233,20 +222,38 @@ fn a_partial_acquisition_is_cleaned_up_and_others_keys_survive() {
 }
 
 #[test]
-fn too_slow_reports_and_cleans_up() {
-    // With a 3 ms TTL the drift allowance leaves well under a millisecond of
-    // validity, so a round on a loaded machine is often too slow. Either
-    // outcome is legitimate; what must hold is that a failure is TooSlow or a
-    // lock, and that nothing is left behind.
+fn a_quorum_that_arrives_after_the_validity_is_too_slow() {
+    // Every reply is delayed by 80 ms; a 60 ms TTL leaves 57.4 ms of
+    // validity, so every round is confirmed too late: always TooSlow, never a
+    // guard whose validity has already ended.
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster);
-    for _ in 0..20 {
-        match redlock.try_lock("res:slow", Duration::from_millis(3)) {
-            Ok(Some(guard)) => drop(guard),
-            Ok(None) => {}
-            Err(Error::TooSlow { ttl, .. }) => assert_eq!(ttl, Duration::from_millis(3)),
-            Err(other) => panic!("unexpected {other:?}"),
+    let proxies: Vec<Proxy> = cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    let redlock = test_client(
+        proxies.iter().map(Proxy::url),
+        0,
+        Some(Duration::from_secs(1)),
+    );
+    for proxy in &proxies {
+        proxy.set(Fault::Latency(Duration::from_millis(80)));
+    }
+    let ttl = Duration::from_millis(60);
+    for _ in 0..3 {
+        match redlock.try_lock("res:slow", ttl) {
+            Err(Error::TooSlow {
+                ttl: asked,
+                elapsed,
+                ..
+            }) => {
+                assert_eq!(asked, ttl);
+                assert!(elapsed >= Duration::from_millis(57), "{elapsed:?}");
+            }
+            other => panic!("expected TooSlow, got {other:?}"),
         }
     }
-    eventually_within("nothing left", || cluster.count_key("res:slow") == 0);
+    let err = redlock.try_lock("res:slow", ttl).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("leaving no validity of the 60 ms ttl"),
+        "{err}"
+    );
 }

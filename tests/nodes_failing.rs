@@ -4,24 +4,14 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::eventually;
 use harness::{Cluster, NodeOptions};
+use harness::{settles, test_client};
 use redlock_sync::{Error, FailureKind, Redlock};
-
-fn eventually_within(what: &str, cond: impl FnMut() -> bool) {
-    eventually(what, Duration::from_secs(10), cond);
-}
 
 const TTL: Duration = Duration::from_secs(10);
 
 fn client(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .retry_count(3)
-        .retry_delay(Duration::from_millis(20))
-        .retry_jitter(Duration::from_millis(20))
-        .connect_timeout(Duration::from_millis(200))
-        .build()
-        .expect("client")
+    test_client(urls, 3, None)
 }
 
 #[test]
@@ -37,7 +27,7 @@ fn a_minority_down_does_not_stop_locking() {
         guard
             .release()
             .expect("release confirmed by the live majority");
-        eventually_within("released", || cluster.count_key(&key) == 0);
+        settles("released", || cluster.count_key(&key) == 0);
     }
 }
 
@@ -82,7 +72,7 @@ fn a_majority_down_is_no_quorum_naming_each_node_and_leaves_nothing() {
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
-    eventually_within("no key left on the live nodes", || {
+    settles("no key left on the live nodes", || {
         cluster.count_key("res:noquorum") == 0
     });
 }
@@ -128,12 +118,12 @@ fn a_node_killed_while_held_still_releases_on_the_majority() {
     let guard = redlock.lock("res:killed", TTL).unwrap();
     cluster.nodes[4].kill();
     guard.release().expect("the remaining 4 nodes confirm");
-    eventually_within("released", || cluster.count_key("res:killed") == 0);
+    settles("released", || cluster.count_key("res:killed") == 0);
 
     let guard = redlock.lock("res:killed2", TTL).unwrap();
     cluster.nodes[3].kill();
     drop(guard); // must not panic; releases on the remaining majority
-    eventually_within("released on drop", || cluster.count_key("res:killed2") == 0);
+    settles("released on drop", || cluster.count_key("res:killed2") == 0);
 }
 
 #[test]

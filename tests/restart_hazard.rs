@@ -6,17 +6,13 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::Cluster;
+use harness::{Cluster, test_client};
 use redlock_sync::Redlock;
 
 const TTL: Duration = Duration::from_millis(1500);
 
 fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .connect_timeout(Duration::from_millis(200))
-        .build()
-        .unwrap()
+    test_client(cluster.urls(), 0, None)
 }
 
 /// A holds the lock on nodes 0 and 1 only (node 2 was down when A locked,

@@ -108,6 +108,13 @@ impl Transport {
     /// starts one pool and one worker per node. The pools share one small
     /// helper thread pool that reconnects nodes that are down.
     pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Settings) -> Result<Self, Error> {
+        // rustls panics on the first TLS connection when no crypto provider
+        // was chosen (or when two are compiled in); choose ring unless the
+        // program already installed one.
+        #[cfg(feature = "tls-rustls")]
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let managers: Vec<(Arc<NodeShared>, NodeManager)> = specs
             .into_iter()
             .map(|spec| {

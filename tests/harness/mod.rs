@@ -7,9 +7,11 @@
 //! faults; `witness` checks mutual exclusion from outside the lock nodes.
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
+mod clients;
 mod proxy;
 mod witness;
 
+pub use clients::{capture_logs, logs, test_client};
 pub use proxy::{Fault, Proxy};
 pub use witness::{Contention, contend, contend_counting, witness_counter};
 
@@ -371,6 +373,11 @@ pub fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
 /// two connection helpers shared by all nodes.
 pub fn threads_per_client(nodes: usize) -> usize {
     nodes + nodes.min(2)
+}
+
+/// [`eventually`] with the usual 10 s bound.
+pub fn settles(what: &str, cond: impl FnMut() -> bool) {
+    eventually(what, Duration::from_secs(10), cond);
 }
 
 /// Threads of this process started by redlock-sync (they are named

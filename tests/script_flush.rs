@@ -1,0 +1,93 @@
+//! Nodes whose script cache is flushed mid-run (`SCRIPT FLUSH`, as after a
+//! restart or by an operator): release and extend scripts go out as `EVAL`
+//! with their source, so no request ever fails with `NOSCRIPT` or runs out of
+//! order. Exclusion holds, every release and extension succeeds, and no key
+//! is left behind.
+
+mod harness;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Contention, Node, NodeOptions, contend, eventually};
+use redlock_sync::Redlock;
+
+const RESOURCE: &str = "flush:res";
+const TTL: Duration = Duration::from_secs(5);
+
+fn run_time() -> Duration {
+    Duration::from_secs(if std::env::var_os("CI").is_some() {
+        3
+    } else {
+        2
+    })
+}
+
+#[test]
+fn script_cache_flushes_mid_run_never_break_exclusion_or_leave_keys() {
+    let cluster = Cluster::start(5);
+    let witness = Node::start(&NodeOptions::default());
+    let clients: Vec<Redlock> = (0..2)
+        .map(|_| {
+            Redlock::builder(cluster.urls())
+                .node_timeout(Duration::from_millis(500))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let stop = AtomicBool::new(false);
+    let flushes = AtomicU64::new(0);
+    let until = Instant::now() + run_time();
+    let seen = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut conns: Vec<_> = cluster.nodes.iter().map(Node::conn).collect();
+            while !stop.load(Ordering::Relaxed) {
+                for conn in &mut conns {
+                    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(conn).unwrap();
+                }
+                flushes.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        // Extensions and explicit releases, under the same flushes.
+        let checked = s.spawn(|| {
+            let mut done = 0;
+            while Instant::now() < until {
+                let mut guard = clients[0].lock("flush:other", TTL).expect("lock");
+                guard.extend(TTL).expect("extend never fails with NOSCRIPT");
+                guard.release().expect("release never fails with NOSCRIPT");
+                done += 1;
+            }
+            done
+        });
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                let (client, url) = (&clients[i % 2], witness.url());
+                s.spawn(move || contend(client, &url, RESOURCE, TTL, until))
+            })
+            .collect();
+        let mut total = Contention::default();
+        for worker in workers {
+            total += worker.join().unwrap();
+        }
+        let checked = checked.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert!(checked > 10, "only {checked} extend/release pairs");
+        total
+    });
+    let flushes = flushes.load(Ordering::Relaxed);
+    println!(
+        "script flush: {} acquisitions, {flushes} flushes of all 5 nodes",
+        seen.acquisitions
+    );
+    assert!(flushes > 50, "only {flushes} flushes");
+    assert!(
+        seen.acquisitions > 50,
+        "only {} acquisitions",
+        seen.acquisitions
+    );
+    seen.assert_exclusive(&witness, RESOURCE);
+    eventually("no key left", Duration::from_secs(2), || {
+        cluster.count_key(RESOURCE) == 0 && cluster.count_key("flush:other") == 0
+    });
+}
