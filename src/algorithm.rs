@@ -162,18 +162,26 @@ impl Tally {
         }
     }
 
-    /// `Some` once the outcome can no longer change.
+    /// `Some` once the outcome can no longer change: a majority confirmed,
+    /// or it became impossible *and* it is clear why. When refusals and
+    /// failures together rule out a majority but neither alone does, the
+    /// nodes still pending decide between `Refused` and `Unreachable`, so
+    /// the round waits for them (a busy resource with one node down is
+    /// `Busy`, not `NoQuorum`). Agrees with [`outcome`](Self::outcome).
     pub(crate) fn verdict(&self) -> Option<Verdict> {
-        if self.yes >= self.quorum {
+        let (yes, failed, pending) = (self.yes, self.failures.len(), self.pending());
+        if yes >= self.quorum {
             return Some(Verdict::Confirmed);
         }
-        if self.yes + self.pending() >= self.quorum {
+        if yes + pending >= self.quorum {
             return None;
         }
-        if self.yes + self.failures.len() < self.quorum {
+        if yes + failed + pending < self.quorum {
             Some(Verdict::Refused)
-        } else {
+        } else if yes + failed >= self.quorum {
             Some(Verdict::Unreachable)
+        } else {
+            None
         }
     }
 
@@ -285,11 +293,15 @@ mod tests {
 
     #[test]
     fn refusals_win_over_failures_only_when_failures_alone_leave_room() {
+        // Two refusals and a timeout: the two nodes still pending decide.
         let mut busy = Tally::new(5);
         busy.record(Ok(false));
         busy.record(Ok(false));
         busy.record(fail(FailureKind::Timeout));
+        assert_eq!(busy.verdict(), None, "waits for the nodes still pending");
+        busy.record(Ok(false));
         assert_eq!(busy.verdict(), Some(Verdict::Refused));
+        assert_eq!(busy.outcome().verdict, Verdict::Refused);
 
         let mut down = Tally::new(5);
         down.record(Ok(false));
@@ -298,6 +310,38 @@ mod tests {
         }
         assert_eq!(down.verdict(), Some(Verdict::Unreachable));
         assert!(!down.permanently_failed());
+    }
+
+    #[test]
+    fn a_decided_verdict_always_agrees_with_the_outcome() {
+        // Every sequence of answers on 5 nodes, checked after each answer.
+        let mut sequences: Vec<Vec<usize>> = vec![vec![]];
+        for _ in 0..5 {
+            sequences = sequences
+                .into_iter()
+                .flat_map(|seq| {
+                    (0..3).map(move |a| {
+                        let mut next = seq.clone();
+                        next.push(a);
+                        next
+                    })
+                })
+                .collect();
+        }
+        for seq in sequences {
+            let mut tally = Tally::new(5);
+            for a in seq {
+                tally.record(match a {
+                    0 => Ok(true),
+                    1 => Ok(false),
+                    _ => fail(FailureKind::Timeout),
+                });
+                if let Some(verdict) = tally.verdict() {
+                    assert_eq!(verdict, tally.outcome().verdict, "{tally:?}");
+                }
+            }
+            assert!(tally.verdict().is_some(), "all answered: decided");
+        }
     }
 
     #[test]

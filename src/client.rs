@@ -7,7 +7,6 @@ use crate::config::RedlockBuilder;
 use crate::core::{Core, Patience};
 use crate::error::Error;
 use crate::guard::LockGuard;
-use crate::transport::Transport;
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -218,9 +217,8 @@ impl RedlockBuilder {
     /// thread cannot be started.
     pub fn build(self) -> Result<Redlock, Error> {
         let (nodes, settings) = self.validated()?;
-        let transport = Transport::start(nodes, &settings)?;
         Ok(Redlock {
-            core: Core::new(transport, settings),
+            core: Core::start(nodes, settings)?,
         })
     }
 }

@@ -104,8 +104,8 @@ impl RedlockBuilder {
         self
     }
 
-    /// How long opening a connection to one node (TCP, TLS, AUTH, script
-    /// preload) may take. Connections are opened in the background, so this
+    /// How long opening a connection to one node (TCP, TLS, AUTH,
+    /// `CLIENT ID`) may take. Connections are opened in the background, so this
     /// does not add to lock latency; it bounds how long [`build`](Self::build)
     /// waits for the first connections. Must be above zero and at most 60 s.
     /// Defaults to 1 s.
@@ -284,10 +284,11 @@ fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
     if place.is_empty() {
         return Err(bad("the URL has no host"));
     }
-    if !follows_last_at(url, &place) {
+    if ambiguous(url) {
         return Err(bad(
-            "the URL has an '@' after its host or path; percent-encode '@', '/', '?' and '#' \
-             in the user name and password (%40, %2F, %3F, %23)",
+            "part of the URL before an '@' could be read as the host or socket path; \
+             percent-encode '@', '/', '?' and '#' in user names, passwords and socket paths \
+             (%40, %2F, %3F, %23)",
         ));
     }
     let address = info.addr().to_string();
@@ -313,41 +314,63 @@ fn safe_reason(err: &redis::RedisError) -> String {
     }
 }
 
-/// Whether the parsed host (or socket path) stands right after the URL's last
-/// `@` (or the URL has none). Otherwise an unencoded `/`, `?` or `#` ended
-/// the user information early, and what was parsed as the host may be part
-/// of a password.
-fn follows_last_at(url: &str, host: &str) -> bool {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let Some(at) = rest.rfind('@') else {
-        return true;
+/// Where a TCP URL's user information and host stand: from `://` to the
+/// first `/`, `?` or `#`. For a unix URL: the socket path, up to the first
+/// `?` or `#` (its user name and password come in the query).
+fn head(scheme: &str, rest: &str) -> usize {
+    let ends: &[char] = if scheme.ends_with("unix") {
+        &['?', '#']
+    } else {
+        &['/', '?', '#']
     };
-    let tail = rest[at + 1..].to_ascii_lowercase();
-    let host = host.to_ascii_lowercase();
-    tail.starts_with(&host) || tail.starts_with(&format!("[{host}]"))
+    rest.find(ends).unwrap_or(rest.len())
 }
 
-/// A node URL safe to show in an error: the scheme (only a known one) and
-/// the host part. Everything up to the **last** `@` is user information and
-/// is never shown, whatever it contains (`/`, `?`, `#`, more `@`s), and so
-/// are the path, the query (`unix://…?pass=…`) and the fragment.
+/// Whether an unencoded `@` stands anywhere but in a TCP URL's authority
+/// (where it ends the user information). Anywhere else it may end a password
+/// that an unencoded `/`, `?` or `#` cut short, so that part of the password
+/// would be read as the host or socket path; such URLs are refused, and
+/// `@` in a socket path or query is written `%40`.
+fn ambiguous(url: &str) -> bool {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme.ends_with("unix") {
+        rest.contains('@')
+    } else {
+        rest[head(&scheme, rest)..].contains('@')
+    }
+}
+
+/// A node URL safe to show in an error: a known scheme, and the host part
+/// (or socket path) only where it cannot hold a secret. The user
+/// information (everything up to the authority's last `@`) is never shown,
+/// nor the path, query or fragment of a TCP URL, nor the query of a unix
+/// URL; and where an `@` stands anywhere else (it could end a password that
+/// an unencoded `/`, `?` or `#` cut short), nothing but the scheme is shown.
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         // Not URL-shaped: it may be anything, including a bare secret.
         return "<unparsable URL>".to_owned();
     };
-    let scheme = match scheme.to_ascii_lowercase().as_str() {
-        known @ ("redis" | "rediss" | "unix" | "redis+unix") => known.to_owned(),
-        _ => "<unknown scheme>".to_owned(),
+    let scheme = scheme.to_ascii_lowercase();
+    let end = head(&scheme, rest);
+    let head = &rest[..end];
+    let tail = if end < rest.len() { "/…" } else { "" };
+    let shown = if ambiguous(url) {
+        "***".to_owned()
+    } else {
+        match head.rfind('@') {
+            Some(at) => format!("***@{}", &head[at + 1..]),
+            None => head.to_owned(),
+        }
     };
-    let (userinfo, after) = match rest.rfind('@') {
-        Some(at) => ("***@", &rest[at + 1..]),
-        None => ("", rest),
+    let scheme = match scheme.as_str() {
+        known @ ("redis" | "rediss" | "unix" | "redis+unix") => known,
+        _ => "<unknown scheme>",
     };
-    let host_end = after.find(['/', '?', '#']).unwrap_or(after.len());
-    let host = &after[..host_end];
-    let tail = if host_end < after.len() { "/…" } else { "" };
-    format!("{scheme}://{userinfo}{host}{tail}")
+    format!("{scheme}://{shown}{tail}")
 }
 
 #[cfg(test)]
@@ -366,12 +389,43 @@ mod tests {
         assert_eq!(redact("secret"), "<unparsable URL>");
         // Defect 1 of the hardening review: the authority was cut at the
         // first `/`, so these showed the password.
-        assert_eq!(redact("redis://user:pa/ss@host:1"), "redis://***@host:1");
-        assert_eq!(redact("redis://user:pa?ss@host:1"), "redis://***@host:1");
-        assert_eq!(redact("redis://user:pa#ss@host:1"), "redis://***@host:1");
+        assert_eq!(redact("redis://user:pa/ss@host:1"), "redis://***/…");
+        assert_eq!(redact("redis://user:pa?ss@host:1"), "redis://***/…");
+        assert_eq!(redact("redis://user:pa#ss@host:1"), "redis://***/…");
         assert_eq!(redact("redis://user:pa@ss@host:1"), "redis://***@host:1");
-        assert_eq!(redact("unix:///tmp/r.sock?pass=secret"), "unix:///…");
+        assert_eq!(redact("redis://:pw@h:1/2"), "redis://***@h:1/…");
+        assert_eq!(
+            redact("unix:///tmp/r.sock?pass=secret"),
+            "unix:///tmp/r.sock/…"
+        );
         assert_eq!(redact("secret://h"), "<unknown scheme>://h");
+        // Secrets in the query or fragment, after the host (review finding).
+        assert_eq!(
+            redact("unix:///tmp/r.sock?pass=hunter@SECRET"),
+            "unix://***/…"
+        );
+        assert_eq!(redact("redis://h:1/0?x=1#frag@SECRET"), "redis://***/…");
+        assert_eq!(redact("redis://u:p@h:1/0?x=a@SECRET"), "redis://***/…");
+        assert_eq!(redact("unix://u:SECRET@/path"), "unix://***");
+    }
+
+    #[test]
+    fn at_signs_outside_a_tcp_authority_must_be_percent_encoded() {
+        let ok = parse_nodes(&urls(&[
+            "unix:///tmp/r.sock?pass=hunter%402",
+            "unix:///run/user%401000/r.sock",
+        ]))
+        .unwrap();
+        assert_eq!(ok[0].address, "/tmp/r.sock");
+        assert_eq!(ok[1].address, "/run/user@1000/r.sock");
+        for url in [
+            "unix:///run/user@1000/r.sock",
+            "unix:///tmp/r.sock?pass=hunter@2",
+        ] {
+            let err = parse_nodes(&urls(&[url])).unwrap_err();
+            assert!(err.to_string().contains("%40"), "{err}");
+            assert!(!err.to_string().contains("hunter"), "{err}");
+        }
     }
 
     #[test]
@@ -473,14 +527,38 @@ mod tests {
                 }
                 // Only words that appear nowhere but in the user information.
                 secrets.retain(|w| !scheme.contains(w.as_str()) && !rest.contains(w.as_str()));
-                let shown = match parse_nodes(std::slice::from_ref(&url)) {
-                    Err(err) => format!("{err} {err:?} {}", redact(&url)),
-                    Ok(nodes) => format!("{:?} {} {}", nodes[0], nodes[0].address, redact(&url)),
-                };
-                for secret in &secrets {
-                    prop_assert!(!shown.contains(secret.as_str()), "{url:?} showed {secret:?}: {shown}");
-                }
+                assert_hidden(&url, &secrets)?;
             }
+
+            /// The same for secrets in the query or fragment, where unix
+            /// URLs carry their password (`?pass=…`).
+            #[test]
+            fn no_part_of_a_query_or_fragment_is_ever_shown(
+                scheme in schemes(),
+                place in "[a-z0-9./:]{0,12}",
+                sep in prop_oneof![Just("?"), Just("#"), Just("?db=0&")],
+                name in prop_oneof![Just("pass="), Just("user="), Just("x=")],
+                (secret, words) in password(),
+            ) {
+                let url = format!("{scheme}://{place}{sep}{name}{secret}");
+                let mut secrets = words;
+                secrets.retain(|w| !scheme.contains(w.as_str()) && !place.contains(w.as_str()));
+                assert_hidden(&url, &secrets)?;
+            }
+        }
+
+        fn assert_hidden(url: &str, secrets: &[String]) -> Result<(), TestCaseError> {
+            let shown = match parse_nodes(&[url.to_owned()]) {
+                Err(err) => format!("{err} {err:?} {}", redact(url)),
+                Ok(nodes) => format!("{:?} {} {}", nodes[0], nodes[0].address, redact(url)),
+            };
+            for secret in secrets {
+                prop_assert!(
+                    !shown.contains(secret.as_str()),
+                    "{url:?} showed {secret:?}: {shown}"
+                );
+            }
+            Ok(())
         }
     }
 

@@ -133,7 +133,8 @@ impl LockGuard {
     /// keep-alive continues with `ttl` from then on.
     ///
     /// If a keep-alive renewal is in flight, this waits for it to end first
-    /// (at most one per-node timeout), so that the two never race.
+    /// (it is decided before the current validity runs out), so that the two
+    /// never race.
     ///
     /// # Errors
     ///

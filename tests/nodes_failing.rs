@@ -5,7 +5,7 @@ mod harness;
 use std::time::{Duration, Instant};
 
 use harness::{Cluster, NodeOptions};
-use harness::{settles, test_client};
+use harness::{capture_logs, logs, settles, test_client};
 use redlock_sync::{Error, FailureKind, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -198,4 +198,61 @@ fn read_only_replicas_are_failed_votes_not_grants() {
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
+}
+
+/// After a timeout the connection is dropped; its replacement's first batch
+/// cuts the old one off (`CLIENT KILL ID`), so a command still in flight on
+/// the old connection can never run after the new connection's commands.
+#[test]
+fn a_replacement_connection_first_cuts_off_the_one_that_timed_out() {
+    let mut cluster = Cluster::start(3);
+    let redlock = test_client(cluster.urls(), 0, Some(Duration::from_millis(50)));
+    drop(redlock.lock("res:barrier", TTL).unwrap());
+    let old_id = client_ids(&cluster.nodes[0]);
+    capture_logs();
+    cluster.nodes[0].pause();
+    // Times out on node 0 (a majority still answers): that connection is dropped.
+    drop(redlock.lock("res:barrier:2", TTL).unwrap());
+    let failing = format!(
+        "requests to node {} are failing",
+        cluster.nodes[0].address()
+    );
+    settles("node 0's request timed out", || {
+        logs().iter().any(|line| line.contains(&failing))
+    });
+    cluster.nodes[0].resume();
+    settles("node 0 ran CLIENT KILL for the old connection", || {
+        drop(redlock.lock("res:barrier:3", TTL));
+        kill_calls(&cluster.nodes[0]) >= 1
+    });
+    assert!(
+        old_id
+            .iter()
+            .all(|id| !client_ids(&cluster.nodes[0]).contains(id)),
+        "the old connection is gone"
+    );
+}
+
+/// `CLIENT KILL` calls on a node, from `INFO commandstats`.
+fn kill_calls(node: &harness::Node) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_client|kill:calls="))
+        .and_then(|v| v.split(',').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The ids of the clients connected to a node (our own query's excluded).
+fn client_ids(node: &harness::Node) -> Vec<String> {
+    let mut conn = node.conn();
+    let me: i64 = redis::cmd("CLIENT").arg("ID").query(&mut conn).unwrap();
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+    list.lines()
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .filter(|id| *id != me.to_string())
+        .map(str::to_owned)
+        .collect()
 }

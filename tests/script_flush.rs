@@ -87,6 +87,21 @@ fn script_cache_flushes_mid_run_never_break_exclusion_or_leave_keys() {
         seen.acquisitions
     );
     seen.assert_exclusive(&witness, RESOURCE);
+    // Not one request was refused for a missing script or sent as EVALSHA.
+    for node in &cluster.nodes {
+        let mut conn = node.conn();
+        let errors: String = redis::cmd("INFO")
+            .arg("errorstats")
+            .query(&mut conn)
+            .unwrap();
+        assert!(!errors.contains("NOSCRIPT"), "{errors}");
+        let commands: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut conn)
+            .unwrap();
+        assert!(!commands.contains("cmdstat_evalsha"), "{commands}");
+        assert!(commands.contains("cmdstat_eval:"), "{commands}");
+    }
     eventually("no key left", Duration::from_secs(2), || {
         cluster.count_key(RESOURCE) == 0 && cluster.count_key("flush:other") == 0
     });

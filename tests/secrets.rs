@@ -44,10 +44,16 @@ fn secrets_never_reach_errors_debug_output_or_logs() {
         "[a-z]{0,6}",
         password(),
         prop_oneof![Just(String::new()), "[/?#][ -~]{0,12}"],
+        any::<bool>(),
     );
     runner
-        .run(&urls, |(scheme, user, (pw, words), tail)| {
-            let url = format!("{scheme}://{user}:{pw}@127.0.0.1:{closed}{tail}");
+        .run(&urls, |(scheme, user, (pw, words), tail, in_query)| {
+            // The secret as a password, or in the query (as unix URLs carry it).
+            let url = if in_query {
+                format!("{scheme}://127.0.0.1:{closed}/0?user={user}&pass={pw}")
+            } else {
+                format!("{scheme}://{user}:{pw}@127.0.0.1:{closed}{tail}")
+            };
             let builder = Redlock::builder([url.as_str()])
                 .connect_timeout(Duration::from_millis(100))
                 .node_timeout(Duration::from_millis(50))

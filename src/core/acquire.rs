@@ -63,14 +63,20 @@ impl Core {
         let key: Arc<str> = Arc::from(resource);
         let settings = &self.settings;
         let retries = !matches!(patience, Patience::Attempts(0));
-        // Queue behind this client's threads already waiting for the resource
-        // (bounded by one retry pause), so that ownership rotates.
+        // A caller that may retry registers as a waiter before its first
+        // round, so that a local release at any moment from now on ends its
+        // next pause at once. If this client's threads already wait for the
+        // resource, queue behind them (bounded by one retry pause), so that
+        // ownership rotates.
         let mut ticket = None;
-        if retries && self.waiters.has_waiters(&key) {
-            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-            let mut queued = self.waiters.enter(&key);
-            queued.wait(pause_until(pause, patience));
-            ticket = Some(queued);
+        if retries {
+            let queued = self.waiters.has_waiters(&key);
+            let mut entered = self.waiters.enter(&key);
+            if queued {
+                let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+                entered.wait(pause_until(pause, patience));
+            }
+            ticket = Some(entered);
         }
         let mut attempts = 0u32;
         loop {
@@ -101,9 +107,13 @@ impl Core {
             // Sleep until the pause is over, or until another thread of this
             // client releases the resource.
             let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-            ticket
-                .get_or_insert_with(|| self.waiters.enter(&key))
-                .wait(pause_until(pause, patience));
+            let until = pause_until(pause, patience);
+            match &mut ticket {
+                Some(ticket) => {
+                    ticket.wait(until);
+                }
+                None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
+            }
         }
     }
 

@@ -8,11 +8,11 @@
 //! own client's threads are already waiting for queues behind them, so
 //! ownership rotates instead of staying with the thread that just released.
 //!
-//! A waiter holds a [`Ticket`] from its first failed round until it returns:
-//! registering and reading the release counter happen in one critical
-//! section, and the ticket is re-armed before each round, so a release at any
-//! moment after that — during the round, or between the round and the sleep —
-//! ends the next sleep at once instead of being missed.
+//! A caller that may retry holds a [`Ticket`] from before its first round
+//! until it returns: registering and reading the release counter happen in
+//! one critical section, and the ticket is re-armed before each round, so a
+//! release at any moment after that — during a round, or between a round and
+//! the sleep — ends the next sleep at once instead of being missed.
 //!
 //! This only shortens waits: every acquisition still goes through the Redis
 //! nodes, and waiters in other processes still retry on their own schedule.

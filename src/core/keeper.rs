@@ -54,9 +54,16 @@ impl Core {
 
     /// Tells the keeper (if running) that `lease` changed.
     pub(crate) fn reschedule(&self, lease: &Arc<Lease>) {
-        if let Some(tx) = self.keeper.lock().as_ref() {
-            // Fails only once the keeper has stopped, with the client.
-            let _ = tx.send(Arc::downgrade(lease));
+        let mut keeper = self.keeper.lock();
+        let sent = keeper.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
+        if let Some(Err(_)) = sent {
+            // The keeper thread is gone (it never returns while the client
+            // lives, so it panicked). Say so; the next keep_alive restarts it.
+            *keeper = None;
+            log::error!(
+                "redlock: the keeper thread has stopped; {:?} is no longer kept alive",
+                lease.resource()
+            );
         }
     }
 }
@@ -125,7 +132,7 @@ fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
                 .schedule()
                 .is_some_and(|(epoch, _)| epoch == entry.epoch)
             {
-                due.push(lease);
+                due.push((lease, entry.epoch));
             }
         }
         if due.is_empty() {
@@ -144,15 +151,17 @@ fn schedule(heap: &mut BinaryHeap<Due>, lease: Weak<Lease>) {
     }
 }
 
-/// Renews every due lease in parallel. Each finished extension reschedules
-/// its lease through the keeper's channel; a lease whose validity ran out,
-/// or whose token the nodes no longer hold, is lost.
-fn renew(core: &Core, due: &[Arc<Lease>]) {
+/// Renews every due lease in parallel, each as it was at the epoch it was
+/// scheduled for. Each finished extension reschedules its lease through the
+/// keeper's channel; a lease whose validity ran out, or whose token the
+/// nodes no longer hold, is lost.
+fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
     let mut pending = Vec::with_capacity(due.len());
-    for lease in due {
-        match lease.begin_extend(core, lease.ttl(), Who::Keeper) {
+    for (lease, epoch) in due {
+        match lease.begin_extend(core, Who::Keeper { epoch: *epoch }) {
             Ok(Some(extension)) => pending.push((lease, extension)),
-            // A caller's extension is in flight; it reschedules when done.
+            // A caller's extension is in flight, or changed the lease since it
+            // was scheduled; it rescheduled (or will) when done.
             Ok(None) => {}
             // Validity ran out before the renewal could start.
             Err(_) => lease.mark_lost(),

@@ -6,10 +6,13 @@
 //! * **One extension in flight per lease.** A caller's `extend` waits for an
 //!   extension already in flight (the keeper's) to finish; the keeper skips a
 //!   lease whose extension is in flight and is told when it ends. So results
-//!   are applied in the order the nodes applied them: each node runs one
-//!   client's requests in queue order, and the second extension is not
-//!   queued until the first is decided. An older, longer TTL can therefore
-//!   never overwrite a newer, shorter one.
+//!   are applied in the order the nodes applied them: each node's worker
+//!   sends a client's requests in queue order on one connection, a
+//!   replacement connection first cuts off the one it replaces (`CLIENT
+//!   KILL`, see `transport/redis_link.rs`), and the second extension is not
+//!   queued until the first is decided. An older TTL can therefore never
+//!   overwrite a newer one on a node. An extension abandoned unfinished
+//!   still caps the validity at what it may have set.
 //! * **Every change reschedules.** Each change of TTL, validity or retry time
 //!   bumps `epoch` and tells the keeper (if kept), which drops entries of
 //!   older epochs: renewal always follows the last change, whoever made it.
@@ -67,11 +70,18 @@ struct LeaseState {
 /// Who asks for an extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Who {
-    /// The guard's holder: waits for an extension in flight.
-    Caller,
-    /// The keeper: skips a lease whose extension is in flight.
-    Keeper,
+    /// The guard's holder, with the TTL it wants: waits for an extension in
+    /// flight.
+    Caller(Duration),
+    /// The keeper, for the lease as it was at `epoch`: skips a lease whose
+    /// extension is in flight or that changed since, and renews with the TTL
+    /// last set, read under the same lock that starts the extension.
+    Keeper { epoch: u64 },
 }
+
+/// How long past the validity a caller's `extend` waits for an extension in
+/// flight to end (it ends by then: its round never outlasts the validity).
+const EXTENSION_SLACK: Duration = Duration::from_secs(1);
 
 impl Lease {
     pub(crate) fn new(
@@ -175,18 +185,23 @@ impl Lease {
     pub(crate) fn begin_extend<'a>(
         self: &'a Arc<Self>,
         core: &'a Core,
-        ttl: Duration,
         who: Who,
     ) -> Result<Option<PendingExtend<'a>>, Error> {
-        let ttl = core.whole_ttl(ttl)?;
+        let asked = match who {
+            Who::Caller(ttl) => Some(core.whole_ttl(ttl)?),
+            Who::Keeper { .. } => None,
+        };
         let mut state = self.state.lock();
         while state.extending {
-            if who == Who::Keeper {
+            if let Who::Keeper { .. } = who {
                 return Ok(None);
             }
-            // The extension in flight ends within one per-node timeout; never
-            // wait past the validity it may end with.
-            let until = state.valid_until;
+            // The extension in flight is collected before the validity it
+            // started with runs out; wait a little past that for its result.
+            let until = state
+                .valid_until
+                .checked_add(EXTENSION_SLACK)
+                .unwrap_or(state.valid_until);
             #[cfg(test)]
             self.queued_extensions
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -201,13 +216,22 @@ impl Lease {
                 return Err(lost_error(&self.resource, &state, core.quorum()));
             }
         }
+        if let Who::Keeper { epoch } = who
+            && (epoch != state.epoch || state.released || state.lost)
+        {
+            return Ok(None);
+        }
         if state.lost || state.released || remaining(&state).is_zero() {
             return Err(lost_error(&self.resource, &state, core.quorum()));
         }
+        let ttl = asked.unwrap_or(state.ttl);
+        let start = Instant::now();
+        // Counted before the requests go out: a release queued meanwhile must
+        // outlive a key this extension may lengthen.
+        state.keys_gone_by = state.keys_gone_by.max(core.keys_gone_by(start, ttl));
         state.extending = true;
         let cap = state.valid_until;
         drop(state);
-        let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), Some(cap));
         let request = core.request(
             Op::Extend {
@@ -313,10 +337,6 @@ impl PendingExtend<'_> {
         let (lease, core) = (self.lease, self.core);
         let new_until = algorithm::valid_until(self.start, self.ttl, core.settings.drift_factor);
         let mut state = lease.state.lock();
-        // Nodes that applied the new TTL may keep our key longer than before.
-        state.keys_gone_by = state
-            .keys_gone_by
-            .max(core.keys_gone_by(self.start, self.ttl));
         let result = match outcome.verdict {
             Verdict::Confirmed if !state.lost && !state.released => {
                 state.ttl = self.ttl;
@@ -332,7 +352,7 @@ impl PendingExtend<'_> {
                 Err(lock_lost(&lease.resource, outcome))
             }
             Verdict::Unreachable => {
-                if self.who == Who::Keeper {
+                if let Who::Keeper { .. } = self.who {
                     let retry = (self.ttl / 10).max(core.node_timeout(self.ttl).value);
                     state.retry_at = Instant::now().checked_add(retry);
                 }
@@ -360,9 +380,15 @@ impl Drop for PendingExtend<'_> {
     /// Ends an extension that was never finished (its round is still here).
     fn drop(&mut self) {
         if self.round.is_some() {
+            let new_until =
+                algorithm::valid_until(self.start, self.ttl, self.core.settings.drift_factor);
             let kept = {
                 let mut state = self.lease.state.lock();
                 state.extending = false;
+                // Its requests may have been applied: a shorter TTL shortened
+                // our keys.
+                state.valid_until = state.valid_until.min(new_until);
+                state.epoch += 1;
                 state.kept
             };
             self.lease.extension_ended.notify_all();

@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
-use crate::transport::{Op, Request, Transport};
+use crate::transport::{NodeSpec, Op, Request, Transport};
 pub(crate) use acquire::Patience;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
@@ -61,6 +61,12 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
+    /// Starts the transport over `nodes` and the core around it.
+    pub(crate) fn start(nodes: Vec<NodeSpec>, settings: Settings) -> Result<Arc<Core>, Error> {
+        let transport = Transport::start(nodes, &settings)?;
+        Ok(Core::new(transport, settings))
+    }
+
     pub(crate) fn new(transport: Transport, settings: Settings) -> Arc<Core> {
         Arc::new(Core {
             transport,
@@ -84,7 +90,7 @@ impl Core {
 
     /// A caller's extension of `lease` to `ttl` (waits for one in flight).
     pub(crate) fn extend(&self, lease: &Arc<Lease>, ttl: Duration) -> Result<(), Error> {
-        match lease.begin_extend(self, ttl, lease::Who::Caller)? {
+        match lease.begin_extend(self, lease::Who::Caller(ttl))? {
             Some(extension) => extension.finish(),
             // Only the keeper is ever turned away.
             None => Err(lease.lost_error(self.quorum())),

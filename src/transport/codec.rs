@@ -4,9 +4,10 @@
 //! Scripts go out as `EVAL` with their source every time, never `EVALSHA`:
 //! a node whose script cache was flushed (restart, `SCRIPT FLUSH`) then never
 //! answers `NOSCRIPT`, so no request has to be re-sent after the rest of its
-//! batch, and every node runs our requests in exactly the order they were
-//! queued. Redis caches the compiled script by its hash, so `EVAL` costs the
-//! node a SHA-1 of ~120 bytes more than `EVALSHA`: nothing measurable.
+//! batch, and a node runs the requests of one connection in exactly the order
+//! they were queued (across a reconnect, see `redis_link.rs`). Redis caches
+//! the compiled script by its hash, so `EVAL` costs the node a SHA-1 of ~120
+//! bytes more than `EVALSHA`: nothing measurable.
 
 use std::sync::Arc;
 

@@ -1,6 +1,19 @@
 //! The real [`Link`]: one pooled connection per node, kept checked out
 //! between batches, with each batch written as one pipeline and its replies
 //! read in order.
+//!
+//! # Order across reconnects
+//!
+//! On one connection Redis runs our commands in the order sent. A connection
+//! dropped after a timeout may still have commands in flight (in the kernel's
+//! retransmit queue, or unread in the server's socket buffer while it is
+//! paused) that could otherwise reach Redis *after* the first commands of
+//! the replacement connection. So the first batch on a new connection starts
+//! with `CLIENT KILL ID <old>` for every connection dropped since: whatever
+//! the old one still delivers afterwards is discarded, and whatever it
+//! delivered before ran first. (Needs Redis 5+ and, with ACLs, the
+//! `client|id` and `client|kill` commands; without them the barrier is
+//! skipped.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +33,13 @@ pub(crate) struct RedisLink {
     /// the pool's only user); returned to the pool, and so dropped, once
     /// broken.
     conn: Option<r2d2::PooledConnection<NodeManager>>,
+    /// Connections dropped since the last successful batch on a new one:
+    /// the next batch cuts them off first.
+    retired: Vec<i64>,
 }
+
+/// At most this many dropped connections are remembered for the barrier.
+const MAX_RETIRED: usize = 16;
 
 impl RedisLink {
     pub(crate) fn new(
@@ -33,6 +52,7 @@ impl RedisLink {
             pool,
             connect_timeout,
             conn: None,
+            retired: Vec::new(),
         }
     }
 
@@ -90,8 +110,23 @@ impl Link for RedisLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        let replies = exchange(&mut conn, batch, timeout);
-        if !conn.broken {
+        // A connection other than the retired ones: cut those off first.
+        let kill: Vec<i64> = self
+            .retired
+            .iter()
+            .copied()
+            .filter(|id| Some(*id) != conn.id)
+            .collect();
+        let replies = exchange(&mut conn, &kill, batch, timeout);
+        if conn.broken {
+            if let Some(id) = conn.id {
+                if self.retired.len() == MAX_RETIRED {
+                    self.retired.remove(0);
+                }
+                self.retired.push(id);
+            }
+        } else {
+            self.retired.clear();
             self.conn = Some(conn);
         }
         batch
@@ -105,15 +140,25 @@ impl Link for RedisLink {
     }
 }
 
-/// Writes all of `batch`'s commands at once and reads one reply per request.
-/// After an I/O error or timeout the connection is flagged broken and every
-/// request still unanswered gets that error.
+/// Writes `CLIENT KILL ID` for each of `kill`, then all of `batch`'s
+/// commands, at once, and reads one reply per command (the kills' replies
+/// are not votes and are dropped). After an I/O error or timeout the
+/// connection is flagged broken and every request still unanswered gets that
+/// error.
 fn exchange(
     conn: &mut NodeConn,
+    kill: &[i64],
     batch: &[&Request],
     timeout: Duration,
 ) -> Vec<redis::RedisResult<redis::Value>> {
-    let mut packed = Vec::with_capacity(batch.len() * 160);
+    let mut packed = Vec::with_capacity(batch.len() * 160 + kill.len() * 40);
+    for id in kill {
+        redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(*id)
+            .write_packed_command(&mut packed);
+    }
     for req in batch {
         encode(req, &mut packed);
     }
@@ -125,6 +170,14 @@ fn exchange(
         conn.broken = true;
         replies.resize_with(batch.len(), || Err(err.clone()));
         return replies;
+    }
+    for _ in kill {
+        // An integer, or an error if the server refuses: either way, not a vote.
+        if let Err(err) = conn.conn.recv_response() {
+            conn.broken = true;
+            replies.resize_with(batch.len(), || Err(err.clone()));
+            return replies;
+        }
     }
     for _ in batch {
         match conn.conn.recv_response() {
