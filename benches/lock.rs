@@ -27,6 +27,7 @@ struct Plan {
     s2_time: Duration,
     s3_time: Duration,
     s4_pairs: usize,
+    s5_iterations: usize,
     guards: usize,
 }
 
@@ -407,6 +408,40 @@ fn s4_side_by_side(c: &dyn Contender, cluster: &mut Cluster, plan: &Plan) -> (Du
     (percentile(&paused, 0.5), percentile(&healthy, 0.5))
 }
 
+/// S5: 10 resources at once — one `lock_all` + release, against 10 single
+/// locks taken one after another and released, in alternating slices.
+/// Returns the two medians.
+fn s5(client: &Redlock, iterations: usize) -> (Duration, Duration) {
+    let (mut all, mut singles) = (Vec::new(), Vec::new());
+    let names: Vec<String> = (0..10).map(|i| format!("bench:s5:{i}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    for _ in 0..iterations / 10 {
+        for _ in 0..10 {
+            let t = Instant::now();
+            client
+                .lock_all(&names, TTL)
+                .expect("lock_all")
+                .release()
+                .expect("release");
+            all.push(t.elapsed());
+        }
+        for _ in 0..10 {
+            let t = Instant::now();
+            let guards: Vec<_> = names
+                .iter()
+                .map(|n| client.lock(n, TTL).expect("lock"))
+                .collect();
+            for guard in guards {
+                guard.release().expect("release");
+            }
+            singles.push(t.elapsed());
+        }
+    }
+    all.sort();
+    singles.sort();
+    (percentile(&all, 50.0), percentile(&singles, 50.0))
+}
+
 fn rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -429,6 +464,7 @@ fn main() {
             s2_time: Duration::from_millis(200),
             s3_time: Duration::from_millis(300),
             s4_pairs: 10,
+            s5_iterations: 20,
             guards: 200,
         }
     } else {
@@ -438,6 +474,7 @@ fn main() {
             s2_time: Duration::from_secs(5),
             s3_time: Duration::from_secs(5),
             s4_pairs: 200,
+            s5_iterations: 400,
             guards: 10_000,
         }
     };
@@ -609,6 +646,13 @@ fn main() {
         plan.guards.min(2000)
     ));
 
+    let (s5_all, s5_singles) = s5(&ours, plan.s5_iterations);
+    table(format!(
+        "\n| S5: 10 resources | lock_all + release p50 µs | 10 × (lock) + 10 × (release) p50 µs |\n| --- | ---: | ---: |\n| redlock-sync | {} | {} |",
+        us(s5_all),
+        us(s5_singles)
+    ));
+
     // Targets, as ratios measured in this run.
     let find = |n: &str| s1_results.iter().find(|r| r.0.starts_with(n)).unwrap();
     let (ours1, pipe) = (find("redlock-sync"), find("floor-pipe5"));
@@ -628,6 +672,11 @@ fn main() {
     table(format!(
         "| S2 ≥ 0.9× floor-pipe5 | {tr:.2}× | {} |",
         yes(tr >= 0.9)
+    ));
+    let r5 = s5_all.as_secs_f64() / s5_singles.as_secs_f64();
+    table(format!(
+        "| S5 10-key lock_all pair ≤ 0.3× 10 single-lock pairs | {r5:.2}× | {} |",
+        yes(r5 <= 0.3)
     ));
     if let Some((ok, total)) = s4_ours {
         // Against the healthy slices measured side by side, not against S1
@@ -703,7 +752,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {

@@ -11,7 +11,12 @@
 //! curl -X POST 'http://127.0.0.1:8080/seats/7/book?user=ada'   # 200 booked
 //! curl -X POST 'http://127.0.0.1:8080/seats/7/book?user=bob'   # 409 already booked
 //! curl http://127.0.0.1:8080/seats/7                           # who has it
+//! curl -X POST http://127.0.0.1:8080/seats/7/swap/8              # swap two bookings
 //! ```
+//!
+//! A swap needs both seats at once: it takes one lock on both with
+//! `lock_all`, all or nothing, so two swaps in opposite orders (`7/swap/8`
+//! and `8/swap/7`) can neither deadlock nor interleave.
 //!
 //! `--port 0` picks a free port; the first line printed says which.
 
@@ -85,6 +90,7 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
                 .unwrap_or("anonymous");
             book(redlock, state, seat, user)
         }
+        (Method::Post, ["seats", a, "swap", b]) if a != b => swap(redlock, state, a, b),
         (Method::Get, ["seats", seat]) => {
             let holder: Option<String> = redis::cmd("GET")
                 .arg(format!("seat:{seat}:booking"))
@@ -97,7 +103,7 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
         }
         _ => (
             404,
-            "try POST /seats/N/book?user=NAME or GET /seats/N\n".to_owned(),
+            "try POST /seats/N/book?user=NAME, POST /seats/N/swap/M or GET /seats/N\n".to_owned(),
         ),
     };
     // A log line; a closed stdout must not take the server down.
@@ -132,4 +138,38 @@ fn book(redlock: &Redlock, state: &mut redis::Connection, seat: &str, user: &str
     let _: () = redis::cmd("SET").arg(&key).arg(user).query(state).unwrap();
     drop(guard);
     (200, format!("booked seat {seat} for {user}\n"))
+}
+
+/// Swaps the bookings of two seats: read both, write both, under one lock on
+/// both seats. (The same seat locks as `book`, so a booking and a swap of the
+/// same seat exclude each other too.)
+fn swap(redlock: &Redlock, state: &mut redis::Connection, a: &str, b: &str) -> (u16, String) {
+    let seats = [format!("seat:{a}"), format!("seat:{b}")];
+    let guard = match redlock.lock_all(&[&seats[0], &seats[1]], Duration::from_secs(5)) {
+        Ok(guard) => guard,
+        Err(redlock_sync::Error::Busy { .. }) => {
+            return (409, format!("seats {a} and {b} are busy; try again\n"));
+        }
+        Err(err) => return (503, format!("lock service unavailable: {err}\n")),
+    };
+    let keys = [format!("seat:{a}:booking"), format!("seat:{b}:booking")];
+    let read = |state: &mut redis::Connection, key: &str| -> Option<String> {
+        redis::cmd("GET").arg(key).query(state).unwrap_or(None)
+    };
+    let (first, second) = (read(state, &keys[0]), read(state, &keys[1]));
+    std::thread::sleep(Duration::from_millis(5)); // e.g. notify both holders
+    if guard.ensure_valid().is_err() {
+        return (
+            503,
+            "lost the seat locks before swapping; try again\n".to_owned(),
+        );
+    }
+    for (key, value) in [(&keys[0], &second), (&keys[1], &first)] {
+        let _: () = match value {
+            Some(user) => redis::cmd("SET").arg(key).arg(user).query(state).unwrap(),
+            None => redis::cmd("DEL").arg(key).query(state).unwrap(),
+        };
+    }
+    drop(guard);
+    (200, format!("swapped seats {a} and {b}\n"))
 }

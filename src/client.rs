@@ -93,7 +93,7 @@ impl Redlock {
     /// resource or an unusable TTL.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<LockGuard, Error> {
         let retries = self.core.retry_count();
-        self.acquire(resource, ttl, Patience::Attempts(retries))
+        self.acquire(&[resource], ttl, Patience::Attempts(retries))
     }
 
     /// Makes a single acquisition round. `Ok(None)` means another client holds
@@ -103,7 +103,7 @@ impl Redlock {
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<LockGuard>, Error> {
-        match self.acquire(resource, ttl, Patience::Attempts(0)) {
+        match self.acquire(&[resource], ttl, Patience::Attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -123,7 +123,7 @@ impl Redlock {
         wait: Duration,
     ) -> Result<LockGuard, Error> {
         let deadline = Instant::now().checked_add(wait);
-        self.acquire(resource, ttl, Patience::Until(deadline))
+        self.acquire(&[resource], ttl, Patience::Until(deadline))
     }
 
     /// Retries until the lock is acquired or `deadline` has passed. Returns
@@ -139,7 +139,67 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<LockGuard, Error> {
-        self.acquire(resource, ttl, Patience::Until(Some(deadline)))
+        self.acquire(&[resource], ttl, Patience::Until(Some(deadline)))
+    }
+
+    /// Acquires **every one** of `resources` for `ttl`, or none of them,
+    /// retrying per the client's retry policy like [`lock`](Self::lock).
+    ///
+    /// On each node one Lua script sets every key (`SET NX PX`, one token) or,
+    /// if any of them is held, none; the lock is had when a majority of
+    /// nodes set them all. So there is no order to get wrong and no deadlock:
+    /// two programs locking `["a", "b"]` and `["b", "a"]` never hold one each
+    /// while waiting for the other, and a failed round releases everywhere as
+    /// for a single lock. One round trip per node, whatever the number of keys.
+    ///
+    /// The keys and values are those of single locks, so a multi-lock on
+    /// `["a", "b"]` excludes `lock("a")` and the reverse, in this crate and in
+    /// other Redlock clients. The guard's `extend`, `keep_alive`,
+    /// `ensure_valid`, `release` and `Drop` act on every key: an extension or
+    /// release confirms only where every key still held our token.
+    ///
+    /// A waiter is woken early by a release from another thread of this
+    /// client of the **first** resource; releases of the others are noticed
+    /// at the next retry.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let guard = redlock.lock_all(&["account:17", "account:42"], Duration::from_secs(10))?;
+    /// // ... move money between the two accounts ...
+    /// guard.release()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock) (errors name the resources joined by `, `);
+    /// [`Error::Config`] for an empty list, an empty name, a name listed
+    /// twice, or more than 128 resources.
+    pub fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<LockGuard, Error> {
+        let retries = self.core.retry_count();
+        self.acquire(resources, ttl, Patience::Attempts(retries))
+    }
+
+    /// One round of [`lock_all`](Self::lock_all). `Ok(None)` means another
+    /// client holds at least one of the resources.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock_all`](Self::lock_all), except that `Busy` is reported as
+    /// `Ok(None)`.
+    pub fn try_lock_all(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+    ) -> Result<Option<LockGuard>, Error> {
+        match self.acquire(resources, ttl, Patience::Attempts(0)) {
+            Ok(guard) => Ok(Some(guard)),
+            Err(Error::Busy { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// Runs `work` while holding `resource`: acquires it (retrying per the
@@ -193,11 +253,11 @@ impl Redlock {
 
     fn acquire(
         &self,
-        resource: &str,
+        resources: &[&str],
         ttl: Duration,
         patience: Patience,
     ) -> Result<LockGuard, Error> {
-        let lease = self.core.acquire(resource, ttl, patience)?;
+        let lease = self.core.acquire(resources, ttl, patience)?;
         Ok(LockGuard::new(self.core.clone(), lease))
     }
 }

@@ -39,7 +39,8 @@ pub enum Error {
     /// The resource is held by another client: enough nodes refused the `SET NX`
     /// that a majority could not be reached.
     Busy {
-        /// The resource (Redis key) that was asked for.
+        /// The resource (Redis key) that was asked for (for a
+        /// [`lock_all`](crate::Redlock::lock_all), the resources joined by `, `).
         resource: String,
         /// How many acquisition rounds were tried before giving up.
         attempts: u32,
@@ -47,7 +48,7 @@ pub enum Error {
     /// Too many nodes failed, timed out or were unreachable for a majority to
     /// answer. Each failing node's cause is kept in `failures`.
     NoQuorum {
-        /// The resource (Redis key) concerned.
+        /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
         /// How many nodes confirmed the operation.
         confirmed: usize,
@@ -62,7 +63,7 @@ pub enum Error {
     /// the lock expired (and may now belong to someone else). Work protected by
     /// the lock must stop.
     LockLost {
-        /// The resource (Redis key) concerned.
+        /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
         /// How many nodes still held our token.
         confirmed: usize,
@@ -76,7 +77,7 @@ pub enum Error {
     /// A majority granted the lock, but the round took so long that no validity
     /// was left of the TTL. The partial lock was released again.
     TooSlow {
-        /// The resource (Redis key) concerned.
+        /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
         /// How long the acquisition round took.
         elapsed: Duration,

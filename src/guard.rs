@@ -47,7 +47,7 @@ pub struct LockGuard {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("resource", &self.lease.resource())
+            .field("resources", &self.lease.resources().collect::<Vec<_>>())
             .field("token", &"<redacted>")
             .field("remaining", &self.remaining())
             .finish()
@@ -63,9 +63,25 @@ impl LockGuard {
         }
     }
 
-    /// The resource (Redis key) this guard holds.
+    /// The resource (Redis key) this guard holds; for a guard from
+    /// [`Redlock::lock_all`](crate::Redlock::lock_all), the first of them.
     pub fn resource(&self) -> &str {
         self.lease.resource()
+    }
+
+    /// Every resource (Redis key) this guard holds, in the order they were
+    /// asked for: one for [`Redlock::lock`](crate::Redlock::lock), all of them
+    /// for [`Redlock::lock_all`](crate::Redlock::lock_all).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # let redlock = redlock_sync::Redlock::new(["redis://10.0.0.1"])?;
+    /// let guard = redlock.lock_all(&["seat:12A", "seat:12B"], Duration::from_secs(5))?;
+    /// assert_eq!(guard.resources().collect::<Vec<_>>(), ["seat:12A", "seat:12B"]);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn resources(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.lease.resources()
     }
 
     /// The TTL last set on the nodes (by the acquisition or the last
@@ -121,7 +137,7 @@ impl LockGuard {
         if let Err(err) = self.core.keep(&self.lease) {
             log::error!(
                 "redlock: cannot keep {:?} alive, it will expire after its ttl: {err}",
-                self.lease.resource()
+                self.lease.name()
             );
         }
     }
@@ -172,7 +188,7 @@ impl Drop for LockGuard {
             Err(Error::LockLost { .. }) if self.lease.is_lost() => {}
             Err(err) => log::warn!(
                 "redlock: releasing {:?} on drop failed (it expires by itself after its ttl): {err}",
-                self.lease.resource()
+                self.lease.name()
             ),
         }
     }

@@ -26,6 +26,8 @@
 //!   (`N/2 + 1`) of OKs while validity remains. Validity is
 //!   `ttl - elapsed - (ttl * drift_factor + 2 ms)`. A failed round releases on
 //!   every node (including those that timed out) without making you wait.
+//! * several resources ([`Redlock::lock_all`]): one Lua script per node that
+//!   sets every key or none; the same quorum and validity rules.
 //! * release / extend: atomic compare-and-delete / compare-and-pexpire Lua
 //!   scripts (sent as `EVAL` with their source, so a node that lost its script
 //!   cache never needs a second round trip), sent to every node; success needs

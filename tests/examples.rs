@@ -160,6 +160,70 @@ fn web_server_books_a_contended_seat_exactly_once() {
     assert!(body.contains("already booked"), "{body}");
 }
 
+/// Concurrent swaps of overlapping seat pairs, in both orders, under
+/// `lock_all`: every swap is all-or-nothing, so the bookings stay a
+/// permutation of the original ones (a race would duplicate or lose one).
+#[test]
+fn web_server_swaps_seats_without_losing_or_duplicating_a_booking() {
+    let cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let mut server = KillOnDrop(
+        example("web_server")
+            .args([
+                "--nodes",
+                &cluster.urls().join(","),
+                "--state",
+                &state.url(),
+                "--port",
+                "0",
+            ])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut first = String::new();
+    let mut stdout = BufReader::new(server.0.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let port: u16 = first
+        .trim()
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    for (seat, user) in [(1, "ada"), (2, "bob"), (3, "cy")] {
+        let (status, _) = http(port, "POST", &format!("/seats/{seat}/book?user={user}"));
+        assert_eq!(status, 200);
+    }
+    let pairs = [(1, 2), (2, 1), (2, 3), (3, 2), (3, 1), (1, 3)];
+    let results: Vec<u16> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..24)
+            .map(|i| {
+                let (a, b) = pairs[i % pairs.len()];
+                s.spawn(move || http(port, "POST", &format!("/seats/{a}/swap/{b}")).0)
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        results.iter().all(|s| *s == 200 || *s == 409),
+        "{results:?}"
+    );
+    let swapped = results.iter().filter(|s| **s == 200).count();
+    assert!(
+        swapped >= 6,
+        "only {swapped} swaps went through: {results:?}"
+    );
+    let mut holders: Vec<String> = (1..=3)
+        .map(|seat| {
+            let body = http(port, "GET", &format!("/seats/{seat}")).1;
+            body.trim().rsplit(' ').next().unwrap().to_owned()
+        })
+        .collect();
+    holders.sort();
+    assert_eq!(holders, ["ada", "bob", "cy"], "after {swapped} swaps");
+}
+
 fn flock(cluster: &Cluster, extra: &[&str], command: &[&str]) -> Command {
     let mut cmd = example("flock");
     cmd.args(["--nodes", &cluster.urls().join(",")])

@@ -1,5 +1,6 @@
-//! Acquisition: one round (`SET NX PX` on every node, a quorum within the
-//! validity) and the retry policy around it.
+//! Acquisition: one round (`SET NX PX` on every node — for several resources
+//! one all-or-nothing script per node —, a quorum within the validity) and
+//! the retry policy around it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,7 +8,10 @@ use std::time::{Duration, Instant};
 use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::error::Error;
-use crate::transport::Op;
+use crate::transport::{Keys, Op};
+
+/// The most resources one lock may hold at once.
+pub(crate) const MAX_RESOURCES: usize = 128;
 
 /// When to stop retrying.
 #[derive(Debug, Clone, Copy)]
@@ -47,20 +51,19 @@ impl Failed {
 }
 
 impl Core {
-    /// Acquires `resource` for `ttl`, retrying as `patience` allows.
+    /// Acquires every one of `resources` for `ttl` (all or none), retrying
+    /// as `patience` allows.
     pub(crate) fn acquire(
         &self,
-        resource: &str,
+        resources: &[&str],
         ttl: Duration,
         patience: Patience,
     ) -> Result<Lease, Error> {
-        if resource.is_empty() {
-            return Err(Error::config(
-                "the resource name is empty; name what you lock",
-            ));
-        }
+        let keys = checked_keys(resources)?;
         let ttl = self.whole_ttl(ttl)?;
-        let key: Arc<str> = Arc::from(resource);
+        let name = display_name(&keys);
+        // Local waiters queue on the first resource.
+        let key = keys[0].clone();
         let settings = &self.settings;
         let retries = !matches!(patience, Patience::Attempts(0));
         // A caller that may retry registers as a waiter before its first
@@ -85,7 +88,7 @@ impl Core {
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let failed = match self.attempt(&key, ttl) {
+            let failed = match self.attempt(&keys, ttl) {
                 Ok(lease) => return Ok(lease),
                 Err(failed) => failed,
             };
@@ -102,7 +105,7 @@ impl Core {
                 }
             );
             if permanent || out_of_patience {
-                return Err(failed.into_error(resource, attempts));
+                return Err(failed.into_error(&name, attempts));
             }
             // Sleep until the pause is over, or until another thread of this
             // client releases the resource.
@@ -119,7 +122,7 @@ impl Core {
 
     /// One acquisition round. On failure the partial lock is released
     /// everywhere (without waiting).
-    fn attempt(&self, key: &Arc<str>, ttl: Duration) -> Result<Lease, Failed> {
+    fn attempt(&self, keys: &Keys, ttl: Duration) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
         let timeout = self.node_timeout(ttl);
@@ -128,7 +131,7 @@ impl Core {
             Op::Acquire {
                 ttl_ms: millis(ttl),
             },
-            key,
+            keys,
             &token,
             ttl,
             by,
@@ -137,9 +140,9 @@ impl Core {
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         let failed = match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => {
-                log::debug!("redlock: acquired {key:?} in {:?}", start.elapsed());
+                log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
                 let gone_by = self.keys_gone_by(start, ttl);
-                return Ok(Lease::new(key.clone(), token, ttl, valid_until, gone_by));
+                return Ok(Lease::new(keys.clone(), token, ttl, valid_until, gone_by));
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),
@@ -151,9 +154,50 @@ impl Core {
                 outcome,
             },
         };
-        self.clean_up(key, &token, start, ttl);
-        log::debug!("redlock: round for {key:?} failed");
+        self.clean_up(keys, &token, start, ttl);
+        log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
+    }
+}
+
+/// The resources as keys, or a `Config` error: none, an empty name, a
+/// duplicate, or more than [`MAX_RESOURCES`].
+fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
+    match resources {
+        [] => Err(Error::config(
+            "no resources given; name at least one resource to lock",
+        )),
+        [""] => Err(Error::config(
+            "the resource name is empty; name what you lock",
+        )),
+        _ if resources.len() > MAX_RESOURCES => Err(Error::config(format!(
+            "{} resources given; one lock holds at most {MAX_RESOURCES}",
+            resources.len()
+        ))),
+        _ => {
+            let mut seen = std::collections::HashSet::with_capacity(resources.len());
+            for (index, resource) in resources.iter().enumerate() {
+                if resource.is_empty() {
+                    return Err(Error::config(format!(
+                        "resource #{index} has an empty name; name what you lock"
+                    )));
+                }
+                if !seen.insert(*resource) {
+                    return Err(Error::config(format!(
+                        "resource {resource:?} is listed twice; list each resource once"
+                    )));
+                }
+            }
+            Ok(resources.iter().map(|r| Arc::from(*r)).collect())
+        }
+    }
+}
+
+/// How errors name a lock: its resource, or its resources joined by `, `.
+pub(crate) fn display_name(keys: &Keys) -> String {
+    match &**keys {
+        [one] => one.to_string(),
+        many => many.iter().map(|k| &**k).collect::<Vec<_>>().join(", "),
     }
 }
 

@@ -173,7 +173,7 @@ fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
             Err(Error::LockLost { .. }) => lease.mark_lost(),
             Err(err) => log::debug!(
                 "redlock: renewing {:?} failed, retrying while validity remains: {err}",
-                lease.resource()
+                lease.name()
             ),
         }
     }

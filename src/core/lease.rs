@@ -25,14 +25,16 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::acquire::millis;
+use super::acquire::{display_name, millis};
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
-use crate::transport::{Op, PendingRound};
+use crate::transport::{Keys, Op, PendingRound};
 
 pub(crate) struct Lease {
-    resource: Arc<str>,
+    resources: Keys,
+    /// How errors and logs name it (the resources, joined by `, `).
+    name: String,
     token: Arc<str>,
     state: Mutex<LeaseState>,
     /// Signalled when an extension ends, for a caller's extension waiting on it.
@@ -85,14 +87,15 @@ const EXTENSION_SLACK: Duration = Duration::from_secs(1);
 
 impl Lease {
     pub(crate) fn new(
-        resource: Arc<str>,
+        resources: Keys,
         token: Arc<str>,
         ttl: Duration,
         valid_until: Instant,
         keys_gone_by: Instant,
     ) -> Self {
         Lease {
-            resource,
+            name: display_name(&resources),
+            resources,
             token,
             state: Mutex::new(LeaseState {
                 ttl,
@@ -112,8 +115,19 @@ impl Lease {
         }
     }
 
+    /// The first resource.
     pub(crate) fn resource(&self) -> &str {
-        &self.resource
+        self.resources.first().map_or("", |r| r)
+    }
+
+    /// How errors and logs name the lock.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Every resource, in the order given.
+    pub(crate) fn resources(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.resources.iter().map(|r| &**r)
     }
 
     /// The TTL last set on a majority of the nodes.
@@ -136,7 +150,7 @@ impl Lease {
 
     /// `LockLost` with the failures of the last failed extension.
     pub(crate) fn lost_error(&self, quorum: usize) -> Error {
-        lost_error(&self.resource, &self.state.lock(), quorum)
+        lost_error(&self.name, &self.state.lock(), quorum)
     }
 
     /// Marks the lease lost (once) and says so in the log.
@@ -152,7 +166,7 @@ impl Lease {
             log::warn!(
                 "redlock: lost the lock on {:?}: its validity ran out or the nodes no longer \
                  hold it",
-                self.resource
+                self.name
             );
         }
     }
@@ -213,7 +227,7 @@ impl Lease {
             self.queued_extensions
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             if timed_out && state.extending {
-                return Err(lost_error(&self.resource, &state, core.quorum()));
+                return Err(lost_error(&self.name, &state, core.quorum()));
             }
         }
         if let Who::Keeper { epoch } = who
@@ -222,7 +236,7 @@ impl Lease {
             return Ok(None);
         }
         if state.lost || state.released || remaining(&state).is_zero() {
-            return Err(lost_error(&self.resource, &state, core.quorum()));
+            return Err(lost_error(&self.name, &state, core.quorum()));
         }
         let ttl = asked.unwrap_or(state.ttl);
         let start = Instant::now();
@@ -237,7 +251,7 @@ impl Lease {
             Op::Extend {
                 ttl_ms: millis(ttl),
             },
-            &self.resource,
+            &self.resources,
             &self.token,
             ttl,
             by,
@@ -265,7 +279,7 @@ impl Lease {
         let by = answer_by(start, core.node_timeout(ttl), None);
         let request = core.request(
             Op::Release,
-            &self.resource,
+            &self.resources,
             &self.token,
             ttl,
             keys_gone_by.max(by),
@@ -274,23 +288,21 @@ impl Lease {
         // Wake a local waiter now: its SET queues behind our delete on every
         // node, so it finds the key gone and the hand-off saves a round trip.
         // (A speed-up only: were the order lost, its SET would just fail.)
-        core.waiters.released(&self.resource);
+        for resource in self.resources.iter() {
+            core.waiters.released(resource);
+        }
         let outcome = pending.collect(by);
         if was_lost {
-            return Err(lock_lost(&self.resource, outcome));
+            return Err(lock_lost(&self.name, outcome));
         }
         match outcome.verdict {
             Verdict::Confirmed => {
-                log::debug!(
-                    "redlock: released {:?} in {:?}",
-                    self.resource,
-                    start.elapsed()
-                );
+                log::debug!("redlock: released {:?} in {:?}", self.name, start.elapsed());
                 Ok(())
             }
             // Our token is gone from too many nodes: it expired.
-            Verdict::Refused => Err(lock_lost(&self.resource, outcome)),
-            Verdict::Unreachable => Err(no_quorum(&self.resource, outcome)),
+            Verdict::Refused => Err(lock_lost(&self.name, outcome)),
+            Verdict::Unreachable => Err(no_quorum(&self.name, outcome)),
         }
     }
 }
@@ -345,18 +357,18 @@ impl PendingExtend<'_> {
                 state.failures.clear();
                 Ok(())
             }
-            Verdict::Confirmed => Err(lock_lost(&lease.resource, outcome)),
+            Verdict::Confirmed => Err(lock_lost(&lease.name, outcome)),
             Verdict::Refused => {
                 state.failures = outcome.failures.clone();
                 lease.lose(&mut state);
-                Err(lock_lost(&lease.resource, outcome))
+                Err(lock_lost(&lease.name, outcome))
             }
             Verdict::Unreachable => {
                 if let Who::Keeper { .. } = self.who {
                     let retry = (self.ttl / 10).max(core.node_timeout(self.ttl).value);
                     state.retry_at = Instant::now().checked_add(retry);
                 }
-                Err(no_quorum(&lease.resource, outcome))
+                Err(no_quorum(&lease.name, outcome))
             }
         };
         if result.is_err() {
@@ -404,7 +416,7 @@ impl Drop for PendingExtend<'_> {
 impl std::fmt::Debug for Lease {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Lease")
-            .field("resource", &self.resource)
+            .field("resources", &self.resources)
             .field("token", &"<redacted>")
             .finish_non_exhaustive()
     }

@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
-use crate::transport::{NodeSpec, Op, Request, Transport};
+use crate::transport::{Keys, NodeSpec, Op, Request, Transport};
 pub(crate) use acquire::Patience;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
@@ -117,14 +117,14 @@ impl Core {
     fn request(
         &self,
         op: Op,
-        key: &Arc<str>,
+        keys: &Keys,
         token: &Arc<str>,
         ttl: Duration,
         expires: Instant,
     ) -> Request {
         Request {
             op,
-            key: key.clone(),
+            keys: keys.clone(),
             token: token.clone(),
             timeout: self.node_timeout(ttl),
             expires,
@@ -141,10 +141,10 @@ impl Core {
     /// After a failed round: releases `token` on every node, including those
     /// that failed or did not answer (their `SET` may still have landed),
     /// without making the caller wait.
-    fn clean_up(&self, key: &Arc<str>, token: &Arc<str>, start: Instant, ttl: Duration) {
+    fn clean_up(&self, keys: &Keys, token: &Arc<str>, start: Instant, ttl: Duration) {
         let expires = self.keys_gone_by(start, ttl);
         self.transport
-            .broadcast(self.request(Op::Release, key, token, ttl, expires));
+            .broadcast(self.request(Op::Release, keys, token, ttl, expires));
     }
 }
 

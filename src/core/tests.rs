@@ -56,7 +56,7 @@ fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
 
 fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
     Arc::new(
-        core.acquire(key, ttl, Patience::Attempts(0))
+        core.acquire(&[key], ttl, Patience::Attempts(0))
             .expect("acquired"),
     )
 }
@@ -100,7 +100,7 @@ fn a_majority_made_impossible_early_says_how_many_had_not_answered() {
     nodes[1].set(Behaviour::Fail(FailureKind::Connection));
     nodes[2].set(Behaviour::Hold);
     let err = core
-        .acquire("r", Duration::from_secs(10), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(0))
         .unwrap_err();
     match &err {
         Error::NoQuorum {
@@ -141,7 +141,7 @@ fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
         node.set(Behaviour::Hold);
     }
     let err = core
-        .acquire("r", Duration::from_secs(10), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(0))
         .unwrap_err();
     let Error::NoQuorum { failures, .. } = &err else {
         panic!("unexpected {err:?}");
@@ -174,7 +174,7 @@ fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
     }
     // 50 ms ttl: validity ends 47.5 ms after the start, before any answer.
     let err = core
-        .acquire("r", Duration::from_millis(50), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_millis(50), Patience::Attempts(0))
         .unwrap_err();
     assert!(
         matches!(err, Error::TooSlow { ttl, .. } if ttl == Duration::from_millis(50)),
@@ -200,7 +200,7 @@ fn a_busy_resource_is_busy_with_the_attempt_count() {
         node.put("r", "someone-else", Duration::from_secs(60));
     }
     let err = core
-        .acquire("r", Duration::from_secs(10), Patience::Attempts(2))
+        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(2))
         .unwrap_err();
     assert!(matches!(err, Error::Busy { attempts: 3, .. }), "{err:?}");
     assert!(
@@ -428,7 +428,7 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
         s.spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(60);
             tx.send(core.acquire(
-                "r",
+                &["r"],
                 Duration::from_secs(10),
                 Patience::Until(Some(deadline)),
             ))
@@ -469,7 +469,7 @@ fn a_local_release_during_the_first_round_is_not_missed() {
         s.spawn(move || {
             let deadline = Instant::now() + Duration::from_secs(60);
             tx.send(core.acquire(
-                "r",
+                &["r"],
                 Duration::from_secs(10),
                 Patience::Until(Some(deadline)),
             ))
@@ -494,4 +494,75 @@ fn a_local_release_during_the_first_round_is_not_missed() {
         }
         lease.release(core).unwrap();
     });
+}
+
+#[test]
+fn several_resources_are_taken_all_or_nothing_and_a_failed_round_leaves_none() {
+    let (nodes, core) = core_with(3, settings());
+    // "b" is held by someone else on a majority: nothing may be taken.
+    for node in &nodes[..2] {
+        node.put("b", "someone-else", Duration::from_secs(60));
+    }
+    let err = core
+        .acquire(
+            &["a", "b", "c"],
+            Duration::from_secs(10),
+            Patience::Attempts(0),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Busy { resource, .. } if resource == "a, b, c"),
+        "{err:?}"
+    );
+    // Node 2 granted all three; the failed round's clean-up removes them.
+    assert!(nodes[2].wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+    eventually("clean-up applied", || {
+        nodes
+            .iter()
+            .all(|n| n.holder("a").is_none() && n.holder("c").is_none())
+    });
+    assert!(
+        nodes[..2]
+            .iter()
+            .all(|n| n.holder("b").as_deref() == Some("someone-else"))
+    );
+    assert_eq!(nodes[2].holder("b"), None);
+}
+
+#[test]
+fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
+    let (nodes, core) = core_with(3, settings());
+    let lease = Arc::new(
+        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::Attempts(0))
+            .unwrap(),
+    );
+    assert_eq!(lease.resources().collect::<Vec<_>>(), ["a", "b"]);
+    core.extend(&lease, Duration::from_secs(20)).unwrap();
+    eventually("both keys extended on every node", || {
+        nodes.iter().all(|n| {
+            ["a", "b"]
+                .iter()
+                .all(|k| n.pttl(k).is_some_and(|t| t > Duration::from_secs(15)))
+        })
+    });
+    lease.release(&core).unwrap();
+    eventually("both keys released", || {
+        nodes
+            .iter()
+            .all(|n| n.holder("a").is_none() && n.holder("b").is_none())
+    });
+
+    // One key taken over on a majority (it expired and someone else took
+    // it): extending must fail and leave the other key alone.
+    let lease = Arc::new(
+        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::Attempts(0))
+            .unwrap(),
+    );
+    for node in &nodes[..2] {
+        node.put("b", "someone-else", Duration::from_secs(60));
+    }
+    let err = core.extend(&lease, Duration::from_secs(30)).unwrap_err();
+    assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
+    assert!(nodes[0].pttl("a").unwrap() <= Duration::from_secs(10));
+    assert!(lease.is_lost());
 }

@@ -29,9 +29,40 @@ else
     return 0
 end"#;
 
+/// Sets every key or none: `0` if any of them exists.
+pub(crate) const ACQUIRE_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
+    if redis.call("exists", key) == 1 then return 0 end
+end
+for _, key in ipairs(KEYS) do
+    redis.call("set", key, ARGV[1], "PX", ARGV[2])
+end
+return 1"#;
+
+/// Deletes every key that holds our token; `1` only if all of them did.
+pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local ours = 0
+for _, key in ipairs(KEYS) do
+    if redis.call("get", key) == ARGV[1] then
+        redis.call("del", key)
+        ours = ours + 1
+    end
+end
+if ours == #KEYS then return 1 else return 0 end"#;
+
+/// Extends every key, only if every key holds our token.
+pub(crate) const EXTEND_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
+    if redis.call("get", key) ~= ARGV[1] then return 0 end
+end
+for _, key in ipairs(KEYS) do
+    redis.call("pexpire", key, ARGV[2])
+end
+return 1"#;
+
 /// Appends the RESP encoding of `req` to `out`.
 pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
-    let key = req.key.as_bytes();
+    if req.keys.len() > 1 {
+        return encode_all(req, out);
+    }
+    let key = req.keys.first().map_or(&b""[..], |k| k.as_bytes());
     let token = req.token.as_bytes();
     let cmd = match req.op {
         Op::Acquire { ttl_ms } => {
@@ -57,6 +88,25 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     cmd.write_packed_command(out);
 }
 
+/// Several keys: one script that acts on all of them or on none.
+fn encode_all(req: &Request, out: &mut Vec<u8>) {
+    let (script, ttl_ms) = match req.op {
+        Op::Acquire { ttl_ms } => (ACQUIRE_ALL_SCRIPT, Some(ttl_ms)),
+        Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
+        Op::Release => (RELEASE_ALL_SCRIPT, None),
+    };
+    let mut cmd = redis::cmd("EVAL");
+    cmd.arg(script).arg(req.keys.len());
+    for key in req.keys.iter() {
+        cmd.arg(key.as_bytes());
+    }
+    cmd.arg(req.token.as_bytes());
+    if let Some(ttl_ms) = ttl_ms {
+        cmd.arg(ttl_ms);
+    }
+    cmd.write_packed_command(out);
+}
+
 /// Reads a node's reply to one operation as a vote.
 pub(crate) fn interpret(op: Op, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
@@ -64,6 +114,8 @@ pub(crate) fn interpret(op: Op, value: redis::Value, node: &Arc<str>) -> Answer 
         (Op::Acquire { .. }, Value::Okay) => Ok(true),
         (Op::Acquire { .. }, Value::SimpleString(s)) if s == "OK" => Ok(true),
         (Op::Acquire { .. }, Value::Nil) => Ok(false),
+        // The all-or-nothing script for several keys.
+        (Op::Acquire { .. }, Value::Int(n)) => Ok(n == 1),
         (Op::Release | Op::Extend { .. }, Value::Int(n)) => Ok(n == 1),
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
@@ -99,7 +151,7 @@ mod tests {
     fn req(op: Op) -> Request {
         Request {
             op,
-            key: Arc::from("res"),
+            keys: Arc::from([Arc::from("res")]),
             token: Arc::from("tok"),
             timeout: NodeTimeout::fixed(Duration::from_millis(5)),
             expires: Instant::now(),
@@ -141,6 +193,32 @@ mod tests {
     }
 
     #[test]
+    fn several_keys_go_out_as_one_all_or_nothing_script() {
+        let mut all = req(Op::Acquire { ttl_ms: 70 });
+        all.keys = Arc::from([Arc::from("a"), Arc::from("b")]);
+        let mut out = Vec::new();
+        encode(&all, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            resp(&["EVAL", ACQUIRE_ALL_SCRIPT, "2", "a", "b", "tok", "70"])
+        );
+        all.op = Op::Release;
+        let mut out = Vec::new();
+        encode(&all, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok"])
+        );
+        all.op = Op::Extend { ttl_ms: 9 };
+        let mut out = Vec::new();
+        encode(&all, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            resp(&["EVAL", EXTEND_ALL_SCRIPT, "2", "a", "b", "tok", "9"])
+        );
+    }
+
+    #[test]
     fn replies_read_as_votes_or_failures() {
         use redis::Value;
         let node: Arc<str> = Arc::from("n:1");
@@ -161,7 +239,9 @@ mod tests {
         let odd = interpret(Op::Release, Value::BulkString(b"tok".to_vec()), &node).unwrap_err();
         assert_eq!(odd.kind(), FailureKind::Server);
         assert!(!odd.to_string().contains("tok"));
-        let odd = interpret(acquire, Value::Int(1), &node).unwrap_err();
+        assert_eq!(interpret(acquire, Value::Int(1), &node), Ok(true));
+        assert_eq!(interpret(acquire, Value::Int(0), &node), Ok(false));
+        let odd = interpret(acquire, Value::BulkString(b"x".to_vec()), &node).unwrap_err();
         assert_eq!(odd.kind(), FailureKind::Server);
     }
 

@@ -191,28 +191,41 @@ impl Link for FakeLink {
     }
 }
 
-/// What Redis does with one request.
+/// What Redis does with one request (several keys: all or nothing, like
+/// the scripts in `codec.rs`).
 fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer {
     let now = Instant::now();
-    let ours = live(keys, &req.key, now).is_some_and(|(token, _)| **token == *req.token);
+    let ours = |keys: &HashMap<String, (String, Instant)>, key: &str| {
+        live(keys, key, now).is_some_and(|(token, _)| **token == *req.token)
+    };
+    let set = |keys: &mut HashMap<String, (String, Instant)>, ttl_ms: u64| {
+        let expires = now + Duration::from_millis(ttl_ms);
+        for key in req.keys.iter() {
+            keys.insert(key.to_string(), (req.token.to_string(), expires));
+        }
+    };
     match req.op {
         Op::Acquire { ttl_ms } => {
-            if live(keys, &req.key, now).is_some() {
+            if req.keys.iter().any(|key| live(keys, key, now).is_some()) {
                 return Ok(false);
             }
-            let expires = now + Duration::from_millis(ttl_ms);
-            keys.insert(req.key.to_string(), (req.token.to_string(), expires));
+            set(keys, ttl_ms);
             Ok(true)
         }
-        Op::Extend { ttl_ms } if ours => {
-            let expires = now + Duration::from_millis(ttl_ms);
-            keys.insert(req.key.to_string(), (req.token.to_string(), expires));
+        Op::Extend { ttl_ms } => {
+            if !req.keys.iter().all(|key| ours(keys, key)) {
+                return Ok(false);
+            }
+            set(keys, ttl_ms);
             Ok(true)
         }
-        Op::Release if ours => {
-            keys.remove(&*req.key);
-            Ok(true)
+        Op::Release => {
+            let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
+            let all = mine.len() == req.keys.len();
+            for key in mine {
+                keys.remove(&**key);
+            }
+            Ok(all)
         }
-        Op::Extend { .. } | Op::Release => Ok(false),
     }
 }

@@ -28,7 +28,7 @@ use crate::settings::Settings;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use link::Link;
 use redis_link::RedisLink;
-pub(crate) use request::{Op, Request};
+pub(crate) use request::{Keys, Op, Request};
 pub(crate) use round::PendingRound;
 use round::RoundShared;
 use worker::Worker;
@@ -65,14 +65,14 @@ impl Job {
                 "redlock: node {} {:?} {:?}: {}",
                 node.address,
                 self.req.op,
-                self.req.key,
+                self.req.keys,
                 if *vote { "ok" } else { "refused" }
             ),
             Err(failure) => log::debug!(
                 "redlock: node {} {:?} {:?}: {failure}",
                 node.address,
                 self.req.op,
-                self.req.key
+                self.req.keys
             ),
         }
         if let Some(round) = &self.reply {
@@ -209,7 +209,7 @@ impl Transport {
                 log::warn!(
                     "redlock: could not queue {:?} {:?}: {failure}",
                     req.op,
-                    req.key
+                    req.keys
                 );
             }
         }

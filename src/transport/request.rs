@@ -1,25 +1,30 @@
-//! What the client asks of every node: one operation on one key.
+//! What the client asks of every node: one operation on one or more keys,
+//! all or nothing.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use crate::settings::NodeTimeout;
 
+/// The keys of one lock: one, or several locked all at once.
+pub(crate) type Keys = Arc<[Arc<str>]>;
+
 /// What to do on every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Op {
-    /// `SET key token NX PX ttl`.
+    /// `SET key token NX PX ttl` (several keys: all or none, in one script).
     Acquire { ttl_ms: u64 },
-    /// Compare-and-pexpire.
+    /// Compare-and-pexpire (several keys: only if every key is ours).
     Extend { ttl_ms: u64 },
-    /// Compare-and-delete.
+    /// Compare-and-delete (several keys: yes only if every key was ours).
     Release,
 }
 
 /// One operation, shared by the jobs sent to every node.
 pub(crate) struct Request {
     pub(crate) op: Op,
-    pub(crate) key: Arc<str>,
+    /// The keys, at least one; a lock on several is atomic on each node.
+    pub(crate) keys: Keys,
     pub(crate) token: Arc<str>,
     /// The per-node socket timeout for this operation, and its origin.
     pub(crate) timeout: NodeTimeout,
@@ -31,7 +36,7 @@ impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
             .field("op", &self.op)
-            .field("key", &self.key)
+            .field("keys", &self.keys)
             .field("token", &"<redacted>")
             .finish_non_exhaustive()
     }

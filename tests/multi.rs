@@ -1,0 +1,171 @@
+//! Several resources locked at once, all or nothing, against real nodes:
+//! keys on every node, interop with single locks and with another Redlock
+//! client, deadlock freedom under opposite orders, bad input.
+
+mod harness;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Node, NodeOptions, settles, test_client};
+use redlock_sync::{Error, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn client(cluster: &Cluster) -> Redlock {
+    test_client(cluster.urls(), 2, Some(Duration::from_secs(1)))
+}
+
+#[test]
+fn lock_all_sets_every_key_with_one_token_and_release_removes_them_all() {
+    let cluster = Cluster::start(5);
+    let redlock = client(&cluster);
+    let keys = ["multi:a", "multi:b", "multi:c"];
+    let mut guard = redlock.lock_all(&keys, TTL).unwrap();
+    assert_eq!(guard.resources().len(), 3);
+    assert_eq!(guard.resources().collect::<Vec<_>>(), keys);
+    assert_eq!(guard.resource(), "multi:a");
+    let token = cluster.nodes[0].get("multi:a").expect("token");
+    settles("every key on every node with one token", || {
+        keys.iter().all(|k| cluster.holders(k, &token) == 5)
+    });
+    guard.extend(Duration::from_secs(30)).unwrap();
+    settles("every key extended on every node", || {
+        cluster
+            .nodes
+            .iter()
+            .all(|n| keys.iter().all(|k| n.pttl(k) > 20_000))
+    });
+    guard.keep_alive();
+    guard.ensure_valid().unwrap();
+    guard.release().unwrap();
+    settles("every key gone", || {
+        keys.iter().all(|k| cluster.count_key(k) == 0)
+    });
+}
+
+#[test]
+fn a_multi_lock_and_single_locks_exclude_each_other() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    // Multi first: a single lock on any of its keys is refused.
+    let both = redlock.lock_all(&["ex:a", "ex:b"], TTL).unwrap();
+    assert!(redlock.try_lock("ex:b", TTL).unwrap().is_none());
+    assert!(redlock.try_lock("ex:a", TTL).unwrap().is_none());
+    // Another Redlock client sees the keys as held too.
+    let peer = redlock::RedLock::new(cluster.urls());
+    assert!(peer.lock(b"ex:a", 10_000).unwrap().is_none());
+    drop(both);
+    // Single first (ours, then the other client's): the multi-lock is
+    // refused and takes none of its other keys.
+    let single = redlock.lock("ex:b", TTL).unwrap();
+    assert!(
+        redlock
+            .try_lock_all(&["ex:a", "ex:b"], TTL)
+            .unwrap()
+            .is_none()
+    );
+    settles("no key of the failed multi-lock left", || {
+        cluster.count_key("ex:a") == 0
+    });
+    drop(single);
+    let theirs = peer.lock(b"ex:b", 10_000).unwrap().expect("peer locks");
+    assert!(
+        redlock
+            .try_lock_all(&["ex:a", "ex:b"], TTL)
+            .unwrap()
+            .is_none()
+    );
+    peer.unlock(&theirs);
+    settles("peer released", || cluster.count_key("ex:b") == 0);
+    assert!(
+        redlock
+            .try_lock_all(&["ex:a", "ex:b"], TTL)
+            .unwrap()
+            .is_some()
+    );
+}
+
+/// Two clients lock `[a, b]` and `[b, a]` in loops: both make progress and
+/// nobody is ever inside with another (a witness counts who is).
+#[test]
+fn opposite_orders_never_deadlock_and_never_overlap() {
+    let cluster = Cluster::start(3);
+    let witness = Node::start(&NodeOptions::default());
+    let clients = [client(&cluster), client(&cluster)];
+    let run = Duration::from_secs(2);
+    let until = Instant::now() + run;
+    let overlap = AtomicBool::new(false);
+    let counts: Vec<u64> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                let (redlock, overlap) = (&clients[i % 2], &overlap);
+                let order = if i % 2 == 0 {
+                    ["dl:a", "dl:b"]
+                } else {
+                    ["dl:b", "dl:a"]
+                };
+                let mut conn = witness.conn();
+                s.spawn(move || {
+                    let mut acquired = 0u64;
+                    while Instant::now() < until {
+                        // Busy after the client's retries: try again.
+                        let Ok(guard) = redlock.lock_all(&order, TTL) else {
+                            continue;
+                        };
+                        for key in order {
+                            let inside: i64 = redis::cmd("INCR").arg(key).query(&mut conn).unwrap();
+                            if inside != 1 && guard.is_valid() {
+                                overlap.store(true, Ordering::Relaxed);
+                            }
+                        }
+                        for key in order {
+                            let _: i64 = redis::cmd("DECR").arg(key).query(&mut conn).unwrap();
+                        }
+                        acquired += 1;
+                        drop(guard);
+                    }
+                    acquired
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    println!("multi: acquisitions per worker {counts:?} in {run:?}");
+    assert!(
+        !overlap.load(Ordering::Relaxed),
+        "two holders inside at once"
+    );
+    assert!(
+        counts.iter().all(|c| *c > 0),
+        "a worker starved: {counts:?}"
+    );
+    settles("nothing left", || {
+        cluster.count_key("dl:a") == 0 && cluster.count_key("dl:b") == 0
+    });
+}
+
+#[test]
+fn bad_resource_lists_are_config_errors_before_touching_the_nodes() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let many: Vec<String> = (0..129).map(|i| format!("k{i}")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let cases: [(&[&str], &str); 5] = [
+        (&[], "no resources given"),
+        (&[""], "empty"),
+        (&["a", ""], "resource #1 has an empty name"),
+        (&["a", "b", "a"], "\"a\" is listed twice"),
+        (&many, "at most 128"),
+    ];
+    for (list, says) in cases {
+        match redlock.try_lock_all(list, TTL) {
+            Err(Error::Config { reason }) => assert!(reason.contains(says), "{reason}"),
+            other => panic!("{list:?}: expected Config, got {other:?}"),
+        }
+    }
+    assert!(cluster.nodes.iter().all(|n| n.get("a").is_none()));
+    let most: Vec<&str> = many[..128].to_vec();
+    let guard = redlock.lock_all(&most, TTL).unwrap();
+    assert_eq!(guard.resources().len(), 128);
+}
