@@ -584,6 +584,9 @@ fn main() {
         ));
     }
 
+    // Before S3/S4, whose stalled peer calls linger in the background.
+    let (s5_all, s5_singles) = s5(&ours, plan.s5_iterations);
+
     table("\n| contender | S3 acquisitions/s | S3 mean wait µs | S3 p99 wait µs | S3 owner changes/s |".into());
     table("| --- | ---: | ---: | ---: | ---: |".into());
     let mut s3_results = Vec::new();
@@ -646,7 +649,6 @@ fn main() {
         plan.guards.min(2000)
     ));
 
-    let (s5_all, s5_singles) = s5(&ours, plan.s5_iterations);
     table(format!(
         "\n| S5: 10 resources | lock_all + release p50 µs | 10 × (lock) + 10 × (release) p50 µs |\n| --- | ---: | ---: |\n| redlock-sync | {} | {} |",
         us(s5_all),
