@@ -62,7 +62,7 @@ impl Core {
             *keeper = None;
             log::error!(
                 "redlock: the keeper thread has stopped; {:?} is no longer kept alive",
-                lease.resource()
+                lease.name()
             );
         }
     }
