@@ -106,8 +106,19 @@ fn run(args: &Args, urls: &[String]) -> i32 {
             return EXIT_UNAVAILABLE;
         }
     };
-    let mut guard = match redlock.lock_for(&args.resource, args.ttl, args.wait) {
+    // Ctrl-C while waiting cancels the wait at once (nothing is left held).
+    let acquired = redlock
+        .acquire(&args.resource, args.ttl)
+        .wait(args.wait)
+        .cancel_on(common::shutdown())
+        .keep_alive()
+        .lock();
+    let guard = match acquired {
         Ok(guard) => guard,
+        Err(Error::Cancelled { .. }) => {
+            eprintln!("flock: interrupted while waiting for {:?}", args.resource);
+            return EXIT_INTERRUPTED;
+        }
         Err(Error::Busy { .. }) => {
             eprintln!(
                 "flock: {:?} is held elsewhere; gave up after {:?}",
@@ -124,7 +135,6 @@ fn run(args: &Args, urls: &[String]) -> i32 {
             return EXIT_UNAVAILABLE;
         }
     };
-    guard.keep_alive();
     eprintln!(
         "flock: holding {:?}; running {:?}",
         args.resource, args.command

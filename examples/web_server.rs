@@ -12,7 +12,11 @@
 //! curl -X POST 'http://127.0.0.1:8080/seats/7/book?user=bob'   # 409 already booked
 //! curl http://127.0.0.1:8080/seats/7                           # who has it
 //! curl -X POST http://127.0.0.1:8080/seats/7/swap/8              # swap two bookings
+//! curl http://127.0.0.1:8080/healthz                             # the lock nodes
 //! ```
+//!
+//! `/healthz` answers 200 while a majority of the lock nodes is up and 503
+//! otherwise, with one line per node from `Redlock::node_health`.
 //!
 //! A swap needs both seats at once: it takes one lock on both with
 //! `lock_all`, all or nothing, so two swaps in opposite orders (`7/swap/8`
@@ -91,6 +95,7 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
             book(redlock, state, seat, user)
         }
         (Method::Post, ["seats", a, "swap", b]) if a != b => swap(redlock, state, a, b),
+        (Method::Get, ["healthz"]) => healthz(redlock),
         (Method::Get, ["seats", seat]) => {
             let holder: Option<String> = redis::cmd("GET")
                 .arg(format!("seat:{seat}:booking"))
@@ -109,6 +114,31 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
     // A log line; a closed stdout must not take the server down.
     let _ = writeln!(std::io::stdout(), "{} {url} -> {status}", request.method());
     let _ = request.respond(Response::from_string(body).with_status_code(status));
+}
+
+/// 200 while a majority of the lock nodes is up, else 503; a line per node.
+fn healthz(redlock: &Redlock) -> (u16, String) {
+    let nodes = redlock.node_health();
+    let up = nodes.iter().filter(|n| n.is_up()).count();
+    let mut body = format!(
+        "{up} of {} lock nodes up, {} needed\n",
+        nodes.len(),
+        redlock.quorum()
+    );
+    for node in &nodes {
+        let latency = node
+            .latency()
+            .map_or("-".to_owned(), |l| format!("{} µs", l.as_micros()));
+        let last = node
+            .last_failure()
+            .map_or("-".to_owned(), |f| f.to_string());
+        let state = if node.is_up() { "up" } else { "DOWN" };
+        body.push_str(&format!(
+            "{} {state} latency {latency} last failure {last}\n",
+            node.address()
+        ));
+    }
+    (if up >= redlock.quorum() { 200 } else { 503 }, body)
 }
 
 /// The booking: check and write under the seat's lock.

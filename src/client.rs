@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::acquire::Acquire;
 use crate::config::RedlockBuilder;
 use crate::core::{Core, Patience};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::health::NodeHealth;
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -93,7 +95,7 @@ impl Redlock {
     /// resource or an unusable TTL.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<LockGuard, Error> {
         let retries = self.core.retry_count();
-        self.acquire(&[resource], ttl, Patience::Attempts(retries))
+        self.acquire_with(&[resource], ttl, Patience::attempts(retries))
     }
 
     /// Makes a single acquisition round. `Ok(None)` means another client holds
@@ -103,7 +105,7 @@ impl Redlock {
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<LockGuard>, Error> {
-        match self.acquire(&[resource], ttl, Patience::Attempts(0)) {
+        match self.acquire_with(&[resource], ttl, Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -123,7 +125,7 @@ impl Redlock {
         wait: Duration,
     ) -> Result<LockGuard, Error> {
         let deadline = Instant::now().checked_add(wait);
-        self.acquire(&[resource], ttl, Patience::Until(deadline))
+        self.acquire_with(&[resource], ttl, Patience::until(deadline))
     }
 
     /// Retries until the lock is acquired or `deadline` has passed. Returns
@@ -139,7 +141,7 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<LockGuard, Error> {
-        self.acquire(&[resource], ttl, Patience::Until(Some(deadline)))
+        self.acquire_with(&[resource], ttl, Patience::until(Some(deadline)))
     }
 
     /// Acquires **every one** of `resources` for `ttl`, or none of them,
@@ -180,7 +182,7 @@ impl Redlock {
     /// twice, or more than 128 resources.
     pub fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<LockGuard, Error> {
         let retries = self.core.retry_count();
-        self.acquire(resources, ttl, Patience::Attempts(retries))
+        self.acquire_with(resources, ttl, Patience::attempts(retries))
     }
 
     /// One round of [`lock_all`](Self::lock_all). `Ok(None)` means another
@@ -195,7 +197,7 @@ impl Redlock {
         resources: &[&str],
         ttl: Duration,
     ) -> Result<Option<LockGuard>, Error> {
-        match self.acquire(resources, ttl, Patience::Attempts(0)) {
+        match self.acquire_with(resources, ttl, Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -251,7 +253,48 @@ impl Redlock {
         }
     }
 
-    fn acquire(
+    /// An acquisition of `resource` for `ttl` to configure — how long to
+    /// wait, how many retries, a [`CancelToken`](crate::CancelToken), keep-alive —
+    /// and run with [`Acquire::lock`] or [`Acquire::try_lock`]. Every other
+    /// locking method is a shorthand for one of its shapes.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let guard = redlock
+    ///     .acquire("exports", Duration::from_secs(10))
+    ///     .wait(Duration::from_secs(30))
+    ///     .keep_alive()
+    ///     .lock()?;
+    /// # drop(guard);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn acquire(&self, resource: &str, ttl: Duration) -> Acquire<'_> {
+        Acquire::new(self, vec![resource.to_owned()], ttl)
+    }
+
+    /// As [`acquire`](Self::acquire), for several resources at once, all or
+    /// nothing, as [`lock_all`](Self::lock_all).
+    pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire<'_> {
+        let resources = resources.iter().map(|r| (*r).to_owned()).collect();
+        Acquire::new(self, resources, ttl)
+    }
+
+    /// How every node is doing, as far as this client can tell: whether it
+    /// is up, its last failure and its recent latency — for a `/healthz`
+    /// endpoint. No I/O: it reports what the client's workers saw.
+    pub fn node_health(&self) -> Vec<NodeHealth> {
+        self.core.node_health()
+    }
+
+    pub(crate) fn retry_count(&self) -> u32 {
+        self.core.retry_count()
+    }
+
+    /// Every locking method ends here.
+    pub(crate) fn acquire_with(
         &self,
         resources: &[&str],
         ttl: Duration,

@@ -84,6 +84,13 @@ pub enum Error {
         /// The TTL that was asked for.
         ttl: Duration,
     },
+    /// The wait for the lock was cancelled through a
+    /// [`CancelToken`](crate::CancelToken). Nothing is held: a round in
+    /// flight was released.
+    Cancelled {
+        /// The resource (Redis key) concerned (for several, joined by `, `).
+        resource: String,
+    },
     /// The operating system refused something the client needs to start (a
     /// thread). The machine is out of resources; retry once it has recovered.
     System {
@@ -136,6 +143,9 @@ impl fmt::Display for Error {
                 write_failures(f, failures)
             }
             Error::System { reason } => write!(f, "system resource unavailable: {reason}"),
+            Error::Cancelled { resource } => {
+                write!(f, "waiting for {resource:?} was cancelled; nothing is held")
+            }
             Error::TooSlow {
                 resource,
                 elapsed,

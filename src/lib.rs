@@ -86,6 +86,18 @@
 //! # Ok::<(), redlock_sync::Error>(())
 //! ```
 //!
+//! # Every option in one call shape
+//!
+//! [`Redlock::acquire`] (and [`Redlock::acquire_all`]) return an [`Acquire`]
+//! to configure — [`wait`](Acquire::wait), [`deadline`](Acquire::deadline),
+//! [`retries`](Acquire::retries), [`cancel_on`](Acquire::cancel_on) a
+//! [`CancelToken`], [`keep_alive`](Acquire::keep_alive) — and run with
+//! [`lock`](Acquire::lock) or [`try_lock`](Acquire::try_lock). A token
+//! cancelled from another thread (a SIGTERM handler) ends the wait at once
+//! with [`Error::Cancelled`]. [`Redlock::node_health`] reports each node for
+//! a `/healthz` endpoint; the `metrics` feature records counters and
+//! histograms (see the README).
+//!
 //! # Operating the nodes
 //!
 //! Use independent masters (3 or 5), not replicas of each other. A node that
@@ -105,20 +117,27 @@
 // Layers, top to bottom (data flows down; no module reaches up):
 // API: client, guard, config → core → transport → Redis.
 // Leaves used by all: algorithm (pure arithmetic), error, settings, human.
+mod acquire;
 mod algorithm;
+mod cancel;
 mod client;
 mod config;
 mod core;
 mod error;
 mod guard;
+mod health;
 mod human;
+mod metrics;
 mod settings;
 mod transport;
 
+pub use acquire::Acquire;
+pub use cancel::CancelToken;
 pub use client::Redlock;
 pub use config::RedlockBuilder;
 pub use error::{Error, FailureKind, NodeFailure};
 pub use guard::LockGuard;
+pub use health::NodeHealth;
 
 /// Compiles the README's examples as doc tests.
 #[cfg(doctest)]

@@ -104,7 +104,7 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn web_server_books_a_contended_seat_exactly_once() {
-    let cluster = Cluster::start(5);
+    let mut cluster = Cluster::start(5);
     let state = Node::start(&NodeOptions::default());
     let mut server = KillOnDrop(
         example("web_server")
@@ -158,6 +158,28 @@ fn web_server_books_a_contended_seat_exactly_once() {
     let (status, body) = http(port, "POST", "/seats/7/book?user=late");
     assert_eq!(status, 409);
     assert!(body.contains("already booked"), "{body}");
+
+    // /healthz: every node up; then 503 once a majority is gone.
+    let (status, body) = http(port, "GET", "/healthz");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.starts_with("5 of 5 lock nodes up, 3 needed"), "{body}");
+    assert_eq!(body.matches(" up latency ").count(), 5, "{body}");
+    for node in &mut cluster.nodes[..3] {
+        node.kill();
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let _ = http(port, "POST", "/seats/8/book?user=x"); // lets the client see it
+        let (status, body) = http(port, "GET", "/healthz");
+        if status == 503 {
+            assert!(body.contains("DOWN"), "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never reported unhealthy: {body}"
+        );
+    }
 }
 
 /// Concurrent swaps of overlapping seat pairs, in both orders, under
@@ -315,6 +337,40 @@ fn flock_exit_codes() {
     for node in &mut cluster.nodes[..3] {
         node.resume();
     }
+}
+
+#[test]
+fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
+    let cluster = Cluster::start(5);
+    let holder = redlock_sync::Redlock::new(cluster.urls()).unwrap();
+    let held = holder.lock("busy-flock", Duration::from_secs(60)).unwrap();
+    let mut run = KillOnDrop(
+        flock(&cluster, &["--wait", "60s", "busy-flock"], &["true"])
+            .spawn()
+            .unwrap(),
+    );
+    // Wait until it is waiting: its first attempt has reached the nodes.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cluster.nodes[0].calls("set") < 2 {
+        assert!(Instant::now() < deadline, "flock never tried");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let interrupted = Instant::now();
+    let sent = Command::new("kill")
+        .args(["-INT", &run.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = run.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(5),
+        "stopped waiting at once, not after --wait 60s"
+    );
+    // The holder still holds it; flock left nothing of its own.
+    let token = cluster.nodes[0].get("busy-flock").unwrap();
+    assert_eq!(cluster.holders("busy-flock", &token), 5);
+    held.release().unwrap();
 }
 
 #[test]

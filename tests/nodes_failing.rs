@@ -223,7 +223,7 @@ fn a_replacement_connection_first_cuts_off_the_one_that_timed_out() {
     cluster.nodes[0].resume();
     settles("node 0 ran CLIENT KILL for the old connection", || {
         drop(redlock.lock("res:barrier:3", TTL));
-        kill_calls(&cluster.nodes[0]) >= 1
+        cluster.nodes[0].calls("client|kill") >= 1
     });
     assert!(
         old_id
@@ -231,18 +231,6 @@ fn a_replacement_connection_first_cuts_off_the_one_that_timed_out() {
             .all(|id| !client_ids(&cluster.nodes[0]).contains(id)),
         "the old connection is gone"
     );
-}
-
-/// `CLIENT KILL` calls on a node, from `INFO commandstats`.
-fn kill_calls(node: &harness::Node) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut node.conn())
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_client|kill:calls="))
-        .and_then(|v| v.split(',').next()?.parse().ok())
-        .unwrap_or(0)
 }
 
 /// The ids of the clients connected to a node (our own query's excluded).

@@ -12,6 +12,12 @@ pub mod harness;
 /// Local nodes, where a Ctrl-C handler can stop them too.
 static LOCAL: Mutex<Option<harness::Cluster>> = Mutex::new(None);
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SHUTDOWN: std::sync::OnceLock<redlock_sync::CancelToken> = std::sync::OnceLock::new();
+
+/// Cancelled by Ctrl-C (after `on_ctrl_c`): pass it to waits for locks.
+pub fn shutdown() -> &'static redlock_sync::CancelToken {
+    SHUTDOWN.get_or_init(redlock_sync::CancelToken::new)
+}
 
 /// The nodes an example uses. Keep it alive while the example runs: local
 /// nodes stop when it is dropped (or on Ctrl-C, see [`on_ctrl_c`]).
@@ -37,6 +43,7 @@ pub fn stop_local_nodes() {
 pub fn on_ctrl_c(exit: bool) {
     let installed = ctrlc::set_handler(move || {
         INTERRUPTED.store(true, Ordering::SeqCst);
+        shutdown().cancel();
         if exit {
             eprintln!("interrupted: stopping");
             stop_local_nodes();

@@ -5,21 +5,53 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::handoff::Woken;
 use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
+use crate::cancel::CancelToken;
 use crate::error::Error;
+use crate::metrics;
 use crate::transport::{Keys, Op};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
 
-/// When to stop retrying.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Patience {
-    /// At most this many more rounds after the first.
-    Attempts(u32),
-    /// Until this instant (`None`: forever).
-    Until(Option<Instant>),
+/// When to stop retrying, and what may cancel the wait.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Patience {
+    /// At most this many more rounds after the first (`None`: no limit).
+    pub(crate) retries: Option<u32>,
+    /// No new round after this instant (`None`: no limit).
+    pub(crate) deadline: Option<Instant>,
+    /// Ends the wait at once, with `Error::Cancelled`.
+    pub(crate) cancel: Option<CancelToken>,
+}
+
+impl Patience {
+    /// At most `retries` more rounds.
+    pub(crate) fn attempts(retries: u32) -> Self {
+        Patience {
+            retries: Some(retries),
+            ..Patience::default()
+        }
+    }
+
+    /// Rounds until `deadline` (`None`: forever).
+    pub(crate) fn until(deadline: Option<Instant>) -> Self {
+        Patience {
+            deadline,
+            ..Patience::default()
+        }
+    }
+
+    fn exhausted(&self, attempts: u32) -> bool {
+        self.retries.is_some_and(|retries| attempts > retries)
+            || self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
+    }
 }
 
 /// Why one acquisition round failed; the partial lock has been released.
@@ -34,6 +66,14 @@ enum Failed {
 }
 
 impl Failed {
+    fn kind(&self) -> metrics::Acquired {
+        match self {
+            Failed::Busy => metrics::Acquired::Busy,
+            Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
+            Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
+        }
+    }
+
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
             Failed::Busy => Error::Busy {
@@ -62,22 +102,33 @@ impl Core {
         let keys = checked_keys(resources)?;
         let ttl = self.whole_ttl(ttl)?;
         let name = display_name(&keys);
+        let started = Instant::now();
+        let cancelled = || Error::Cancelled {
+            resource: name.clone(),
+        };
+        if patience.cancelled() {
+            metrics::acquired(metrics::Acquired::Cancelled, 0, started.elapsed());
+            return Err(cancelled());
+        }
         // Local waiters queue on the first resource.
         let key = keys[0].clone();
         let settings = &self.settings;
-        let retries = !matches!(patience, Patience::Attempts(0));
         // A caller that may retry registers as a waiter before its first
         // round, so that a local release at any moment from now on ends its
         // next pause at once. If this client's threads already wait for the
         // resource, queue behind them (bounded by one retry pause), so that
         // ownership rotates.
         let mut ticket = None;
-        if retries {
+        if patience.retries != Some(0) {
             let queued = self.waiters.has_waiters(&key);
             let mut entered = self.waiters.enter(&key);
             if queued {
                 let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-                entered.wait(pause_until(pause, patience));
+                let until = pause_until(pause, &patience);
+                if entered.wait(until, patience.cancel.as_ref()) == Woken::Cancelled {
+                    metrics::acquired(metrics::Acquired::Cancelled, 0, started.elapsed());
+                    return Err(cancelled());
+                }
             }
             ticket = Some(entered);
         }
@@ -88,14 +139,22 @@ impl Core {
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let failed = match self.attempt(&keys, ttl) {
-                Ok(lease) => return Ok(lease),
+            let round = self.attempt(&keys, ttl);
+            if patience.cancelled() {
+                // Cancelled during the round: what it took is released like
+                // the partial lock of any failed round.
+                if let Ok(lease) = round {
+                    lease.abandon(self);
+                }
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, started.elapsed());
+                return Err(cancelled());
+            }
+            let failed = match round {
+                Ok(lease) => {
+                    metrics::acquired(metrics::Acquired::Ok, attempts, started.elapsed());
+                    return Ok(lease);
+                }
                 Err(failed) => failed,
-            };
-            let out_of_patience = match patience {
-                Patience::Attempts(retries) => attempts > retries,
-                Patience::Until(None) => false,
-                Patience::Until(Some(deadline)) => Instant::now() >= deadline,
             };
             let permanent = matches!(
                 failed,
@@ -104,18 +163,21 @@ impl Core {
                     ..
                 }
             );
-            if permanent || out_of_patience {
+            if permanent || patience.exhausted(attempts) {
+                metrics::acquired(failed.kind(), attempts, started.elapsed());
                 return Err(failed.into_error(&name, attempts));
             }
-            // Sleep until the pause is over, or until another thread of this
-            // client releases the resource.
+            // Sleep until the pause is over, until another thread of this
+            // client releases the resource, or until cancelled.
             let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-            let until = pause_until(pause, patience);
-            match &mut ticket {
-                Some(ticket) => {
-                    ticket.wait(until);
-                }
-                None => std::thread::sleep(until.saturating_duration_since(Instant::now())),
+            let until = pause_until(pause, &patience);
+            let woken = match &mut ticket {
+                Some(ticket) => ticket.wait(until, patience.cancel.as_ref()),
+                None => Woken::TimedOut,
+            };
+            if woken == Woken::Cancelled {
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, started.elapsed());
+                return Err(cancelled());
             }
         }
     }
@@ -137,6 +199,7 @@ impl Core {
             by,
         );
         let outcome = self.transport.start_round(request).collect(by);
+        metrics::round(metrics::RoundOp::Acquire, start.elapsed());
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         let failed = match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => {
@@ -207,13 +270,10 @@ pub(super) fn millis(ttl: Duration) -> u64 {
 }
 
 /// The end of a retry pause, never past the caller's deadline.
-fn pause_until(pause: Duration, patience: Patience) -> Instant {
+fn pause_until(pause: Duration, patience: &Patience) -> Instant {
     let now = Instant::now();
     let end = now.checked_add(pause).unwrap_or(now);
-    match patience {
-        Patience::Until(Some(deadline)) => end.min(deadline),
-        _ => end,
-    }
+    patience.deadline.map_or(end, |deadline| end.min(deadline))
 }
 
 /// 20 bytes from the thread-local CSPRNG, hex-encoded (40 characters).

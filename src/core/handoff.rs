@@ -25,6 +25,8 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::cancel::{CancelToken, Wake};
+
 #[derive(Default)]
 pub(crate) struct Waiters {
     /// How many tickets exist for any resource: lets releases skip the map.
@@ -36,6 +38,26 @@ pub(crate) struct Waiters {
 struct Slot {
     state: Mutex<SlotState>,
     wake: Condvar,
+}
+
+impl Wake for Slot {
+    /// A cancel: every sleeper of the slot re-checks its token (taking the
+    /// lock first, so a sleeper about to wait cannot miss it).
+    fn wake(&self) {
+        let _state = self.state.lock();
+        self.wake.notify_all();
+    }
+}
+
+/// Why a [`Ticket::wait`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// A local release of the resource.
+    Released,
+    /// The deadline passed.
+    TimedOut,
+    /// The cancel token was cancelled.
+    Cancelled,
 }
 
 #[derive(Default)]
@@ -105,17 +127,31 @@ impl Ticket<'_> {
         self.seen = self.slot.state.lock().releases;
     }
 
-    /// Sleeps until a release since the ticket was last armed, or `until`.
-    /// True if a release ended it.
-    pub(crate) fn wait(&mut self, until: Instant) -> bool {
+    /// Sleeps until a release since the ticket was last armed, `until`, or
+    /// a cancel of `cancel`, whichever comes first.
+    pub(crate) fn wait(&mut self, until: Instant, cancel: Option<&CancelToken>) -> Woken {
+        if let Some(token) = cancel {
+            let slot: Arc<dyn Wake> = self.slot.clone();
+            token.register(Arc::downgrade(&slot));
+        }
+        let cancelled = || cancel.is_some_and(CancelToken::is_cancelled);
         let mut state = self.slot.state.lock();
-        while state.releases == self.seen {
+        loop {
+            if cancelled() {
+                return Woken::Cancelled;
+            }
+            if state.releases != self.seen {
+                self.seen = state.releases;
+                return Woken::Released;
+            }
             if self.slot.wake.wait_until(&mut state, until).timed_out() {
-                return false;
+                return if cancelled() {
+                    Woken::Cancelled
+                } else {
+                    Woken::TimedOut
+                };
             }
         }
-        self.seen = state.releases;
-        true
     }
 }
 
@@ -147,7 +183,8 @@ mod tests {
             std::thread::spawn(move || {
                 let mut ticket = waiters.enter(&key);
                 entered_tx.send(()).unwrap();
-                let woken = ticket.wait(Instant::now() + Duration::from_secs(30));
+                let woken =
+                    ticket.wait(Instant::now() + Duration::from_secs(30), None) == Woken::Released;
                 tx.send(woken).unwrap();
             })
         };
@@ -179,15 +216,45 @@ mod tests {
         let mut ticket = waiters.enter(&key);
         waiters.released("k"); // before the ticket sleeps
         let far = Instant::now() + Duration::from_secs(60);
-        assert!(ticket.wait(far), "the earlier release ends the wait");
+        assert_eq!(
+            ticket.wait(far, None),
+            Woken::Released,
+            "the earlier release ends the wait"
+        );
         // Re-armed before the next round: a release during the round counts.
         ticket.arm();
         waiters.released("k");
-        assert!(ticket.wait(far));
+        assert_eq!(ticket.wait(far, None), Woken::Released);
         // Releases before arm() do not.
         waiters.released("k");
         ticket.arm();
-        assert!(!ticket.wait(Instant::now() + Duration::from_millis(5)));
+        assert_eq!(
+            ticket.wait(Instant::now() + Duration::from_millis(5), None),
+            Woken::TimedOut
+        );
+    }
+
+    #[test]
+    fn a_cancel_wakes_a_sleeper_at_once_and_a_cancelled_token_never_sleeps() {
+        let waiters = Arc::new(Waiters::default());
+        let key: Arc<str> = Arc::from("k");
+        let token = CancelToken::new();
+        let (entered_tx, entered) = crossbeam_channel::bounded(1);
+        let sleeper = {
+            let (waiters, key, token) = (waiters.clone(), key.clone(), token.clone());
+            std::thread::spawn(move || {
+                let mut ticket = waiters.enter(&key);
+                entered_tx.send(()).unwrap();
+                ticket.wait(Instant::now() + Duration::from_secs(60), Some(&token))
+            })
+        };
+        entered.recv().unwrap();
+        token.cancel();
+        assert_eq!(sleeper.join().unwrap(), Woken::Cancelled);
+        // Already cancelled: returns without sleeping.
+        let mut ticket = waiters.enter(&key);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(ticket.wait(far, Some(&token)), Woken::Cancelled);
     }
 
     #[test]
@@ -195,7 +262,7 @@ mod tests {
         let waiters = Waiters::default();
         let key: Arc<str> = Arc::from("k");
         let until = Instant::now() + Duration::from_millis(20);
-        assert!(!waiters.enter(&key).wait(until));
+        assert_eq!(waiters.enter(&key).wait(until, None), Woken::TimedOut);
         assert!(Instant::now() >= until);
         assert_eq!(waiters.total.load(Ordering::Relaxed), 0);
     }

@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 use super::Core;
 use super::lease::{Lease, Who};
 use crate::error::Error;
+use crate::metrics;
 
 impl Core {
     /// Registers a lease with the keeper thread, starting it if needed.
@@ -168,7 +169,9 @@ fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
         }
     }
     for (lease, extension) in pending {
-        match extension.finish() {
+        let result = extension.finish();
+        metrics::renewal(result.is_ok());
+        match result {
             Ok(()) => {}
             Err(Error::LockLost { .. }) => lease.mark_lost(),
             Err(err) => log::debug!(

@@ -29,6 +29,7 @@ use super::acquire::{display_name, millis};
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
+use crate::metrics;
 use crate::transport::{Keys, Op, PendingRound};
 
 pub(crate) struct Lease {
@@ -163,6 +164,7 @@ impl Lease {
         if !state.lost && !state.released {
             state.lost = true;
             state.epoch += 1;
+            metrics::lease_lost();
             log::warn!(
                 "redlock: lost the lock on {:?}: its validity ran out or the nodes no longer \
                  hold it",
@@ -267,6 +269,18 @@ impl Lease {
         }))
     }
 
+    /// Releases on every node without waiting for any answer: for a lease
+    /// acquired by a round whose caller no longer wants it (cancelled).
+    pub(crate) fn abandon(&self, core: &Core) {
+        let (ttl, keys_gone_by) = {
+            let mut state = self.state.lock();
+            state.released = true;
+            (state.ttl, state.keys_gone_by)
+        };
+        let request = core.request(Op::Release, &self.resources, &self.token, ttl, keys_gone_by);
+        core.transport.broadcast(request);
+    }
+
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
     /// Stops any keep-alive.
     pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
@@ -292,6 +306,7 @@ impl Lease {
             core.waiters.released(resource);
         }
         let outcome = pending.collect(by);
+        metrics::round(metrics::RoundOp::Release, start.elapsed());
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }
@@ -344,6 +359,7 @@ impl PendingExtend<'_> {
             return Err(self.lease.lost_error(self.core.quorum()));
         };
         let outcome = round.collect(self.answer_by);
+        metrics::round(metrics::RoundOp::Extend, self.start.elapsed());
         #[cfg(test)]
         self.core.hooks.before_extension_applies();
         let (lease, core) = (self.lease, self.core);

@@ -17,6 +17,14 @@
 //! * [`Waiters`](handoff::Waiters): callers between rounds and releasing
 //!   callers (including `Drop`).
 //! * Rounds: the caller and one worker per node; see `transport`.
+//! * [`CancelToken`](crate::CancelToken): the cancelling thread wakes the
+//!   sleepers registered with it by taking each sleeper's slot lock before
+//!   notifying, and a sleeper registers before it checks the flag under that
+//!   lock, so a cancel is never missed; the acquire loop checks the flag
+//!   again after every round and releases a round that succeeded too late.
+//! * Node health (`transport::conn::NodeShared`): written by the node's
+//!   worker and reconnect helpers, read by `node_health`; atomics and small
+//!   mutexes, never held across I/O.
 
 mod acquire;
 mod handoff;
@@ -95,6 +103,11 @@ impl Core {
             // Only the keeper is ever turned away.
             None => Err(lease.lost_error(self.quorum())),
         }
+    }
+
+    /// Every node's health.
+    pub(crate) fn node_health(&self) -> Vec<crate::health::NodeHealth> {
+        self.transport.health()
     }
 
     /// The client's default number of retries.

@@ -56,7 +56,7 @@ fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
 
 fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
     Arc::new(
-        core.acquire(&[key], ttl, Patience::Attempts(0))
+        core.acquire(&[key], ttl, Patience::attempts(0))
             .expect("acquired"),
     )
 }
@@ -100,7 +100,7 @@ fn a_majority_made_impossible_early_says_how_many_had_not_answered() {
     nodes[1].set(Behaviour::Fail(FailureKind::Connection));
     nodes[2].set(Behaviour::Hold);
     let err = core
-        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_secs(10), Patience::attempts(0))
         .unwrap_err();
     match &err {
         Error::NoQuorum {
@@ -141,7 +141,7 @@ fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
         node.set(Behaviour::Hold);
     }
     let err = core
-        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_secs(10), Patience::attempts(0))
         .unwrap_err();
     let Error::NoQuorum { failures, .. } = &err else {
         panic!("unexpected {err:?}");
@@ -174,7 +174,7 @@ fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
     }
     // 50 ms ttl: validity ends 47.5 ms after the start, before any answer.
     let err = core
-        .acquire(&["r"], Duration::from_millis(50), Patience::Attempts(0))
+        .acquire(&["r"], Duration::from_millis(50), Patience::attempts(0))
         .unwrap_err();
     assert!(
         matches!(err, Error::TooSlow { ttl, .. } if ttl == Duration::from_millis(50)),
@@ -200,7 +200,7 @@ fn a_busy_resource_is_busy_with_the_attempt_count() {
         node.put("r", "someone-else", Duration::from_secs(60));
     }
     let err = core
-        .acquire(&["r"], Duration::from_secs(10), Patience::Attempts(2))
+        .acquire(&["r"], Duration::from_secs(10), Patience::attempts(2))
         .unwrap_err();
     assert!(matches!(err, Error::Busy { attempts: 3, .. }), "{err:?}");
     assert!(
@@ -430,7 +430,7 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
             tx.send(core.acquire(
                 &["r"],
                 Duration::from_secs(10),
-                Patience::Until(Some(deadline)),
+                Patience::until(Some(deadline)),
             ))
             .unwrap();
         });
@@ -471,7 +471,7 @@ fn a_local_release_during_the_first_round_is_not_missed() {
             tx.send(core.acquire(
                 &["r"],
                 Duration::from_secs(10),
-                Patience::Until(Some(deadline)),
+                Patience::until(Some(deadline)),
             ))
             .unwrap();
         });
@@ -507,7 +507,7 @@ fn several_resources_are_taken_all_or_nothing_and_a_failed_round_leaves_none() {
         .acquire(
             &["a", "b", "c"],
             Duration::from_secs(10),
-            Patience::Attempts(0),
+            Patience::attempts(0),
         )
         .unwrap_err();
     assert!(
@@ -533,7 +533,7 @@ fn several_resources_are_taken_all_or_nothing_and_a_failed_round_leaves_none() {
 fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
     let (nodes, core) = core_with(3, settings());
     let lease = Arc::new(
-        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::Attempts(0))
+        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::attempts(0))
             .unwrap(),
     );
     assert_eq!(lease.resources().collect::<Vec<_>>(), ["a", "b"]);
@@ -555,7 +555,7 @@ fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
     // One key taken over on a majority (it expired and someone else took
     // it): extending must fail and leave the other key alone.
     let lease = Arc::new(
-        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::Attempts(0))
+        core.acquire(&["a", "b"], Duration::from_secs(10), Patience::attempts(0))
             .unwrap(),
     );
     for node in &nodes[..2] {
@@ -565,4 +565,101 @@ fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     assert!(nodes[0].pttl("a").unwrap() <= Duration::from_secs(10));
     assert!(lease.is_lost());
+}
+
+fn cancellable(token: &crate::cancel::CancelToken) -> Patience {
+    Patience {
+        cancel: Some(token.clone()),
+        ..Patience::until(Some(Instant::now() + Duration::from_secs(60)))
+    }
+}
+
+#[test]
+fn a_token_cancelled_before_the_call_touches_no_node() {
+    let (nodes, core) = core_with(3, settings());
+    let token = crate::cancel::CancelToken::new();
+    token.cancel();
+    let err = core
+        .acquire(&["r"], Duration::from_secs(10), cancellable(&token))
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Cancelled { resource } if resource == "r"),
+        "{err:?}"
+    );
+    assert!(nodes.iter().all(|n| n.received().is_empty()));
+}
+
+#[test]
+fn a_cancel_ends_the_pause_at_once_and_one_token_cancels_many_waits() {
+    let (nodes, core) = core_with(
+        3,
+        Settings {
+            retry_delay: Duration::from_secs(30),
+            ..settings()
+        },
+    );
+    for node in &nodes {
+        for key in ["a", "b", "c"] {
+            node.put(key, "someone-else", Duration::from_secs(60));
+        }
+    }
+    let token = crate::cancel::CancelToken::new();
+    std::thread::scope(|s| {
+        let waits: Vec<_> = ["a", "b", "c"]
+            .into_iter()
+            .map(|key| {
+                let (core, token) = (&core, &token);
+                s.spawn(move || core.acquire(&[key], Duration::from_secs(10), cancellable(token)))
+            })
+            .collect();
+        // Every wait has made its first round and is pausing for 30 s.
+        for node in &nodes {
+            assert!(node.wait_for(LONG_WAIT, |ops| ops.len() >= 3));
+        }
+        eventually("all three registered as waiters", || {
+            ["a", "b", "c"].iter().all(|k| core.waiters.has_waiters(k))
+        });
+        let cancelled_at = Instant::now();
+        token.cancel();
+        for wait in waits {
+            let err = wait.join().unwrap().unwrap_err();
+            assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");
+        }
+        assert!(
+            cancelled_at.elapsed() < LONG_WAIT,
+            "woken, not at the end of the pause"
+        );
+    });
+    // The other holder's keys are untouched.
+    for node in &nodes {
+        assert_eq!(node.holder("a").as_deref(), Some("someone-else"));
+    }
+}
+
+#[test]
+fn a_round_that_succeeds_after_its_cancel_is_released_again() {
+    let (nodes, core) = core_with(3, settings());
+    for node in &nodes {
+        node.set(Behaviour::Hold);
+    }
+    let token = crate::cancel::CancelToken::new();
+    std::thread::scope(|s| {
+        let (core, t) = (&core, &token);
+        let wait = s.spawn(move || core.acquire(&["r"], Duration::from_secs(10), cancellable(t)));
+        for node in &nodes {
+            assert!(node.wait_for(LONG_WAIT, |ops| !ops.is_empty()));
+        }
+        token.cancel();
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        let err = wait.join().unwrap().unwrap_err();
+        assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");
+    });
+    for node in &nodes {
+        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+    }
+    eventually("nothing left", || {
+        nodes.iter().all(|n| n.holder("r").is_none())
+    });
 }

@@ -10,12 +10,15 @@
 //! warns once when a node goes down and once when it comes back).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::codec::classify_code;
 use crate::error::{FailureKind, NodeFailure};
+use crate::health::NodeHealth;
+use crate::metrics;
 
 /// A connection plus what the pool needs to know about it.
 pub(crate) struct NodeConn {
@@ -43,13 +46,20 @@ impl NodeConn {
     }
 }
 
-/// What every part of the client knows about one node.
+/// What every part of the client knows about one node. Written by the
+/// node's worker and its pool's connection helpers, read by `node_health`.
 #[derive(Debug)]
 pub(crate) struct NodeShared {
     /// `host:port` or socket path; safe to log.
     pub(crate) address: Arc<str>,
     /// `Some` while the last connection attempt failed and none succeeded since.
     down: Mutex<Option<NodeFailure>>,
+    /// Whether the worker's last batch failed.
+    failing: AtomicBool,
+    /// The last failure of any request, and when.
+    last_failure: Mutex<Option<(NodeFailure, Instant)>>,
+    /// A moving average of batch round trips, in nanoseconds (0: none yet).
+    latency_nanos: AtomicU64,
 }
 
 impl NodeShared {
@@ -57,7 +67,51 @@ impl NodeShared {
         NodeShared {
             address: address.into(),
             down: Mutex::new(None),
+            failing: AtomicBool::new(false),
+            last_failure: Mutex::new(None),
+            latency_nanos: AtomicU64::new(0),
         }
+    }
+
+    /// Records a failed request (for `node_health` and metrics).
+    pub(crate) fn note_failure(&self, failure: &NodeFailure) {
+        if failure.kind() == FailureKind::Unanswered {
+            return;
+        }
+        metrics::node_failure(&self.address, failure.kind());
+        *self.last_failure.lock() = Some((failure.clone(), Instant::now()));
+    }
+
+    /// Records the outcome of a batch: whether it failed, and its round trip.
+    pub(crate) fn note_batch(&self, failed: bool, round_trip: Duration) {
+        self.failing.store(failed, Ordering::Relaxed);
+        if !failed {
+            let sample = u64::try_from(round_trip.as_nanos()).unwrap_or(u64::MAX);
+            let old = self.latency_nanos.load(Ordering::Relaxed);
+            // An exponential moving average over ~8 batches.
+            let new = if old == 0 {
+                sample
+            } else {
+                old - old / 8 + sample / 8
+            };
+            self.latency_nanos.store(new.max(1), Ordering::Relaxed);
+        }
+    }
+
+    /// What `Redlock::node_health` reports for this node.
+    pub(crate) fn health(&self) -> NodeHealth {
+        let down = self.down.lock().is_some();
+        let last = self.last_failure.lock().clone();
+        let latency = match self.latency_nanos.load(Ordering::Relaxed) {
+            0 => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        };
+        NodeHealth::new(
+            self.address.to_string(),
+            !down && !self.failing.load(Ordering::Relaxed),
+            last.map(|(failure, at)| (failure, at.elapsed())),
+            latency,
+        )
     }
 
     /// The failure that keeps this node down, if it is down.

@@ -24,6 +24,7 @@ use crossbeam_channel::{Sender, TrySendError};
 
 use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
+use crate::health::NodeHealth;
 use crate::settings::Settings;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use link::Link;
@@ -68,12 +69,15 @@ impl Job {
                 self.req.keys,
                 if *vote { "ok" } else { "refused" }
             ),
-            Err(failure) => log::debug!(
-                "redlock: node {} {:?} {:?}: {failure}",
-                node.address,
-                self.req.op,
-                self.req.keys
-            ),
+            Err(failure) => {
+                log::debug!(
+                    "redlock: node {} {:?} {:?}: {failure}",
+                    node.address,
+                    self.req.op,
+                    self.req.keys
+                );
+                node.note_failure(failure);
+            }
         }
         if let Some(round) = &self.reply {
             round.record(self.index, answer);
@@ -182,6 +186,11 @@ impl Transport {
         self.nodes.len()
     }
 
+    /// Every node's health, in the order the nodes were given.
+    pub(crate) fn health(&self) -> Vec<NodeHealth> {
+        self.nodes.iter().map(|n| n.shared.health()).collect()
+    }
+
     /// Sends `req` to every node; collect the answers with
     /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
     pub(crate) fn start_round(&self, req: Request) -> PendingRound {
@@ -190,6 +199,7 @@ impl Transport {
         let req = Arc::new(req);
         for (index, node) in self.nodes.iter().enumerate() {
             if let Err(failure) = enqueue(node, &req, index, Some(round.clone())) {
+                node.shared.note_failure(&failure);
                 round.record(index, Err(failure));
             }
         }

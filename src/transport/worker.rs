@@ -96,12 +96,13 @@ impl Worker {
             failed |= answer.is_err();
             job.finish(&self.shared, answer);
         }
+        let took = started.elapsed();
         log::trace!(
-            "redlock: node {} served {} request(s) in {:?}",
+            "redlock: node {} served {} request(s) in {took:?}",
             self.shared.address,
             batch.len(),
-            started.elapsed()
         );
+        self.shared.note_batch(failed, took);
         self.note_health(failed);
     }
 

@@ -341,6 +341,20 @@ impl Node {
     pub fn is_paused(&self) -> bool {
         self.paused
     }
+
+    /// How many times this node has run `command` (from `INFO commandstats`;
+    /// a subcommand is written `client|kill`).
+    pub fn calls(&self, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut self.conn())
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.split(',').next()?.parse().ok())
+            .unwrap_or(0)
+    }
 }
 
 /// Resumes every paused node of a cluster on drop, so a failing test never

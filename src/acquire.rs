@@ -1,0 +1,169 @@
+//! [`Acquire`]: one call shape for every acquisition option.
+
+use std::time::{Duration, Instant};
+
+use crate::cancel::CancelToken;
+use crate::client::Redlock;
+use crate::core::Patience;
+use crate::error::Error;
+use crate::guard::LockGuard;
+
+/// An acquisition to configure and then run, from [`Redlock::acquire`] or
+/// [`Redlock::acquire_all`]: how long to keep trying, what may cancel the
+/// wait, whether the guard starts kept alive. Every option has a default, so
+/// `redlock.acquire(r, ttl).lock()` is [`Redlock::lock`].
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::{CancelToken, Redlock};
+///
+/// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+/// let shutdown = CancelToken::new();
+/// let guard = redlock
+///     .acquire("imports:daily", Duration::from_secs(10))
+///     .wait(Duration::from_secs(60)) // retry for up to a minute
+///     .cancel_on(&shutdown)          // or until shutdown.cancel()
+///     .keep_alive()                  // renewed until released
+///     .lock()?;
+/// # drop(guard);
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+///
+/// # Limits
+///
+/// With neither [`wait`](Self::wait)/[`deadline`](Self::deadline) nor
+/// [`retries`](Self::retries), the client's retry policy applies. With
+/// `wait` or `deadline` only, rounds go on until the time is up. With both,
+/// whichever limit comes first ends the attempts.
+#[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
+pub struct Acquire<'a> {
+    client: &'a Redlock,
+    resources: Vec<String>,
+    ttl: Duration,
+    wait: Option<Duration>,
+    deadline: Option<Instant>,
+    retries: Option<u32>,
+    cancel: Option<CancelToken>,
+    keep_alive: bool,
+}
+
+impl std::fmt::Debug for Acquire<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acquire")
+            .field("resources", &self.resources)
+            .field("ttl", &self.ttl)
+            .field("wait", &self.wait)
+            .field("deadline", &self.deadline)
+            .field("retries", &self.retries)
+            .field("cancel", &self.cancel)
+            .field("keep_alive", &self.keep_alive)
+            .finish()
+    }
+}
+
+impl<'a> Acquire<'a> {
+    pub(crate) fn new(client: &'a Redlock, resources: Vec<String>, ttl: Duration) -> Self {
+        Acquire {
+            client,
+            resources,
+            ttl,
+            wait: None,
+            deadline: None,
+            retries: None,
+            cancel: None,
+            keep_alive: false,
+        }
+    }
+
+    /// Keeps trying until this long has passed (counted from
+    /// [`lock`](Self::lock)). Replaces an earlier [`deadline`](Self::deadline).
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self.deadline = None;
+        self
+    }
+
+    /// Keeps trying until `deadline`. Replaces an earlier
+    /// [`wait`](Self::wait). A deadline already past still gets one round.
+    pub fn deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self.wait = None;
+        self
+    }
+
+    /// At most this many rounds after the first. Defaults to the client's
+    /// [`retry_count`](crate::RedlockBuilder::retry_count) unless a
+    /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set.
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = Some(retries);
+        self
+    }
+
+    /// Ends the wait at once with [`Error::Cancelled`] when `token` is
+    /// cancelled, before the call or during it; a round in flight is
+    /// released. Cancelling after the lock was acquired does not affect the
+    /// guard.
+    pub fn cancel_on(mut self, token: &CancelToken) -> Self {
+        self.cancel = Some(token.clone());
+        self
+    }
+
+    /// The guard starts kept alive, as after [`LockGuard::keep_alive`].
+    pub fn keep_alive(mut self) -> Self {
+        self.keep_alive = true;
+        self
+    }
+
+    /// Acquires, retrying as configured.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`] / [`Redlock::lock_all`], and
+    /// [`Error::Cancelled`] if the token was cancelled.
+    pub fn lock(self) -> Result<LockGuard, Error> {
+        let now = Instant::now();
+        let deadline = match (self.wait, self.deadline) {
+            (Some(wait), _) => Some(now.checked_add(wait)),
+            (None, Some(deadline)) => Some(Some(deadline)),
+            (None, None) => None,
+        };
+        let patience = match (deadline, self.retries) {
+            // The client's policy.
+            (None, None) => Patience::attempts(self.client.retry_count()),
+            (None, Some(retries)) => Patience::attempts(retries),
+            // An overflowing wait never ends: no deadline.
+            (Some(deadline), retries) => Patience {
+                retries,
+                ..Patience::until(deadline)
+            },
+        };
+        self.run(patience)
+    }
+
+    /// One round, as [`Redlock::try_lock`]: `Ok(None)` when someone else
+    /// holds (one of) the resources.
+    ///
+    /// # Errors
+    ///
+    /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
+    pub fn try_lock(self) -> Result<Option<LockGuard>, Error> {
+        match self.run(Patience::attempts(0)) {
+            Ok(guard) => Ok(Some(guard)),
+            Err(Error::Busy { .. }) => Ok(None),
+            Err(err) => Err(err),
+        }
+    }
+
+    fn run(self, patience: Patience) -> Result<LockGuard, Error> {
+        let patience = Patience {
+            cancel: self.cancel,
+            ..patience
+        };
+        let resources: Vec<&str> = self.resources.iter().map(String::as_str).collect();
+        let mut guard = self.client.acquire_with(&resources, self.ttl, patience)?;
+        if self.keep_alive {
+            guard.keep_alive();
+        }
+        Ok(guard)
+    }
+}

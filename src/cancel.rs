@@ -1,0 +1,118 @@
+//! [`CancelToken`]: a flag another thread sets to abandon waits for locks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+/// Cancels waits for locks from another thread: set it with
+/// [`cancel`](Self::cancel), and every acquisition waiting on it (through
+/// [`Acquire::cancel_on`](crate::Acquire::cancel_on)) returns
+/// [`Error::Cancelled`](crate::Error::Cancelled) at once — woken from its
+/// pause between rounds, not at the end of it — and leaves nothing behind.
+///
+/// Cheap to clone; clones share the flag, so one token can cancel many waits
+/// (a whole program's, on SIGTERM). A token stays cancelled. Cancelling does
+/// not affect locks already held.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::{CancelToken, Error, Redlock};
+///
+/// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+/// let shutdown = CancelToken::new();
+/// let on_signal = shutdown.clone(); // e.g. moved into a signal handler
+/// # let _ = on_signal;
+/// match redlock
+///     .acquire("reports:nightly", Duration::from_secs(30))
+///     .wait(Duration::from_secs(600))
+///     .cancel_on(&shutdown)
+///     .lock()
+/// {
+///     Ok(guard) => drop(guard),
+///     Err(Error::Cancelled { .. }) => println!("shutting down"),
+///     Err(err) => return Err(err),
+/// }
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+#[derive(Clone, Default)]
+pub struct CancelToken {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    cancelled: AtomicBool,
+    /// What to wake on cancel: the sleepers waiting with this token.
+    sleepers: Mutex<Vec<Weak<dyn Wake>>>,
+}
+
+/// Something a waiting thread sleeps on, that `cancel` can wake without a
+/// lost wake-up (it takes the sleeper's own lock before notifying).
+pub(crate) trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+impl std::fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels every wait using this token (or a clone of it), now and
+    /// later. Idempotent; never blocks on a wait.
+    pub fn cancel(&self) {
+        self.shared.cancelled.store(true, Ordering::SeqCst);
+        let sleepers = std::mem::take(&mut *self.shared.sleepers.lock());
+        for sleeper in sleepers.iter().filter_map(Weak::upgrade) {
+            sleeper.wake();
+        }
+    }
+
+    /// Whether [`cancel`](Self::cancel) was called on this token or a clone.
+    pub fn is_cancelled(&self) -> bool {
+        self.shared.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// Registers `sleeper` to be woken by [`cancel`](Self::cancel). Register
+    /// before checking [`is_cancelled`](Self::is_cancelled) under the
+    /// sleeper's lock, so that a cancel in between is never missed.
+    pub(crate) fn register(&self, sleeper: Weak<dyn Wake>) {
+        let mut sleepers = self.shared.sleepers.lock();
+        sleepers.retain(|s| s.strong_count() > 0);
+        sleepers.push(sleeper);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_shared_by_its_clones_and_stays_cancelled() {
+        let token = CancelToken::new();
+        let clone = token.clone();
+        assert!(!token.is_cancelled());
+        clone.cancel();
+        assert!(token.is_cancelled());
+        token.cancel();
+        assert!(clone.is_cancelled());
+        assert!(!CancelToken::default().is_cancelled());
+        assert_eq!(format!("{token:?}"), "CancelToken { cancelled: true }");
+    }
+
+    fn assert_traits<T: Clone + Send + Sync + Default + 'static>() {}
+
+    #[test]
+    fn cancel_token_is_clone_send_sync_default() {
+        assert_traits::<CancelToken>();
+    }
+}

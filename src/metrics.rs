@@ -1,0 +1,108 @@
+//! Numbers for dashboards, through the [`metrics`] facade, behind the
+//! `metrics` cargo feature. With the feature off every function here is an
+//! empty `#[inline]` body: nothing is compiled in.
+//!
+//! | name | kind | labels |
+//! | --- | --- | --- |
+//! | `redlock_acquire_total` | counter | `outcome`: `acquired`, `busy`, `no_quorum`, `too_slow`, `cancelled` |
+//! | `redlock_acquire_seconds` | histogram | `outcome`: from the call to the guard or the error, waits included |
+//! | `redlock_acquire_rounds` | histogram | `outcome`: rounds per acquisition |
+//! | `redlock_round_seconds` | histogram | `op`: `acquire`, `extend`, `release` — one round on every node |
+//! | `redlock_renewals_total` | counter | `result`: `ok`, `failed` — keep-alive renewals |
+//! | `redlock_leases_lost_total` | counter | — |
+//! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded` |
+
+use std::time::Duration;
+
+use crate::error::FailureKind;
+
+/// How an acquisition ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquired {
+    Ok,
+    Busy,
+    NoQuorum,
+    TooSlow,
+    Cancelled,
+}
+
+/// Which round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoundOp {
+    Acquire,
+    Extend,
+    Release,
+}
+
+#[cfg(feature = "metrics")]
+mod on {
+    use super::*;
+
+    fn outcome(outcome: Acquired) -> &'static str {
+        match outcome {
+            Acquired::Ok => "acquired",
+            Acquired::Busy => "busy",
+            Acquired::NoQuorum => "no_quorum",
+            Acquired::TooSlow => "too_slow",
+            Acquired::Cancelled => "cancelled",
+        }
+    }
+
+    pub(crate) fn acquired(how: Acquired, rounds: u32, took: Duration) {
+        let label = outcome(how);
+        metrics::counter!("redlock_acquire_total", "outcome" => label).increment(1);
+        metrics::histogram!("redlock_acquire_seconds", "outcome" => label)
+            .record(took.as_secs_f64());
+        metrics::histogram!("redlock_acquire_rounds", "outcome" => label).record(f64::from(rounds));
+    }
+
+    pub(crate) fn round(op: RoundOp, took: Duration) {
+        let op = match op {
+            RoundOp::Acquire => "acquire",
+            RoundOp::Extend => "extend",
+            RoundOp::Release => "release",
+        };
+        metrics::histogram!("redlock_round_seconds", "op" => op).record(took.as_secs_f64());
+    }
+
+    pub(crate) fn renewal(ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        metrics::counter!("redlock_renewals_total", "result" => result).increment(1);
+    }
+
+    pub(crate) fn lease_lost() {
+        metrics::counter!("redlock_leases_lost_total").increment(1);
+    }
+
+    pub(crate) fn node_failure(node: &str, kind: FailureKind) {
+        let kind = match kind {
+            FailureKind::Timeout => "timeout",
+            FailureKind::Connection => "connection",
+            FailureKind::Auth => "auth",
+            FailureKind::NotWritable => "not_writable",
+            FailureKind::Server => "server",
+            FailureKind::Overloaded => "overloaded",
+            FailureKind::Unanswered => return,
+        };
+        metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)
+            .increment(1);
+    }
+}
+
+#[cfg(not(feature = "metrics"))]
+mod on {
+    use super::*;
+
+    #[inline]
+    pub(crate) fn acquired(_: Acquired, _: u32, _: Duration) {}
+    #[inline]
+    pub(crate) fn round(_: RoundOp, _: Duration) {}
+    #[inline]
+    pub(crate) fn renewal(_: bool) {}
+    #[inline]
+    pub(crate) fn lease_lost() {}
+    #[inline]
+    pub(crate) fn node_failure(_: &str, _: FailureKind) {}
+}
+
+pub(crate) use on::{acquired, lease_lost, node_failure, renewal, round};

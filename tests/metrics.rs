@@ -1,0 +1,107 @@
+//! The `metrics` feature: every documented series is recorded, with its
+//! labels, through a real recorder (metrics-util's debugging recorder).
+#![cfg(feature = "metrics")]
+
+mod harness;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use harness::{Cluster, settles, test_client};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use redlock_sync::{CancelToken, Error};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// `name{label=value,...}` → counter value or histogram sample count.
+fn snapshot(recorder: &metrics_util::debugging::Snapshotter) -> HashMap<String, u64> {
+    recorder
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let value = match value {
+                DebugValue::Counter(n) => n,
+                DebugValue::Histogram(samples) => samples.len() as u64,
+                DebugValue::Gauge(_) => 0,
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+#[test]
+fn every_documented_series_is_recorded_with_its_labels() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the only recorder of this test binary");
+
+    let mut cluster = Cluster::start(3);
+    let holder = test_client(cluster.urls(), 0, Some(Duration::from_millis(50)));
+    let other = test_client(cluster.urls(), 0, Some(Duration::from_millis(50)));
+
+    let guard = holder.lock("m:res", TTL).unwrap();
+    assert!(other.try_lock("m:res", TTL).unwrap().is_none());
+    let token = CancelToken::new();
+    token.cancel();
+    let err = other
+        .acquire("m:other", TTL)
+        .cancel_on(&token)
+        .lock()
+        .unwrap_err();
+    assert!(matches!(err, Error::Cancelled { .. }));
+    guard.release().unwrap();
+
+    // A kept-alive lock renewed, then lost when a majority stops answering.
+    let mut kept = holder.lock("m:kept", Duration::from_millis(300)).unwrap();
+    kept.keep_alive();
+    let first = kept.valid_until();
+    settles("renewed", || kept.valid_until() > first);
+    let paused: Vec<String> = cluster.nodes[..2].iter().map(|n| n.address()).collect();
+    cluster.nodes[0].pause();
+    cluster.nodes[1].pause();
+    settles("lost", || !kept.is_valid());
+    let err = other.try_lock("m:nq", TTL).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    cluster.nodes[0].resume();
+    cluster.nodes[1].resume();
+    drop(kept);
+
+    let seen = snapshot(&snapshotter);
+    let at_least_one = |name: &str| {
+        assert!(
+            seen.get(name).copied().unwrap_or(0) >= 1,
+            "{name} missing in {:#?}",
+            seen.keys().collect::<Vec<_>>()
+        );
+    };
+    for outcome in ["acquired", "busy", "cancelled", "no_quorum"] {
+        at_least_one(&format!("redlock_acquire_total{{outcome={outcome}}}"));
+        at_least_one(&format!("redlock_acquire_seconds{{outcome={outcome}}}"));
+        at_least_one(&format!("redlock_acquire_rounds{{outcome={outcome}}}"));
+    }
+    for op in ["acquire", "extend", "release"] {
+        at_least_one(&format!("redlock_round_seconds{{op={op}}}"));
+    }
+    at_least_one("redlock_renewals_total{result=ok}");
+    at_least_one("redlock_renewals_total{result=failed}");
+    at_least_one("redlock_leases_lost_total{}");
+    for node in &paused {
+        at_least_one(&format!(
+            "redlock_node_failures_total{{kind=timeout,node={node}}}"
+        ));
+    }
+    // Every series is ours.
+    for name in seen.keys() {
+        assert!(name.starts_with("redlock_"), "{name}");
+    }
+}
