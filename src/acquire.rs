@@ -99,10 +99,11 @@ impl<'a> Acquire<'a> {
         self
     }
 
-    /// Ends the wait at once with [`Error::Cancelled`] when `token` is
-    /// cancelled, before the call or during it; a round in flight is
-    /// released. Cancelling after the lock was acquired does not affect the
-    /// guard.
+    /// Ends the wait with [`Error::Cancelled`] when `token` is cancelled:
+    /// before the call, without touching the nodes; during a pause between
+    /// rounds, at once; during a round, when it ends (within one per-node
+    /// timeout), releasing what it took. Cancelling after the lock was
+    /// acquired does not affect the guard.
     pub fn cancel_on(mut self, token: &CancelToken) -> Self {
         self.cancel = Some(token.clone());
         self

@@ -8,8 +8,9 @@ use parking_lot::Mutex;
 /// Cancels waits for locks from another thread: set it with
 /// [`cancel`](Self::cancel), and every acquisition waiting on it (through
 /// [`Acquire::cancel_on`](crate::Acquire::cancel_on)) returns
-/// [`Error::Cancelled`](crate::Error::Cancelled) at once — woken from its
-/// pause between rounds, not at the end of it — and leaves nothing behind.
+/// [`Error::Cancelled`](crate::Error::Cancelled) — at once from its pause
+/// between rounds (not at the end of it), or when a round already in flight
+/// ends (within one per-node timeout) — and leaves nothing behind.
 ///
 /// Cheap to clone; clones share the flag, so one token can cancel many waits
 /// (a whole program's, on SIGTERM). A token stays cancelled. Cancelling does
@@ -68,7 +69,10 @@ impl CancelToken {
     }
 
     /// Cancels every wait using this token (or a clone of it), now and
-    /// later. Idempotent; never blocks on a wait.
+    /// later. Idempotent; it takes short internal locks, never waits for a
+    /// lock holder to finish I/O — but call it from an ordinary thread (the
+    /// `ctrlc` crate's handler thread, `signal-hook`'s iterator), not from
+    /// inside a raw signal handler.
     pub fn cancel(&self) {
         self.shared.cancelled.store(true, Ordering::SeqCst);
         let sleepers = std::mem::take(&mut *self.shared.sleepers.lock());
@@ -82,13 +86,31 @@ impl CancelToken {
         self.shared.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Registers `sleeper` to be woken by [`cancel`](Self::cancel). Register
-    /// before checking [`is_cancelled`](Self::is_cancelled) under the
-    /// sleeper's lock, so that a cancel in between is never missed.
-    pub(crate) fn register(&self, sleeper: Weak<dyn Wake>) {
+    /// Registers `sleeper` to be woken by [`cancel`](Self::cancel), once
+    /// however often it sleeps. Register before checking
+    /// [`is_cancelled`](Self::is_cancelled) under the sleeper's lock, so that
+    /// a cancel in between is never missed.
+    pub(crate) fn register(&self, sleeper: &Arc<dyn Wake>) {
         let mut sleepers = self.shared.sleepers.lock();
         sleepers.retain(|s| s.strong_count() > 0);
-        sleepers.push(sleeper);
+        let weak = Arc::downgrade(sleeper);
+        if !sleepers.iter().any(|s| Weak::ptr_eq(s, &weak)) {
+            sleepers.push(weak);
+        }
+    }
+
+    /// Forgets `sleeper` (its last waiter is gone).
+    pub(crate) fn unregister(&self, sleeper: &Arc<dyn Wake>) {
+        let weak = Arc::downgrade(sleeper);
+        self.shared
+            .sleepers
+            .lock()
+            .retain(|s| s.strong_count() > 0 && !Weak::ptr_eq(s, &weak));
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sleepers(&self) -> usize {
+        self.shared.sleepers.lock().len()
     }
 }
 

@@ -50,12 +50,15 @@ impl NodeHealth {
         &self.address
     }
 
-    /// Whether the node is connected and its last requests succeeded.
+    /// Whether the node is connected and the last batch of requests sent to
+    /// it succeeded — as of the last request: the client does not probe
+    /// nodes it has nothing to send to.
     pub fn is_up(&self) -> bool {
         self.up
     }
 
-    /// The last failure of a request to this node, if any ever failed.
+    /// The last failure of a request or connection attempt to this node, if
+    /// any ever failed.
     pub fn last_failure(&self) -> Option<&NodeFailure> {
         self.last_failure.as_ref().map(|(failure, _)| failure)
     }

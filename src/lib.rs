@@ -93,8 +93,8 @@
 //! [`retries`](Acquire::retries), [`cancel_on`](Acquire::cancel_on) a
 //! [`CancelToken`], [`keep_alive`](Acquire::keep_alive) — and run with
 //! [`lock`](Acquire::lock) or [`try_lock`](Acquire::try_lock). A token
-//! cancelled from another thread (a SIGTERM handler) ends the wait at once
-//! with [`Error::Cancelled`]. [`Redlock::node_health`] reports each node for
+//! cancelled from another thread (the thread that handles SIGTERM) ends the
+//! wait with [`Error::Cancelled`], at once from a pause between rounds. [`Redlock::node_health`] reports each node for
 //! a `/healthz` endpoint; the `metrics` feature records counters and
 //! histograms (see the README).
 //!

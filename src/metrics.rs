@@ -1,6 +1,7 @@
 //! Numbers for dashboards, through the [`metrics`] facade, behind the
 //! `metrics` cargo feature. With the feature off every function here is an
-//! empty `#[inline]` body: nothing is compiled in.
+//! empty `#[inline]` body and `Started` reads no clock: nothing is compiled
+//! in, and the `metrics` crate is not a dependency.
 //!
 //! | name | kind | labels |
 //! | --- | --- | --- |
@@ -9,12 +10,26 @@
 //! | `redlock_acquire_rounds` | histogram | `outcome`: rounds per acquisition |
 //! | `redlock_round_seconds` | histogram | `op`: `acquire`, `extend`, `release` — one round on every node |
 //! | `redlock_renewals_total` | counter | `result`: `ok`, `failed` — keep-alive renewals |
-//! | `redlock_leases_lost_total` | counter | — |
+//! | `redlock_leases_lost_total` | counter | — (a kept-alive lock lost, or an extend or release that found the token gone) |
 //! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded` |
 
-use std::time::Duration;
+use std::time::Instant;
 
 use crate::error::FailureKind;
+
+/// When an acquisition started: a clock read only with the feature on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started(#[cfg(feature = "metrics")] Instant);
+
+impl Started {
+    #[inline]
+    pub(crate) fn now() -> Self {
+        Started(
+            #[cfg(feature = "metrics")]
+            Instant::now(),
+        )
+    }
+}
 
 /// How an acquisition ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +63,8 @@ mod on {
         }
     }
 
-    pub(crate) fn acquired(how: Acquired, rounds: u32, took: Duration) {
+    pub(crate) fn acquired(how: Acquired, rounds: u32, started: &Started) {
+        let took = started.0.elapsed();
         let label = outcome(how);
         metrics::counter!("redlock_acquire_total", "outcome" => label).increment(1);
         metrics::histogram!("redlock_acquire_seconds", "outcome" => label)
@@ -56,7 +72,8 @@ mod on {
         metrics::histogram!("redlock_acquire_rounds", "outcome" => label).record(f64::from(rounds));
     }
 
-    pub(crate) fn round(op: RoundOp, took: Duration) {
+    pub(crate) fn round(op: RoundOp, start: Instant) {
+        let took = start.elapsed();
         let op = match op {
             RoundOp::Acquire => "acquire",
             RoundOp::Extend => "extend",
@@ -94,9 +111,9 @@ mod on {
     use super::*;
 
     #[inline]
-    pub(crate) fn acquired(_: Acquired, _: u32, _: Duration) {}
+    pub(crate) fn acquired(_: Acquired, _: u32, _: &Started) {}
     #[inline]
-    pub(crate) fn round(_: RoundOp, _: Duration) {}
+    pub(crate) fn round(_: RoundOp, _: Instant) {}
     #[inline]
     pub(crate) fn renewal(_: bool) {}
     #[inline]

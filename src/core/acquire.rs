@@ -102,12 +102,12 @@ impl Core {
         let keys = checked_keys(resources)?;
         let ttl = self.whole_ttl(ttl)?;
         let name = display_name(&keys);
-        let started = Instant::now();
+        let started = metrics::Started::now();
         let cancelled = || Error::Cancelled {
             resource: name.clone(),
         };
         if patience.cancelled() {
-            metrics::acquired(metrics::Acquired::Cancelled, 0, started.elapsed());
+            metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
             return Err(cancelled());
         }
         // Local waiters queue on the first resource.
@@ -126,7 +126,7 @@ impl Core {
                 let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
                 let until = pause_until(pause, &patience);
                 if entered.wait(until, patience.cancel.as_ref()) == Woken::Cancelled {
-                    metrics::acquired(metrics::Acquired::Cancelled, 0, started.elapsed());
+                    metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
                     return Err(cancelled());
                 }
             }
@@ -135,6 +135,10 @@ impl Core {
         let mut attempts = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
+            if patience.cancelled() {
+                metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
+                return Err(cancelled());
+            }
             // Any local release from here on wakes the pause below at once.
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
@@ -146,12 +150,12 @@ impl Core {
                 if let Ok(lease) = round {
                     lease.abandon(self);
                 }
-                metrics::acquired(metrics::Acquired::Cancelled, attempts, started.elapsed());
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
                 return Err(cancelled());
             }
             let failed = match round {
                 Ok(lease) => {
-                    metrics::acquired(metrics::Acquired::Ok, attempts, started.elapsed());
+                    metrics::acquired(metrics::Acquired::Ok, attempts, &started);
                     return Ok(lease);
                 }
                 Err(failed) => failed,
@@ -164,7 +168,7 @@ impl Core {
                 }
             );
             if permanent || patience.exhausted(attempts) {
-                metrics::acquired(failed.kind(), attempts, started.elapsed());
+                metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
             // Sleep until the pause is over, until another thread of this
@@ -176,7 +180,7 @@ impl Core {
                 None => Woken::TimedOut,
             };
             if woken == Woken::Cancelled {
-                metrics::acquired(metrics::Acquired::Cancelled, attempts, started.elapsed());
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
                 return Err(cancelled());
             }
         }
@@ -199,7 +203,7 @@ impl Core {
             by,
         );
         let outcome = self.transport.start_round(request).collect(by);
-        metrics::round(metrics::RoundOp::Acquire, start.elapsed());
+        metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         let failed = match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => {

@@ -75,6 +75,9 @@ pub(crate) struct Ticket<'a> {
     slot: Arc<Slot>,
     /// The release count when last armed.
     seen: u64,
+    /// The token this ticket's slot was registered with, to forget it when
+    /// the slot's last ticket goes.
+    registered: Option<CancelToken>,
 }
 
 impl Waiters {
@@ -105,6 +108,7 @@ impl Waiters {
             key: key.clone(),
             slot,
             seen,
+            registered: None,
         }
     }
 
@@ -130,9 +134,12 @@ impl Ticket<'_> {
     /// Sleeps until a release since the ticket was last armed, `until`, or
     /// a cancel of `cancel`, whichever comes first.
     pub(crate) fn wait(&mut self, until: Instant, cancel: Option<&CancelToken>) -> Woken {
-        if let Some(token) = cancel {
+        if let Some(token) = cancel
+            && self.registered.is_none()
+        {
             let slot: Arc<dyn Wake> = self.slot.clone();
-            token.register(Arc::downgrade(&slot));
+            token.register(&slot);
+            self.registered = Some(token.clone());
         }
         let cancelled = || cancel.is_some_and(CancelToken::is_cancelled);
         let mut state = self.slot.state.lock();
@@ -161,8 +168,19 @@ impl Drop for Ticket<'_> {
         let mut state = self.slot.state.lock();
         state.waiting -= 1;
         self.waiters.total.fetch_sub(1, Ordering::AcqRel);
-        if state.waiting == 0 {
+        let last = state.waiting == 0;
+        if last {
             slots.remove(&self.key);
+        }
+        drop(state);
+        drop(slots);
+        // Other tickets of the slot may still sleep with the same token:
+        // only the last one forgets the slot (a dead entry is pruned anyway).
+        if let Some(token) = self.registered.take()
+            && last
+        {
+            let slot: Arc<dyn Wake> = self.slot.clone();
+            token.unregister(&slot);
         }
     }
 }
@@ -255,6 +273,22 @@ mod tests {
         let mut ticket = waiters.enter(&key);
         let far = Instant::now() + Duration::from_secs(60);
         assert_eq!(ticket.wait(far, Some(&token)), Woken::Cancelled);
+    }
+
+    #[test]
+    fn a_token_holds_one_entry_per_sleeping_ticket_and_none_after() {
+        let waiters = Waiters::default();
+        let token = CancelToken::new();
+        let soon = || Instant::now() + Duration::from_millis(1);
+        {
+            let key: Arc<str> = Arc::from("k");
+            let mut ticket = waiters.enter(&key);
+            for _ in 0..100 {
+                assert_eq!(ticket.wait(soon(), Some(&token)), Woken::TimedOut);
+            }
+            assert_eq!(token.sleepers(), 1, "one entry however often it sleeps");
+        }
+        assert_eq!(token.sleepers(), 0, "forgotten when the ticket goes");
     }
 
     #[test]

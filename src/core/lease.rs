@@ -279,6 +279,10 @@ impl Lease {
         };
         let request = core.request(Op::Release, &self.resources, &self.token, ttl, keys_gone_by);
         core.transport.broadcast(request);
+        // As for a release: its deletes queue ahead of a local waiter's SET.
+        for resource in self.resources.iter() {
+            core.waiters.released(resource);
+        }
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
@@ -306,7 +310,7 @@ impl Lease {
             core.waiters.released(resource);
         }
         let outcome = pending.collect(by);
-        metrics::round(metrics::RoundOp::Release, start.elapsed());
+        metrics::round(metrics::RoundOp::Release, start);
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }
@@ -316,7 +320,10 @@ impl Lease {
                 Ok(())
             }
             // Our token is gone from too many nodes: it expired.
-            Verdict::Refused => Err(lock_lost(&self.name, outcome)),
+            Verdict::Refused => {
+                metrics::lease_lost();
+                Err(lock_lost(&self.name, outcome))
+            }
             Verdict::Unreachable => Err(no_quorum(&self.name, outcome)),
         }
     }
@@ -359,7 +366,7 @@ impl PendingExtend<'_> {
             return Err(self.lease.lost_error(self.core.quorum()));
         };
         let outcome = round.collect(self.answer_by);
-        metrics::round(metrics::RoundOp::Extend, self.start.elapsed());
+        metrics::round(metrics::RoundOp::Extend, self.start);
         #[cfg(test)]
         self.core.hooks.before_extension_applies();
         let (lease, core) = (self.lease, self.core);

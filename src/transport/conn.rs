@@ -121,6 +121,7 @@ impl NodeShared {
 
     pub(crate) fn mark_down(&self, err: &redis::RedisError) {
         let failure = self.failure(err);
+        *self.last_failure.lock() = Some((failure.clone(), Instant::now()));
         let mut down = self.down.lock();
         if down.is_none() {
             log::warn!("redlock: node {} is down: {failure}", self.address);

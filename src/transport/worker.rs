@@ -82,28 +82,29 @@ impl Worker {
         let started = Instant::now();
         let requests: Vec<&Request> = batch.iter().map(|job| &*job.req).collect();
         let answers = self.link.run(&requests);
+        let took = started.elapsed();
         debug_assert_eq!(answers.len(), batch.len());
-        let mut failed = answers.len() != batch.len();
-        let mut answers = answers.into_iter();
-        for job in batch.iter() {
-            let answer = answers.next().unwrap_or_else(|| {
+        let mut answers: Vec<_> = answers.into_iter().map(Some).collect();
+        answers.resize_with(batch.len(), || None);
+        let failed = answers.iter().any(|a| !matches!(a, Some(Ok(_))));
+        // Health first: whoever wakes on these answers sees it up to date.
+        self.shared.note_batch(failed, took);
+        self.note_health(failed);
+        for (job, answer) in batch.iter().zip(answers) {
+            let answer = answer.unwrap_or_else(|| {
                 Err(NodeFailure::new(
                     self.shared.address.clone(),
                     FailureKind::Server,
                     "no answer for this request",
                 ))
             });
-            failed |= answer.is_err();
             job.finish(&self.shared, answer);
         }
-        let took = started.elapsed();
         log::trace!(
             "redlock: node {} served {} request(s) in {took:?}",
             self.shared.address,
             batch.len(),
         );
-        self.shared.note_batch(failed, took);
-        self.note_health(failed);
     }
 
     fn note_health(&mut self, failed: bool) {
