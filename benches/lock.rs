@@ -439,7 +439,7 @@ fn s5(client: &Redlock, iterations: usize) -> (Duration, Duration) {
     }
     all.sort();
     singles.sort();
-    (percentile(&all, 50.0), percentile(&singles, 50.0))
+    (percentile(&all, 0.5), percentile(&singles, 0.5))
 }
 
 fn rss_kib() -> u64 {

@@ -160,9 +160,12 @@ impl Redlock {
     /// `ensure_valid`, `release` and `Drop` act on every key: an extension or
     /// release confirms only where every key still held our token.
     ///
-    /// A waiter is woken early by a release from another thread of this
-    /// client of the **first** resource; releases of the others are noticed
-    /// at the next retry.
+    /// Local hand-off (see [`lock`](Self::lock)) is keyed by the **first**
+    /// resource: a waiter is woken early, and queues behind this client's
+    /// other waiters, only for that one; a release of another of its
+    /// resources is noticed at the next retry, and a thread re-locking one
+    /// of the other resources does not queue behind it. Put the most
+    /// contended resource first.
     ///
     /// ```no_run
     /// use std::time::Duration;

@@ -237,6 +237,7 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
         [""] => Err(Error::config(
             "the resource name is empty; name what you lock",
         )),
+        [one] => Ok(Arc::from([Arc::from(*one)])),
         _ if resources.len() > MAX_RESOURCES => Err(Error::config(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
             resources.len()

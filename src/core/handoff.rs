@@ -14,6 +14,9 @@
 //! release at any moment after that — during a round, or between a round and
 //! the sleep — ends the next sleep at once instead of being missed.
 //!
+//! A multi-resource lock waits on its first resource only (documented on
+//! `Redlock::lock_all`).
+//!
 //! This only shortens waits: every acquisition still goes through the Redis
 //! nodes, and waiters in other processes still retry on their own schedule.
 //! With nobody waiting, a release costs one atomic load here.

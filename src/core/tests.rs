@@ -558,6 +558,11 @@ fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
         core.acquire(&["a", "b"], Duration::from_secs(10), Patience::attempts(0))
             .unwrap(),
     );
+    eventually("both keys on every node", || {
+        nodes
+            .iter()
+            .all(|n| n.holder("a").is_some() && n.holder("b").is_some())
+    });
     for node in &nodes[..2] {
         node.put("b", "someone-else", Duration::from_secs(60));
     }

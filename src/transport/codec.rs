@@ -107,15 +107,16 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
     cmd.write_packed_command(out);
 }
 
-/// Reads a node's reply to one operation as a vote.
-pub(crate) fn interpret(op: Op, value: redis::Value, node: &Arc<str>) -> Answer {
+/// Reads a node's reply to one request as a vote.
+pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
-    match (op, value) {
-        (Op::Acquire { .. }, Value::Okay) => Ok(true),
-        (Op::Acquire { .. }, Value::SimpleString(s)) if s == "OK" => Ok(true),
-        (Op::Acquire { .. }, Value::Nil) => Ok(false),
+    let several = req.keys.len() > 1;
+    match (req.op, value) {
+        (Op::Acquire { .. }, Value::Okay) if !several => Ok(true),
+        (Op::Acquire { .. }, Value::SimpleString(s)) if !several && s == "OK" => Ok(true),
+        (Op::Acquire { .. }, Value::Nil) if !several => Ok(false),
         // The all-or-nothing script for several keys.
-        (Op::Acquire { .. }, Value::Int(n)) => Ok(n == 1),
+        (Op::Acquire { .. }, Value::Int(n)) if several => Ok(n == 1),
         (Op::Release | Op::Extend { .. }, Value::Int(n)) => Ok(n == 1),
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
@@ -222,27 +223,33 @@ mod tests {
     fn replies_read_as_votes_or_failures() {
         use redis::Value;
         let node: Arc<str> = Arc::from("n:1");
+        let read = |op: Op, keys: usize, value: Value| {
+            let mut r = req(op);
+            r.keys = (0..keys)
+                .map(|i| Arc::from(format!("k{i}").as_str()))
+                .collect();
+            interpret(&r, value, &node)
+        };
         let acquire = Op::Acquire { ttl_ms: 1 };
-        assert_eq!(interpret(acquire, Value::Okay, &node), Ok(true));
-        assert_eq!(
-            interpret(acquire, Value::SimpleString("OK".into()), &node),
-            Ok(true)
-        );
-        assert_eq!(interpret(acquire, Value::Nil, &node), Ok(false));
-        assert_eq!(interpret(Op::Release, Value::Int(1), &node), Ok(true));
-        assert_eq!(interpret(Op::Release, Value::Int(0), &node), Ok(false));
-        assert_eq!(
-            interpret(Op::Extend { ttl_ms: 1 }, Value::Int(1), &node),
-            Ok(true)
-        );
-        // A reply of the wrong shape is a failure that never echoes the reply.
-        let odd = interpret(Op::Release, Value::BulkString(b"tok".to_vec()), &node).unwrap_err();
-        assert_eq!(odd.kind(), FailureKind::Server);
-        assert!(!odd.to_string().contains("tok"));
-        assert_eq!(interpret(acquire, Value::Int(1), &node), Ok(true));
-        assert_eq!(interpret(acquire, Value::Int(0), &node), Ok(false));
-        let odd = interpret(acquire, Value::BulkString(b"x".to_vec()), &node).unwrap_err();
-        assert_eq!(odd.kind(), FailureKind::Server);
+        assert_eq!(read(acquire, 1, Value::Okay), Ok(true));
+        assert_eq!(read(acquire, 1, Value::SimpleString("OK".into())), Ok(true));
+        assert_eq!(read(acquire, 1, Value::Nil), Ok(false));
+        assert_eq!(read(Op::Release, 1, Value::Int(1)), Ok(true));
+        assert_eq!(read(Op::Release, 1, Value::Int(0)), Ok(false));
+        assert_eq!(read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)), Ok(true));
+        // Several keys: the script's 1 or 0.
+        assert_eq!(read(acquire, 2, Value::Int(1)), Ok(true));
+        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(false));
+        // A reply of the wrong shape is a failure that never echoes it.
+        for (keys, odd) in [
+            (1, Value::Int(1)),
+            (2, Value::Okay),
+            (1, Value::BulkString(b"tok".to_vec())),
+        ] {
+            let failure = read(acquire, keys, odd).unwrap_err();
+            assert_eq!(failure.kind(), FailureKind::Server);
+            assert!(!failure.to_string().contains("tok"));
+        }
     }
 
     #[test]

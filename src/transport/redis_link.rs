@@ -133,7 +133,7 @@ impl Link for RedisLink {
             .iter()
             .zip(replies)
             .map(|(req, reply)| match reply {
-                Ok(value) => interpret(req.op, value, &self.shared.address),
+                Ok(value) => interpret(req, value, &self.shared.address),
                 Err(err) => Err(self.failure(&err, req)),
             })
             .collect()
