@@ -76,7 +76,40 @@ pub(crate) const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(10);
 pub(crate) const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// How one node answered one operation.
-pub(crate) type Answer = Result<bool, NodeFailure>;
+pub(crate) type Answer = Result<Vote, NodeFailure>;
+
+/// A node's vote: yes or no, and for a fenced acquisition the fence value it
+/// reported with its yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Vote {
+    pub(crate) yes: bool,
+    pub(crate) fence: Option<u64>,
+}
+
+impl Vote {
+    pub(crate) const YES: Vote = Vote {
+        yes: true,
+        fence: None,
+    };
+    pub(crate) const NO: Vote = Vote {
+        yes: false,
+        fence: None,
+    };
+
+    /// A yes that reports a fence value.
+    pub(crate) fn fenced(fence: u64) -> Vote {
+        Vote {
+            yes: true,
+            fence: Some(fence),
+        }
+    }
+}
+
+impl From<bool> for Vote {
+    fn from(yes: bool) -> Vote {
+        if yes { Vote::YES } else { Vote::NO }
+    }
+}
 
 /// The decision of a round once enough answers are in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +139,8 @@ pub(crate) struct Outcome {
     /// Failures that will not heal by themselves (rejected credentials)
     /// alone rule out a majority, so retrying is pointless.
     pub(crate) permanent: bool,
+    /// The largest fence value the yes votes counted here reported.
+    pub(crate) fence: Option<u64>,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -116,6 +151,8 @@ pub(crate) struct Tally {
     yes: usize,
     no: usize,
     failures: Vec<NodeFailure>,
+    /// The largest fence value reported with a yes.
+    fence: Option<u64>,
 }
 
 impl Tally {
@@ -126,13 +163,17 @@ impl Tally {
             yes: 0,
             no: 0,
             failures: Vec::new(),
+            fence: None,
         }
     }
 
     pub(crate) fn record(&mut self, answer: Answer) {
         match answer {
-            Ok(true) => self.yes += 1,
-            Ok(false) => self.no += 1,
+            Ok(Vote { yes: true, fence }) => {
+                self.yes += 1;
+                self.fence = self.fence.max(fence);
+            }
+            Ok(Vote { yes: false, .. }) => self.no += 1,
             Err(failure) => self.failures.push(failure),
         }
     }
@@ -159,6 +200,7 @@ impl Tally {
             quorum: self.quorum,
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
+            fence: self.fence,
         }
     }
 
@@ -273,10 +315,10 @@ mod tests {
     #[test]
     fn tally_decides_at_quorum_without_waiting_for_stragglers() {
         let mut t = Tally::new(5);
-        t.record(Ok(true));
-        t.record(Ok(true));
+        t.record(Ok(Vote::YES));
+        t.record(Ok(Vote::YES));
         assert_eq!(t.verdict(), None);
-        t.record(Ok(true));
+        t.record(Ok(Vote::YES));
         assert_eq!(t.verdict(), Some(Verdict::Confirmed));
         assert_eq!(t.pending(), 2);
     }
@@ -284,10 +326,10 @@ mod tests {
     #[test]
     fn tally_gives_up_as_soon_as_a_majority_is_impossible() {
         let mut t = Tally::new(5);
-        t.record(Ok(false));
-        t.record(Ok(false));
+        t.record(Ok(Vote::NO));
+        t.record(Ok(Vote::NO));
         assert_eq!(t.verdict(), None);
-        t.record(Ok(false));
+        t.record(Ok(Vote::NO));
         assert_eq!(t.verdict(), Some(Verdict::Refused));
     }
 
@@ -295,16 +337,16 @@ mod tests {
     fn refusals_win_over_failures_only_when_failures_alone_leave_room() {
         // Two refusals and a timeout: the two nodes still pending decide.
         let mut busy = Tally::new(5);
-        busy.record(Ok(false));
-        busy.record(Ok(false));
+        busy.record(Ok(Vote::NO));
+        busy.record(Ok(Vote::NO));
         busy.record(fail(FailureKind::Timeout));
         assert_eq!(busy.verdict(), None, "waits for the nodes still pending");
-        busy.record(Ok(false));
+        busy.record(Ok(Vote::NO));
         assert_eq!(busy.verdict(), Some(Verdict::Refused));
         assert_eq!(busy.outcome().verdict, Verdict::Refused);
 
         let mut down = Tally::new(5);
-        down.record(Ok(false));
+        down.record(Ok(Vote::NO));
         for _ in 0..3 {
             down.record(fail(FailureKind::Connection));
         }
@@ -332,8 +374,8 @@ mod tests {
             let mut tally = Tally::new(5);
             for a in seq {
                 tally.record(match a {
-                    0 => Ok(true),
-                    1 => Ok(false),
+                    0 => Ok(Vote::YES),
+                    1 => Ok(Vote::NO),
                     _ => fail(FailureKind::Timeout),
                 });
                 if let Some(verdict) = tally.verdict() {
@@ -350,9 +392,9 @@ mod tests {
         // missing earlier renewals), 2 timed out and may still hold it: the
         // lock is not shown to be lost, only unconfirmed.
         let mut t = Tally::new(5);
-        t.record(Ok(true));
-        t.record(Ok(true));
-        t.record(Ok(false));
+        t.record(Ok(Vote::YES));
+        t.record(Ok(Vote::YES));
+        t.record(Ok(Vote::NO));
         t.record(fail(FailureKind::Timeout));
         t.record(fail(FailureKind::Timeout));
         assert_eq!(t.verdict(), Some(Verdict::Unreachable));
@@ -372,15 +414,15 @@ mod tests {
 
         // Undecided (2 yes, 3 pending): closing it counts the 3 as failed.
         let mut open = Tally::new(5);
-        open.record(Ok(true));
-        open.record(Ok(true));
+        open.record(Ok(Vote::YES));
+        open.record(Ok(Vote::YES));
         assert_eq!(open.verdict(), None);
         assert_eq!(open.outcome().verdict, Verdict::Unreachable);
         // Nobody answered at all: unreachable, never "refused".
         assert_eq!(Tally::new(3).outcome().verdict, Verdict::Unreachable);
         let mut refused = Tally::new(3);
-        refused.record(Ok(false));
-        refused.record(Ok(false));
+        refused.record(Ok(Vote::NO));
+        refused.record(Ok(Vote::NO));
         assert_eq!(refused.outcome().verdict, Verdict::Refused);
     }
 

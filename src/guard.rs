@@ -84,6 +84,31 @@ impl LockGuard {
         self.lease.resources()
     }
 
+    /// The fencing token of this acquisition, on a client built with
+    /// [`fencing(true)`](crate::RedlockBuilder::fencing); `None` otherwise.
+    /// It is larger than the token of every acquisition of the same
+    /// resource that returned before this one started, and it does not
+    /// change on [`extend`](Self::extend) or keep-alive renewals. Pass it
+    /// with every write to the protected storage, and have the storage
+    /// refuse a token smaller than the largest it has seen.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+    ///     .fencing(true)
+    ///     .build()?;
+    /// let guard = redlock.lock("ledger", Duration::from_secs(10))?;
+    /// let token = guard.fencing_token().expect("a fencing client");
+    /// // storage.write_if_newer(token, data)?;
+    /// # let _ = token;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.lease.fence()
+    }
+
     /// The TTL last set on the nodes (by the acquisition or the last
     /// successful extension).
     pub fn ttl(&self) -> Duration {

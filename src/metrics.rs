@@ -8,7 +8,7 @@
 //! | `redlock_acquire_total` | counter | `outcome`: `acquired`, `busy`, `no_quorum`, `too_slow`, `cancelled` |
 //! | `redlock_acquire_seconds` | histogram | `outcome`: from the call to the guard or the error, waits included |
 //! | `redlock_acquire_rounds` | histogram | `outcome`: rounds per acquisition |
-//! | `redlock_round_seconds` | histogram | `op`: `acquire`, `extend`, `release` — one round on every node |
+//! | `redlock_round_seconds` | histogram | `op`: `acquire`, `fence`, `extend`, `release` — one round on every node |
 //! | `redlock_renewals_total` | counter | `result`: `ok`, `failed` — keep-alive renewals |
 //! | `redlock_leases_lost_total` | counter | — (a kept-alive lock lost, or an extend or release that found the token gone) |
 //! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded` |
@@ -47,6 +47,8 @@ pub(crate) enum RoundOp {
     Acquire,
     Extend,
     Release,
+    /// A fencing token's write-back.
+    Fence,
 }
 
 #[cfg(feature = "metrics")]
@@ -78,6 +80,7 @@ mod on {
             RoundOp::Acquire => "acquire",
             RoundOp::Extend => "extend",
             RoundOp::Release => "release",
+            RoundOp::Fence => "fence",
         };
         metrics::histogram!("redlock_round_seconds", "op" => op).record(took.as_secs_f64());
     }

@@ -18,6 +18,8 @@ pub(crate) struct Settings {
     pub(crate) node_timeout_factor: f64,
     pub(crate) connect_timeout: Duration,
     pub(crate) queue_capacity: usize,
+    pub(crate) fencing: bool,
+    pub(crate) fencing_idle: Duration,
 }
 
 impl Default for Settings {
@@ -31,6 +33,8 @@ impl Default for Settings {
             node_timeout_factor: 0.005,
             connect_timeout: Duration::from_secs(1),
             queue_capacity: 4096,
+            fencing: false,
+            fencing_idle: Duration::from_secs(24 * 3600),
         }
     }
 }

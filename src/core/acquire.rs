@@ -186,30 +186,39 @@ impl Core {
         }
     }
 
-    /// One acquisition round. On failure the partial lock is released
-    /// everywhere (without waiting).
+    /// One acquisition round (two on a fencing client). On failure the
+    /// partial lock is released everywhere (without waiting).
     fn attempt(&self, keys: &Keys, ttl: Duration) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
         let timeout = self.node_timeout(ttl);
         let by = answer_by(start, timeout, None);
-        let request = self.request(
-            Op::Acquire {
-                ttl_ms: millis(ttl),
-            },
-            keys,
-            &token,
-            ttl,
-            by,
-        );
+        let ttl_ms = millis(ttl);
+        let op = if self.settings.fencing {
+            Op::AcquireFenced { ttl_ms }
+        } else {
+            Op::Acquire { ttl_ms }
+        };
+        let request = self.request(op, keys, &token, ttl, by);
         let outcome = self.transport.start_round(request).collect(by);
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         let failed = match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => {
-                log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
-                let gone_by = self.keys_gone_by(start, ttl);
-                return Ok(Lease::new(keys.clone(), token, ttl, valid_until, gone_by));
+                let fence = if self.settings.fencing {
+                    self.write_fence(keys, &token, ttl, outcome.fence, valid_until)
+                } else {
+                    Ok(None)
+                };
+                match fence {
+                    Ok(fence) => {
+                        log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
+                        let gone_by = self.keys_gone_by(start, ttl);
+                        let lease = Lease::new(keys.clone(), token, ttl, valid_until, gone_by);
+                        return Ok(lease.with_fence(fence));
+                    }
+                    Err(failed) => failed,
+                }
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),
@@ -225,6 +234,54 @@ impl Core {
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
     }
+
+    /// The fencing token's write-back. The granting nodes reported their
+    /// fence values with their yes; the token is one more than the largest
+    /// of them, never below the wall clock in microseconds, and it counts
+    /// only once a majority has stored it (as `max(stored, token)`, on nodes
+    /// where every key still holds our lock token) while the lock is valid.
+    /// Any later acquisition's majority then meets that write.
+    fn write_fence(
+        &self,
+        keys: &Keys,
+        token: &Arc<str>,
+        ttl: Duration,
+        read: Option<u64>,
+        valid_until: Instant,
+    ) -> Result<Option<u64>, Failed> {
+        let fence = read.unwrap_or(0).saturating_add(1).max(wall_clock_micros());
+        let start = Instant::now();
+        let by = answer_by(start, self.node_timeout(ttl), Some(valid_until));
+        let op = Op::Fence {
+            value: fence,
+            idle_ms: millis(self.settings.fencing_idle),
+        };
+        let outcome = self
+            .transport
+            .start_round(self.request(op, keys, token, ttl, by))
+            .collect(by);
+        metrics::round(metrics::RoundOp::Fence, start);
+        match outcome.verdict {
+            Verdict::Confirmed if Instant::now() < valid_until => Ok(Some(fence)),
+            Verdict::Confirmed => Err(Failed::TooSlow {
+                elapsed: start.elapsed(),
+                ttl,
+            }),
+            _ => Err(Failed::NoQuorum {
+                permanent: outcome.permanent,
+                outcome,
+            }),
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch (0 for a clock before it): the floor
+/// under every fencing token, so that tokens keep growing after a
+/// resource's fence values expired or a node lost them.
+fn wall_clock_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// The resources as keys, or a `Config` error: none, an empty name, a

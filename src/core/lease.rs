@@ -40,6 +40,8 @@ pub(crate) struct Lease {
     state: Mutex<LeaseState>,
     /// Signalled when an extension ends, for a caller's extension waiting on it.
     extension_ended: Condvar,
+    /// The fencing token, on a fencing client. Never changes.
+    fence: Option<u64>,
     /// Callers' extensions waiting for one in flight (observed by tests).
     #[cfg(test)]
     pub(crate) queued_extensions: std::sync::atomic::AtomicUsize,
@@ -111,9 +113,21 @@ impl Lease {
                 failures: Vec::new(),
             }),
             extension_ended: Condvar::new(),
+            fence: None,
             #[cfg(test)]
             queued_extensions: Default::default(),
         }
+    }
+
+    /// With its fencing token.
+    pub(crate) fn with_fence(mut self, fence: Option<u64>) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// The fencing token, on a fencing client.
+    pub(crate) fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The first resource.

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::request::{Op, Request};
-use crate::algorithm::Answer;
+use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
@@ -57,8 +57,50 @@ for _, key in ipairs(KEYS) do
 end
 return 1"#;
 
+/// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
+/// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
+/// answers `-1` if any was held, else the largest fence value stored.
+pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = r#"local n = tonumber(ARGV[3])
+for i = 1, n do
+    if redis.call("exists", KEYS[i]) == 1 then return -1 end
+end
+local fence = 0
+for i = 1, n do
+    redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
+    local stored = tonumber(redis.call("get", KEYS[n + i]) or "0") or 0
+    if stored > fence then fence = stored end
+end
+return fence"#;
+
+/// Fence write-back: `KEYS` as above; `ARGV` = token, new fence value,
+/// idle ms, number of lock keys. Only while every lock key holds our token:
+/// raises each fence key to the new value (never lowers it) and keeps it for
+/// the idle period; answers `1`, else `0`.
+pub(crate) const FENCE_SCRIPT: &str = r#"local n = tonumber(ARGV[4])
+for i = 1, n do
+    if redis.call("get", KEYS[i]) ~= ARGV[1] then return 0 end
+end
+local new = tonumber(ARGV[2])
+for i = 1, n do
+    local stored = tonumber(redis.call("get", KEYS[n + i]) or "0") or 0
+    if new > stored then
+        redis.call("set", KEYS[n + i], ARGV[2], "PX", ARGV[3])
+    else
+        redis.call("pexpire", KEYS[n + i], ARGV[3])
+    end
+end
+return 1"#;
+
+/// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
+pub(crate) fn fence_key(key: &str) -> String {
+    format!("redlock-fence:{key}")
+}
+
 /// Appends the RESP encoding of `req` to `out`.
 pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
+    if let Op::AcquireFenced { .. } | Op::Fence { .. } = req.op {
+        return encode_fenced(req, out);
+    }
     if req.keys.len() > 1 {
         return encode_all(req, out);
     }
@@ -84,7 +126,32 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
                 .arg(ttl_ms);
             cmd
         }
+        Op::AcquireFenced { .. } | Op::Fence { .. } => return encode_fenced(req, out),
     };
+    cmd.write_packed_command(out);
+}
+
+/// The fenced scripts: lock keys, then fence keys.
+fn encode_fenced(req: &Request, out: &mut Vec<u8>) {
+    let mut cmd = redis::cmd("EVAL");
+    let script = match req.op {
+        Op::Fence { .. } => FENCE_SCRIPT,
+        _ => ACQUIRE_FENCED_SCRIPT,
+    };
+    cmd.arg(script).arg(req.keys.len() * 2);
+    for key in req.keys.iter() {
+        cmd.arg(key.as_bytes());
+    }
+    for key in req.keys.iter() {
+        cmd.arg(fence_key(key));
+    }
+    cmd.arg(req.token.as_bytes());
+    match req.op {
+        Op::Fence { value, idle_ms } => cmd.arg(value).arg(idle_ms),
+        Op::AcquireFenced { ttl_ms } => cmd.arg(ttl_ms),
+        _ => &mut cmd,
+    };
+    cmd.arg(req.keys.len());
     cmd.write_packed_command(out);
 }
 
@@ -94,6 +161,7 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
         Op::Acquire { ttl_ms } => (ACQUIRE_ALL_SCRIPT, Some(ttl_ms)),
         Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
         Op::Release => (RELEASE_ALL_SCRIPT, None),
+        Op::AcquireFenced { .. } | Op::Fence { .. } => return encode_fenced(req, out),
     };
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(req.keys.len());
@@ -112,12 +180,16 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
     use redis::Value;
     let several = req.keys.len() > 1;
     match (req.op, value) {
-        (Op::Acquire { .. }, Value::Okay) if !several => Ok(true),
-        (Op::Acquire { .. }, Value::SimpleString(s)) if !several && s == "OK" => Ok(true),
-        (Op::Acquire { .. }, Value::Nil) if !several => Ok(false),
+        (Op::Acquire { .. }, Value::Okay) if !several => Ok(Vote::YES),
+        (Op::Acquire { .. }, Value::SimpleString(s)) if !several && s == "OK" => Ok(Vote::YES),
+        (Op::Acquire { .. }, Value::Nil) if !several => Ok(Vote::NO),
         // The all-or-nothing script for several keys.
-        (Op::Acquire { .. }, Value::Int(n)) if several => Ok(n == 1),
-        (Op::Release | Op::Extend { .. }, Value::Int(n)) => Ok(n == 1),
+        (Op::Acquire { .. }, Value::Int(n)) if several => Ok((n == 1).into()),
+        (Op::Release | Op::Extend { .. } | Op::Fence { .. }, Value::Int(n)) => Ok((n == 1).into()),
+        // The largest fence value stored, or -1 when a key was held.
+        (Op::AcquireFenced { .. }, Value::Int(n)) => {
+            Ok(u64::try_from(n).map_or(Vote::NO, Vote::fenced))
+        }
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
             classify_code(err.code()),
@@ -231,15 +303,21 @@ mod tests {
             interpret(&r, value, &node)
         };
         let acquire = Op::Acquire { ttl_ms: 1 };
-        assert_eq!(read(acquire, 1, Value::Okay), Ok(true));
-        assert_eq!(read(acquire, 1, Value::SimpleString("OK".into())), Ok(true));
-        assert_eq!(read(acquire, 1, Value::Nil), Ok(false));
-        assert_eq!(read(Op::Release, 1, Value::Int(1)), Ok(true));
-        assert_eq!(read(Op::Release, 1, Value::Int(0)), Ok(false));
-        assert_eq!(read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)), Ok(true));
+        assert_eq!(read(acquire, 1, Value::Okay), Ok(Vote::YES));
+        assert_eq!(
+            read(acquire, 1, Value::SimpleString("OK".into())),
+            Ok(Vote::YES)
+        );
+        assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::NO));
+        assert_eq!(read(Op::Release, 1, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(Op::Release, 1, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(
+            read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
+            Ok(Vote::YES)
+        );
         // Several keys: the script's 1 or 0.
-        assert_eq!(read(acquire, 2, Value::Int(1)), Ok(true));
-        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(false));
+        assert_eq!(read(acquire, 2, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
         // A reply of the wrong shape is a failure that never echoes it.
         for (keys, odd) in [
             (1, Value::Int(1)),

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+use super::codec::fence_key;
 use super::link::Link;
 use super::request::{Op, Request};
 use super::{NodeShared, Transport};
-use crate::algorithm::Answer;
+use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
 /// How a fake node treats requests.
@@ -34,6 +35,8 @@ struct Inner {
     behaviour: Behaviour,
     delay: Duration,
     received: Vec<Op>,
+    /// Fence write-backs fail (the node granted the lock just before).
+    fail_fence: bool,
 }
 
 #[derive(Debug)]
@@ -58,6 +61,7 @@ impl FakeNode {
                     behaviour: Behaviour::Normal,
                     delay: Duration::ZERO,
                     received: Vec::new(),
+                    fail_fence: false,
                 }),
                 changed: Condvar::new(),
             }),
@@ -70,6 +74,11 @@ impl FakeNode {
         self.shared.changed.notify_all();
     }
 
+    /// Fence write-backs answer with a connection failure.
+    pub(crate) fn fail_fence(&self, fail: bool) {
+        self.shared.inner.lock().fail_fence = fail;
+    }
+
     /// Every answer comes this much later (the request is applied at once).
     pub(crate) fn set_delay(&self, delay: Duration) {
         self.shared.inner.lock().delay = delay;
@@ -80,6 +89,17 @@ impl FakeNode {
         let expires = Instant::now() + ttl;
         let mut inner = self.shared.inner.lock();
         inner.keys.insert(key.into(), (token.into(), expires));
+    }
+
+    /// The fence value stored for `key`, if any.
+    pub(crate) fn fence(&self, key: &str) -> Option<u64> {
+        let inner = self.shared.inner.lock();
+        live(&inner.keys, &fence_key(key), Instant::now()).and_then(|(v, _)| v.parse().ok())
+    }
+
+    /// Forgets everything, as a node restarted without its data.
+    pub(crate) fn flush(&self) {
+        self.shared.inner.lock().keys.clear();
     }
 
     /// The token `key` holds now, if it exists and has not expired.
@@ -177,10 +197,20 @@ impl Link for FakeLink {
                     ))
                 })
                 .collect(),
-            _ => batch
-                .iter()
-                .map(|req| apply(&mut inner.keys, req))
-                .collect(),
+            _ => {
+                let fail_fence = inner.fail_fence;
+                batch
+                    .iter()
+                    .map(|req| match req.op {
+                        Op::Fence { .. } if fail_fence => Err(NodeFailure::new(
+                            self.address.clone(),
+                            FailureKind::Connection,
+                            "scripted failure",
+                        )),
+                        _ => apply(&mut inner.keys, req),
+                    })
+                    .collect()
+            }
         };
         let delay = inner.delay;
         drop(inner);
@@ -207,17 +237,45 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
     match req.op {
         Op::Acquire { ttl_ms } => {
             if req.keys.iter().any(|key| live(keys, key, now).is_some()) {
-                return Ok(false);
+                return Ok(Vote::NO);
             }
             set(keys, ttl_ms);
-            Ok(true)
+            Ok(Vote::YES)
         }
         Op::Extend { ttl_ms } => {
             if !req.keys.iter().all(|key| ours(keys, key)) {
-                return Ok(false);
+                return Ok(Vote::NO);
             }
             set(keys, ttl_ms);
-            Ok(true)
+            Ok(Vote::YES)
+        }
+        Op::AcquireFenced { ttl_ms } => {
+            if req.keys.iter().any(|key| live(keys, key, now).is_some()) {
+                return Ok(Vote::NO);
+            }
+            set(keys, ttl_ms);
+            let fence = req
+                .keys
+                .iter()
+                .filter_map(|key| live(keys, &fence_key(key), now))
+                .filter_map(|(value, _)| value.parse::<u64>().ok())
+                .max()
+                .unwrap_or(0);
+            Ok(Vote::fenced(fence))
+        }
+        Op::Fence { value, idle_ms } => {
+            if !req.keys.iter().all(|key| ours(keys, key)) {
+                return Ok(Vote::NO);
+            }
+            let expires = now + Duration::from_millis(idle_ms);
+            for key in req.keys.iter() {
+                let fence = fence_key(key);
+                let stored = live(keys, &fence, now)
+                    .and_then(|(v, _)| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+                keys.insert(fence, (value.max(stored).to_string(), expires));
+            }
+            Ok(Vote::YES)
         }
         Op::Release => {
             let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
@@ -225,7 +283,7 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             for key in mine {
                 keys.remove(&**key);
             }
-            Ok(all)
+            Ok(all.into())
         }
     }
 }

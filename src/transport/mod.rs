@@ -67,7 +67,7 @@ impl Job {
                 node.address,
                 self.req.op,
                 self.req.keys,
-                if *vote { "ok" } else { "refused" }
+                if vote.yes { "ok" } else { "refused" }
             ),
             Err(failure) => {
                 log::debug!(

@@ -18,6 +18,12 @@ pub(crate) enum Op {
     Extend { ttl_ms: u64 },
     /// Compare-and-delete (several keys: yes only if every key was ours).
     Release,
+    /// `SET NX PX` on every key (all or none, one script) that also reports
+    /// the largest fence value stored for the keys.
+    AcquireFenced { ttl_ms: u64 },
+    /// While every key holds our token: raise each key's fence value to
+    /// `value` (never lower it), and keep it for `idle_ms`.
+    Fence { value: u64, idle_ms: u64 },
 }
 
 /// One operation, shared by the jobs sent to every node.
