@@ -171,3 +171,47 @@ fn a_guard_dropped_during_a_panic_still_releases() {
     assert!(other.is_some(), "released during unwinding, not by expiry");
     assert!(started.elapsed() < PAIR_BOUND);
 }
+
+/// Run as a child process: locks (a 30 s TTL), releases, and exits at once.
+#[test]
+#[ignore = "run as a child process by a_release_reaches_a_slow_node_before_the_program_exits"]
+fn lock_release_and_exit() {
+    let Ok(nodes) = std::env::var("REDLOCK_TEST_NODES") else {
+        return;
+    };
+    let client = Redlock::builder(nodes.split(','))
+        .node_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let guard = client.lock("exit:res", Duration::from_secs(30)).unwrap();
+    guard.release().unwrap(); // returns at a majority; the slow node still waits
+    drop(client);
+    std::process::exit(0);
+}
+
+/// The release returns once a majority confirmed; the slow node's delete is
+/// still queued behind its slow `SET`. Dropping the client waits for it, so
+/// the key does not outlive a program that exits right after.
+#[test]
+fn a_release_reaches_a_slow_node_before_the_program_exits() {
+    let Setup {
+        cluster, proxies, ..
+    } = setup();
+    proxies[4].set(Fault::Latency(Duration::from_millis(100)));
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["lock_release_and_exit", "--exact", "--ignored", "--quiet"])
+        .env(
+            "REDLOCK_TEST_NODES",
+            proxies.iter().map(Proxy::url).collect::<Vec<_>>().join(","),
+        )
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // Not 30 s: the delete reached the slow node before the child exited.
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while cluster.count_key("exit:res") > 0 {
+        assert!(Instant::now() < deadline, "the slow node kept the key");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

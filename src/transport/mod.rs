@@ -18,9 +18,9 @@ mod round;
 mod worker;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
@@ -95,6 +95,23 @@ struct NodeHandle {
 pub(crate) struct Transport {
     nodes: Vec<NodeHandle>,
     addresses: Arc<[Arc<str>]>,
+    /// Disconnected once every worker has stopped.
+    stopped: Receiver<()>,
+}
+
+/// How long dropping the transport waits for the workers to send what is
+/// already queued (a release issued just before a program exits).
+const DRAIN: Duration = Duration::from_secs(1);
+
+impl Drop for Transport {
+    /// Closes the queues and waits (at most [`DRAIN`]) until the workers
+    /// have sent what was queued: a release whose majority answered is also
+    /// delivered to the other nodes before a program that exits right after
+    /// kills the threads.
+    fn drop(&mut self) {
+        self.nodes.clear();
+        let _ = self.stopped.recv_deadline(Instant::now() + DRAIN);
+    }
 }
 
 impl std::fmt::Debug for Transport {
@@ -167,19 +184,28 @@ impl Transport {
         queue_capacity: usize,
     ) -> Result<Self, Error> {
         let mut nodes = Vec::new();
+        let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         for (index, (shared, link)) in links.into_iter().enumerate() {
             let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
             let worker = Worker::new(shared.clone(), link, jobs);
+            let running = running.clone();
             std::thread::Builder::new()
                 .name(format!("redlock-node-{index}"))
-                .spawn(move || worker.run())
+                .spawn(move || {
+                    worker.run();
+                    drop(running);
+                })
                 .map_err(|e| Error::System {
                     reason: format!("could not start a worker thread: {e}"),
                 })?;
             nodes.push(NodeHandle { shared, queue });
         }
         let addresses = nodes.iter().map(|n| n.shared.address.clone()).collect();
-        Ok(Transport { nodes, addresses })
+        Ok(Transport {
+            nodes,
+            addresses,
+            stopped,
+        })
     }
 
     pub(crate) fn len(&self) -> usize {
