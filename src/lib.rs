@@ -68,8 +68,46 @@
 //! Call `ensure_valid()` (no I/O, a clock read and a mutex) **before every
 //! step whose effect must not happen twice**: writing a file, charging a card,
 //! committing a batch. On error, stop. The check cannot close the window
-//! between checking and acting; for that, pass a fencing value to the
-//! protected resource (the Redlock critique).
+//! between checking and acting; for that, use fencing tokens (below).
+//!
+//! # Fencing tokens
+//!
+//! A holder paused past its validity (GC, swap, SIGSTOP) can still act when
+//! it resumes, and no check on its side can prevent it. On a client built
+//! with [`fencing(true)`](RedlockBuilder::fencing), every guard carries a
+//! [`fencing_token`](LockGuard::fencing_token); pass it with every write,
+//! and have the storage keep the largest token it accepted and refuse
+//! smaller ones (atomically with the write). `examples/fenced_store.rs` shows
+//! such a storage refusing the paused holder.
+//!
+//! **Guarantee.** If acquisition B of a resource started after acquisition A
+//! returned, B's token is larger than A's.
+//!
+//! **Why.** Each node that grants B's `SET NX` reports the largest fence
+//! value it stores for the resource; B's token is one more than the largest
+//! reported, and B returns only after a majority stored it (as
+//! `max(stored, token)`, while they still hold B's lock). A's token was
+//! stored on a majority before A returned; B's granting majority meets that
+//! majority in at least one node, which reports at least A's token. Tokens
+//! are also never below the client's wall clock in microseconds.
+//!
+//! **Assumptions.** (1) The node where the two majorities meet kept its
+//! data. Two majorities of 5 may meet in a single node: if that node
+//! restarted empty, the majority argument alone carries nothing, and the
+//! order then rests on the wall-clock floor — B's token ≥ B's clock at B's
+//! start, which is later than A's token provided client clocks disagree by
+//! less than the time between A's acquisition and B's (NTP keeps them
+//! within milliseconds). Persistence (`appendfsync always`) or delayed
+//! restarts remove this case. (2) Fence values expire after
+//! [`fencing_idle`](RedlockBuilder::fencing_idle) without acquisitions; the
+//! floor keeps tokens growing across that, provided client clocks disagree
+//! by less than the idle period (24 h by default). (3) Tokens are
+//! microsecond timestamps plus counts; stored in Lua numbers they are exact
+//! up to 2^53 (the year 2255).
+//!
+//! **Cost.** One more round trip per acquisition; nothing on extend,
+//! release or keep-alive; one key per resource per node,
+//! `redlock-fence:{resource}`.
 //!
 //! ```no_run
 //! use std::time::Duration;

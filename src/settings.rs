@@ -20,6 +20,9 @@ pub(crate) struct Settings {
     pub(crate) queue_capacity: usize,
     pub(crate) fencing: bool,
     pub(crate) fencing_idle: Duration,
+    /// Tokens never below the wall clock in microseconds. Always on; unit
+    /// tests turn it off to test the majority protocol on its own.
+    pub(crate) fencing_floor: bool,
 }
 
 impl Default for Settings {
@@ -35,6 +38,7 @@ impl Default for Settings {
             queue_capacity: 4096,
             fencing: false,
             fencing_idle: Duration::from_secs(24 * 3600),
+            fencing_floor: true,
         }
     }
 }

@@ -250,6 +250,33 @@ fn web_server_swaps_seats_without_losing_or_duplicating_a_booking() {
     assert_eq!(holders, ["ada", "bob", "cy"], "after {swapped} swaps");
 }
 
+#[test]
+fn fenced_store_refuses_the_paused_holder_only_with_fencing() {
+    let cluster = Cluster::start(3);
+    let store = Node::start(&NodeOptions::default());
+    let out = example("fenced_store")
+        .args([
+            "--nodes",
+            &cluster.urls().join(","),
+            "--store",
+            &store.url(),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("A wakes up and writes with token Some("),
+        "{text}"
+    );
+    assert!(text.contains("accepted = false"), "{text}");
+    assert!(text.contains("fencing refused the stale write"), "{text}");
+    assert_eq!(
+        store.get("fenced-store:value").as_deref(),
+        Some("written by A")
+    );
+}
+
 fn flock(cluster: &Cluster, extra: &[&str], command: &[&str]) -> Command {
     let mut cmd = example("flock");
     cmd.args(["--nodes", &cluster.urls().join(",")])

@@ -249,7 +249,12 @@ impl Core {
         read: Option<u64>,
         valid_until: Instant,
     ) -> Result<Option<u64>, Failed> {
-        let fence = read.unwrap_or(0).saturating_add(1).max(wall_clock_micros());
+        let floor = if self.settings.fencing_floor {
+            wall_clock_micros()
+        } else {
+            0
+        };
+        let fence = read.unwrap_or(0).saturating_add(1).max(floor);
         let start = Instant::now();
         let by = answer_by(start, self.node_timeout(ttl), Some(valid_until));
         let op = Op::Fence {

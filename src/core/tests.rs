@@ -743,3 +743,48 @@ fn a_write_back_that_misses_a_majority_fails_the_round_and_releases_it() {
         nodes.iter().all(|n| n.holder("r").is_none())
     });
 }
+
+/// The majority argument on its own (no wall-clock floor): two clients
+/// alternate acquisitions while a random minority of nodes fails each time;
+/// every token is larger than the one before, because each acquisition's
+/// majority meets the previous write-back's majority.
+#[test]
+fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
+    use rand::{RngExt, SeedableRng};
+    let (nodes, transport_a) = fake::cluster(5);
+    let links: Vec<_> = nodes.to_vec();
+    let no_floor = Settings {
+        fencing_floor: false,
+        ..fencing()
+    };
+    let a = Core::new(transport_a, no_floor.clone());
+    let b = Core::new(fake::transport_for(&links), no_floor);
+    let seed: u64 = rand::random();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut last = 0;
+    for round in 0..300 {
+        // A random minority (0 to 2 nodes) fails this round.
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        for _ in 0..rng.random_range(0..3) {
+            nodes[rng.random_range(0..5)].set(Behaviour::Fail(FailureKind::Connection));
+        }
+        let core = if round % 2 == 0 { &a } else { &b };
+        let lease = lock(core, "r", Duration::from_secs(10));
+        let token = lease.fence().unwrap();
+        assert!(
+            token > last,
+            "seed {seed}, round {round}: {token} after {last}"
+        );
+        assert!(token < 1_000, "the floor was not used: {token}");
+        last = token;
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        lease.release(core).unwrap();
+        eventually("released everywhere", || {
+            nodes.iter().all(|n| n.holder("r").is_none())
+        });
+    }
+}

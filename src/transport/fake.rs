@@ -153,6 +153,14 @@ fn live<'a>(
     keys.get(key).filter(|(_, expires)| *expires > now)
 }
 
+/// A second client's transport over the same fake nodes.
+pub(crate) fn transport_for(nodes: &[FakeNode]) -> Transport {
+    let links = nodes
+        .iter()
+        .map(|node| (Arc::new(NodeShared::new(&node.address)), node.link()));
+    Transport::with_links(links, 1024).expect("worker threads")
+}
+
 /// `n` fake nodes and a transport over them.
 pub(crate) fn cluster(n: usize) -> (Vec<FakeNode>, Transport) {
     let nodes: Vec<FakeNode> = (0..n)

@@ -8,10 +8,12 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 mod clients;
+mod fenced;
 mod proxy;
 mod witness;
 
 pub use clients::{capture_logs, logs, test_client};
+pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use witness::{Contention, contend, contend_counting, witness_counter};
 

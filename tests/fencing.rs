@@ -1,0 +1,359 @@
+//! Fencing tokens against real nodes: Kleppmann's paused holder end to end
+//! (a child process SIGSTOPped past its validity), a write-back that reached
+//! a bare majority of which one node restarts empty, idle expiry of the
+//! fence state, and strictly increasing tokens from two processes under
+//! minority faults.
+
+mod harness;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, FencedStore, Node, NodeOptions, settles};
+use rand::{RngExt, SeedableRng};
+use redlock_sync::Redlock;
+
+fn fenced_client(urls: &[String], fencing: bool) -> Redlock {
+    Redlock::builder(urls)
+        .fencing(fencing)
+        .node_timeout(Duration::from_millis(200))
+        .retry_delay(Duration::from_millis(5))
+        .retry_jitter(Duration::from_millis(10))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+/// Holder A, run as a child process: locks, prints its token, waits for a
+/// line on stdin, then writes to the store with that token and prints
+/// whether the store accepted it.
+#[test]
+#[ignore = "run as a child process by a_paused_holder_is_refused_by_a_fenced_store"]
+fn paused_holder() {
+    let (Ok(nodes), Ok(store), Ok(fencing)) = (
+        std::env::var("REDLOCK_TEST_NODES"),
+        std::env::var("REDLOCK_TEST_STORE"),
+        std::env::var("REDLOCK_TEST_FENCING"),
+    ) else {
+        return;
+    };
+    let urls: Vec<String> = nodes.split(',').map(str::to_owned).collect();
+    let fencing = fencing == "1";
+    let client = fenced_client(&urls, fencing);
+    let guard = client
+        .lock("kleppmann", Duration::from_millis(500))
+        .unwrap();
+    let token = guard.fencing_token().unwrap_or(0);
+    println!("token {token}");
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line).unwrap();
+    // Resumed long after its validity: a holder that did not check.
+    let store = FencedStore::new(&store, "kleppmann:data");
+    let accepted = if fencing {
+        store.write(token, "written by A")
+    } else {
+        store.write_unfenced("written by A");
+        true
+    };
+    println!("{}", if accepted { "accepted" } else { "rejected" });
+    std::mem::forget(guard); // its lock is long gone; do not touch the nodes
+}
+
+/// Runs the scenario; returns what the store holds at the end and whether
+/// A's late write was accepted.
+fn kleppmann(
+    cluster: &Cluster,
+    store_node: &Node,
+    fencing: bool,
+) -> (Option<String>, bool, u64, u64) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "paused_holder",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--quiet",
+        ])
+        .env("REDLOCK_TEST_NODES", cluster.urls().join(","))
+        .env("REDLOCK_TEST_STORE", store_node.url())
+        .env("REDLOCK_TEST_FENCING", if fencing { "1" } else { "0" })
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let token_a = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
+        if let Some(t) = line.trim().strip_prefix("token ") {
+            break t.parse::<u64>().unwrap();
+        }
+    };
+    // A is paused (a GC pause, swap, SIGSTOP) until its lock has expired.
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    settles("A's lock expired on every node", || {
+        cluster.count_key("kleppmann") == 0
+    });
+    // B takes the lock and writes.
+    let b = fenced_client(&cluster.urls(), fencing);
+    let guard = b.lock("kleppmann", Duration::from_secs(10)).unwrap();
+    let token_b = guard.fencing_token().unwrap_or(0);
+    let store = FencedStore::new(&store_node.url(), "kleppmann:data");
+    if fencing {
+        assert!(store.write(token_b, "written by B"));
+    } else {
+        store.write_unfenced("written by B");
+    }
+    // A resumes and writes with what it believes is still its lock.
+    assert!(
+        Command::new("kill")
+            .args(["-CONT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    child.stdin.as_mut().unwrap().write_all(b"write\n").unwrap();
+    let accepted = loop {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "child ended early");
+        match line.trim() {
+            "accepted" => break true,
+            "rejected" => break false,
+            _ => {}
+        }
+    };
+    assert!(child.wait().unwrap().success());
+    guard.release().unwrap();
+    (store.read(), accepted, token_a, token_b)
+}
+
+#[test]
+fn a_paused_holder_is_refused_by_a_fenced_store() {
+    let cluster = Cluster::start(3);
+    let store_node = Node::start(&NodeOptions::default());
+    let (value, accepted, a, b) = kleppmann(&cluster, &store_node, true);
+    println!("fencing on: A's token {a}, B's token {b}, A's late write accepted: {accepted}");
+    assert!(b > a, "B's token {b} is larger than A's {a}");
+    assert!(!accepted, "the store refused A's stale token");
+    assert_eq!(value.as_deref(), Some("written by B"));
+
+    // The same without fencing: the stale write goes through.
+    let store_node = Node::start(&NodeOptions::default());
+    let (value, accepted, _, _) = kleppmann(&cluster, &store_node, false);
+    println!("fencing off: A's late write accepted: {accepted}");
+    assert!(accepted);
+    assert_eq!(value.as_deref(), Some("written by A"), "B's write was lost");
+}
+
+/// The write-back reaches only a bare majority (two nodes paused); one node
+/// of that majority restarts empty; the next acquisition goes through it and
+/// the two that never saw the token. The floor keeps the tokens ordered.
+#[test]
+fn a_token_on_a_bare_majority_survives_one_of_it_restarting_empty() {
+    let mut cluster = Cluster::start(5);
+    let client = fenced_client(&cluster.urls(), true);
+    drop(client.lock("bare", Duration::from_secs(5)).unwrap()); // connections up
+    cluster.nodes[3].pause();
+    cluster.nodes[4].pause();
+    let first = client.lock("bare", Duration::from_secs(5)).unwrap();
+    let a = first.fencing_token().unwrap();
+    first.release().unwrap();
+    let holding: Vec<usize> = (0..3)
+        .filter(|&i| cluster.nodes[i].get("redlock-fence:bare") == Some(a.to_string()))
+        .collect();
+    assert_eq!(
+        holding,
+        [0, 1, 2],
+        "the write-back reached exactly the bare majority"
+    );
+    cluster.nodes[3].resume();
+    cluster.nodes[4].resume();
+    cluster.nodes[2].restart(); // empty
+    cluster.nodes[0].pause();
+    cluster.nodes[1].pause();
+    let fresh = fenced_client(&cluster.urls(), true);
+    let second = fresh.lock("bare", Duration::from_secs(5)).unwrap();
+    let b = second.fencing_token().unwrap();
+    assert!(b > a, "{b} > {a}");
+    drop(second);
+    cluster.nodes[0].resume();
+    cluster.nodes[1].resume();
+}
+
+#[test]
+fn tokens_keep_growing_after_the_fence_state_expired() {
+    let cluster = Cluster::start(3);
+    let client = Redlock::builder(cluster.urls())
+        .fencing(true)
+        .fencing_idle(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let tokens: Vec<u64> = (0..5)
+        .map(|_| {
+            let guard = client.lock("idle", Duration::from_secs(5)).unwrap();
+            guard.fencing_token().unwrap()
+        })
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+    let pttl = cluster.nodes[0].pttl("redlock-fence:idle");
+    assert!(
+        pttl > 0 && pttl <= 1_000,
+        "kept for the idle period: {pttl}"
+    );
+    settles("the fence state expired on every node", || {
+        cluster.count_key("redlock-fence:idle") == 0
+    });
+    let after = client.lock("idle", Duration::from_secs(5)).unwrap();
+    let last = after.fencing_token().unwrap();
+    assert!(last > *tokens.last().unwrap(), "{last} after {tokens:?}");
+}
+
+/// The child's part of the contention run: like the parent's workers.
+#[test]
+#[ignore = "run as a child process by tokens_strictly_increase_under_minority_faults"]
+fn fenced_contender() {
+    let (Ok(nodes), Ok(witness), Ok(result), Ok(secs)) = (
+        std::env::var("REDLOCK_TEST_NODES"),
+        std::env::var("REDLOCK_TEST_WITNESS"),
+        std::env::var("REDLOCK_TEST_RESULT"),
+        std::env::var("REDLOCK_TEST_SECS"),
+    ) else {
+        return;
+    };
+    let urls: Vec<String> = nodes.split(',').map(str::to_owned).collect();
+    let until = Instant::now() + Duration::from_secs(secs.parse().unwrap());
+    let (acquired, violations) = contend_fenced(&urls, &witness, until);
+    std::fs::write(result, format!("{acquired} {violations}")).unwrap();
+}
+
+/// In the critical section, the witness checks (atomically) that the token
+/// is larger than the last one it saw and that nobody else is inside.
+const CHECK: &str = r#"local inside = redis.call("incr", KEYS[2])
+local last = tonumber(redis.call("get", KEYS[1]) or "0")
+local bad = 0
+if tonumber(ARGV[1]) <= last or inside ~= 1 then bad = 1 end
+redis.call("set", KEYS[1], ARGV[1])
+redis.call("decr", KEYS[2])
+return bad"#;
+
+fn contend_fenced(urls: &[String], witness: &str, until: Instant) -> (u64, u64) {
+    let client = fenced_client(urls, true);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let client = &client;
+                s.spawn(move || {
+                    let mut conn = redis::Client::open(witness)
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let (mut acquired, mut violations) = (0u64, 0u64);
+                    while Instant::now() < until {
+                        let Ok(guard) = client.lock("fenced:shared", Duration::from_secs(2)) else {
+                            continue;
+                        };
+                        let token = guard.fencing_token().unwrap();
+                        let bad: i64 = redis::cmd("EVAL")
+                            .arg(CHECK)
+                            .arg(2)
+                            .arg("witness:last-token")
+                            .arg("witness:inside")
+                            .arg(token)
+                            .query(&mut conn)
+                            .unwrap();
+                        // A holder past its validity may be overtaken: only
+                        // a valid holder's order counts.
+                        if bad == 1 && guard.is_valid() {
+                            violations += 1;
+                        }
+                        acquired += 1;
+                        drop(guard);
+                    }
+                    (acquired, violations)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().unwrap())
+            .fold((0, 0), |(a, v), (a2, v2)| (a + a2, v + v2))
+    })
+}
+
+fn soak_secs() -> u64 {
+    std::env::var("REDLOCK_FENCE_SOAK_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6)
+}
+
+/// Thousands of acquisitions from two processes (2 threads each) while a
+/// seeded schedule pauses, kills and (after a TTL) restarts empty random
+/// minorities: every token a valid holder sees is larger than the last one
+/// the witness saw.
+#[test]
+fn tokens_strictly_increase_under_minority_faults() {
+    let mut cluster = Cluster::start(5);
+    let witness = Node::start(&NodeOptions::default());
+    let secs = soak_secs();
+    let seed: u64 = std::env::var("REDLOCK_CHAOS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(rand::random);
+    println!("fencing soak: {secs} s, seed {seed}");
+    let result = std::env::temp_dir().join(format!("redlock-fenced-{}", std::process::id()));
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["fenced_contender", "--exact", "--ignored", "--quiet"])
+        .env("REDLOCK_TEST_NODES", cluster.urls().join(","))
+        .env("REDLOCK_TEST_WITNESS", witness.url())
+        .env("REDLOCK_TEST_RESULT", &result)
+        .env("REDLOCK_TEST_SECS", secs.to_string())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(secs);
+    let urls = cluster.urls();
+    let (ours, faults) = std::thread::scope(|s| {
+        let here = s.spawn(|| contend_fenced(&urls, &witness.url(), until));
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut faults = 0;
+        while Instant::now() + Duration::from_millis(600) < until {
+            let victim = rng.random_range(0..5);
+            match rng.random_range(0..3) {
+                0 => {
+                    cluster.nodes[victim].pause();
+                    std::thread::sleep(Duration::from_millis(rng.random_range(50..400)));
+                    cluster.nodes[victim].resume();
+                }
+                1 => cluster.nodes[victim].restart_after(Duration::from_millis(2_100)),
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+            faults += 1;
+        }
+        (here.join().unwrap(), faults)
+    });
+    assert!(child.wait().unwrap().success());
+    let theirs = std::fs::read_to_string(&result).unwrap();
+    let _ = std::fs::remove_file(&result);
+    let mut parts = theirs.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+    let (acq, bad) = (parts.next().unwrap(), parts.next().unwrap());
+    println!(
+        "fencing soak: {faults} faults; parent {} acquisitions, child {acq}; violations {} + {bad}",
+        ours.0, ours.1
+    );
+    assert!(ours.0 > 100 && acq > 100, "both processes made progress");
+    assert_eq!(
+        ours.1 + bad,
+        0,
+        "a token not larger than the previous holder's"
+    );
+}
