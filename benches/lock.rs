@@ -540,6 +540,10 @@ fn main() {
             sha: sha.clone(),
         }),
         Arc::new(Peer(peer)),
+        Arc::new(Ours {
+            label: "fenced: redlock-sync (fencing on)",
+            client: Redlock::builder(&urls).fencing(true).build().unwrap(),
+        }),
     ];
 
     table(format!(
@@ -590,7 +594,10 @@ fn main() {
     table("\n| contender | S3 acquisitions/s | S3 mean wait µs | S3 p99 wait µs | S3 owner changes/s |".into());
     table("| --- | ---: | ---: | ---: | ---: |".into());
     let mut s3_results = Vec::new();
-    for c in contenders.iter().filter(|c| !c.name().starts_with("floor")) {
+    for c in contenders
+        .iter()
+        .filter(|c| !c.name().starts_with("floor") && !c.name().starts_with("fenced"))
+    {
         let r = s3(c.as_ref(), &plan);
         table(format!(
             "| {} | {:.0} | {} | {} | {:.0} |",
@@ -610,7 +617,10 @@ fn main() {
     );
     table("| --- | ---: | ---: | ---: |".into());
     let mut s4_ours = None;
-    for c in contenders.iter().filter(|c| !c.name().starts_with("floor")) {
+    for c in contenders
+        .iter()
+        .filter(|c| !c.name().starts_with("floor") && !c.name().starts_with("fenced"))
+    {
         let name = c.name();
         let (ok, total, lat, hung) = s4(c.clone(), &plan);
         let (p50, p99) = lat.map_or(("—".into(), "—".into()), |(a, b)| (us(a), us(b)));
@@ -658,6 +668,7 @@ fn main() {
     // Targets, as ratios measured in this run.
     let find = |n: &str| s1_results.iter().find(|r| r.0.starts_with(n)).unwrap();
     let (ours1, pipe) = (find("redlock-sync"), find("floor-pipe5"));
+    let fenced = find("fenced");
     table("\n| target | measured | met |".into());
     table("| --- | --- | --- |".into());
     let ratio = ours1.1.as_secs_f64() / pipe.1.as_secs_f64();
@@ -669,6 +680,11 @@ fn main() {
     table(format!(
         "| S1 pair p99 ≤ 3× own p50 | {tail:.2}× | {} |",
         yes(tail <= 3.0)
+    ));
+    let fr = fenced.1.as_secs_f64() / ours1.1.as_secs_f64();
+    table(format!(
+        "| S1 fenced pair p50 ≤ 1.6× unfenced (fencing on vs off) | {fr:.2}× | {} |",
+        yes(fr <= 1.6)
     ));
     let tr = ours1.2 / pipe.2;
     table(format!(
@@ -754,7 +770,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {
