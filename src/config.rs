@@ -152,6 +152,39 @@ impl RedlockBuilder {
         self
     }
 
+    /// Enforces delayed restarts: a node that restarted **without its data**
+    /// (and so forgot the locks it held) does not count toward any quorum —
+    /// its answers to acquisitions and extensions count as failures — until
+    /// it has been up for `period`. Set it to at least the longest TTL in
+    /// use. Defaults to off.
+    ///
+    /// On every (re)connect the node says what it is: its `run_id`, its
+    /// uptime, whether it persists with an AOF, and a marker key,
+    /// `redlock:admitted`, that the client sets to the node's `run_id` once
+    /// it admits it. The marker survives only if the data did: a node
+    /// restarted with its data from an AOF is admitted at once; one
+    /// restarted empty, or running RDB snapshots only, waits out the period.
+    /// A warning is logged when a node enters and when it leaves quarantine.
+    ///
+    /// **A new cluster** starts quarantined until its nodes have been up for
+    /// the period (the client cannot tell "new" from "restarted empty"). To
+    /// start one at once, when no lock can be held yet, set the marker on
+    /// each node:
+    /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p')"`.
+    ///
+    /// With ACLs, allow `info` and `get`/`set` on `redlock:admitted`. Must be
+    /// above zero and at most 7 days.
+    pub fn restart_quarantine(mut self, period: Duration) -> Self {
+        self.settings.restart_quarantine = Some(period);
+        self
+    }
+
+    /// The restart quarantine, if set. See
+    /// [`restart_quarantine`](Self::restart_quarantine).
+    pub fn get_restart_quarantine(&self) -> Option<Duration> {
+        self.settings.restart_quarantine
+    }
+
     /// Whether locks carry fencing tokens. See [`fencing`](Self::fencing).
     pub fn get_fencing(&self) -> bool {
         self.settings.fencing
@@ -214,6 +247,8 @@ impl RedlockBuilder {
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound of `queue_capacity` (each queue is allocated up front).
 const MAX_QUEUE: usize = 1 << 20;
+/// Upper bound of `restart_quarantine`.
+const MAX_QUARANTINE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Upper bound of `fencing_idle`.
 const MAX_FENCING_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Upper bound of `retry_delay` and `retry_jitter`.
@@ -267,6 +302,14 @@ fn validate(s: &Settings) -> Result<(), Error> {
         return Err(Error::config(format!(
             "fencing_idle must be between 1 s and 365 days, got {}",
             Human(s.fencing_idle)
+        )));
+    }
+    if let Some(period) = s.restart_quarantine
+        && (period.is_zero() || period > MAX_QUARANTINE)
+    {
+        return Err(Error::config(format!(
+            "restart_quarantine must be above zero and at most 7 days, got {}",
+            Human(period)
         )));
     }
     if s.queue_capacity == 0 || s.queue_capacity > MAX_QUEUE {

@@ -210,6 +210,11 @@ pub enum FailureKind {
     /// The node had not answered yet when the outcome was decided: the other
     /// nodes had already made a majority impossible. Not a fault of its own.
     Unanswered,
+    /// The node restarted without its data (or is new) and is in its restart
+    /// quarantine: its votes do not count until it has been up for the
+    /// period set with
+    /// [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine).
+    Quarantined,
 }
 
 impl FailureKind {
@@ -227,6 +232,7 @@ impl FailureKind {
             FailureKind::Server => "server error",
             FailureKind::Overloaded => "overloaded",
             FailureKind::Unanswered => "had not answered yet",
+            FailureKind::Quarantined => "in restart quarantine",
         }
     }
 }

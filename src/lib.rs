@@ -142,7 +142,8 @@
 //! restarts without its data forgets the locks it held, which can let a second
 //! client reach a majority. Either run nodes with `appendonly yes` and
 //! `appendfsync always`, or keep a restarted node out of service for at least
-//! the longest TTL in use (delayed restart).
+//! the longest TTL in use (delayed restart), or let the client enforce that
+//! delay with [`RedlockBuilder::restart_quarantine`].
 //!
 //! # Logging
 //!

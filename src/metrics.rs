@@ -11,7 +11,7 @@
 //! | `redlock_round_seconds` | histogram | `op`: `acquire`, `fence`, `extend`, `release` — one round on every node |
 //! | `redlock_renewals_total` | counter | `result`: `ok`, `failed` — keep-alive renewals |
 //! | `redlock_leases_lost_total` | counter | — (a kept-alive lock lost, or an extend or release that found the token gone) |
-//! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded` |
+//! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded`, `quarantined` |
 
 use std::time::Instant;
 
@@ -102,6 +102,7 @@ mod on {
             FailureKind::NotWritable => "not_writable",
             FailureKind::Server => "server",
             FailureKind::Overloaded => "overloaded",
+            FailureKind::Quarantined => "quarantined",
             FailureKind::Unanswered => return,
         };
         metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)

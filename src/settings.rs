@@ -23,6 +23,7 @@ pub(crate) struct Settings {
     /// Tokens never below the wall clock in microseconds. Always on; unit
     /// tests turn it off to test the majority protocol on its own.
     pub(crate) fencing_floor: bool,
+    pub(crate) restart_quarantine: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -39,6 +40,7 @@ impl Default for Settings {
             fencing: false,
             fencing_idle: Duration::from_secs(24 * 3600),
             fencing_floor: true,
+            restart_quarantine: None,
         }
     }
 }

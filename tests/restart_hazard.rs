@@ -61,3 +61,98 @@ fn a_restart_delayed_past_the_ttl_keeps_the_lock_exclusive() {
     assert!(b.is_valid());
     assert!(!a.is_valid(), "B got in while A's guard was still valid");
 }
+
+fn quarantined_client(cluster: &Cluster, period: Duration) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .restart_quarantine(period)
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+/// The hazard above, with the restart quarantine on: the two nodes that
+/// restarted empty do not count, so B never gets in while A's guard is
+/// valid, and gets in once they have been up for the period.
+#[test]
+fn with_the_restart_quarantine_an_empty_restart_never_lets_a_second_client_in() {
+    let mut cluster = Cluster::start(3);
+    for node in &cluster.nodes {
+        node.admit(); // a new cluster, started at once (documented)
+    }
+    let period = TTL * 2;
+    cluster.nodes[2].kill();
+    let a_client = quarantined_client(&cluster, period);
+    let a = a_client.lock("hazard", TTL).expect("A locks on 2 of 3");
+    cluster.nodes[2].restart();
+    cluster.nodes[1].restart();
+    let b_client = quarantined_client(&cluster, period);
+    let mut refused = 0;
+    while a.is_valid() {
+        match b_client.try_lock("hazard", TTL) {
+            Ok(Some(_)) => panic!("B got in while A's guard was valid"),
+            Ok(None) => {}
+            Err(redlock_sync::Error::NoQuorum { failures, .. }) => {
+                let quarantined = failures
+                    .iter()
+                    .filter(|f| f.kind() == redlock_sync::FailureKind::Quarantined)
+                    .count();
+                assert_eq!(quarantined, 2, "{failures:?}");
+                assert!(
+                    failures
+                        .iter()
+                        .any(|f| f.to_string().contains("counts again in"))
+                );
+                refused += 1;
+            }
+            Err(other) => panic!("unexpected {other}"),
+        }
+        std::thread::sleep(Duration::from_millis(50)); // B's retry pace
+    }
+    assert!(refused > 0);
+    harness::settles("B gets in once the quarantine is over", || {
+        matches!(b_client.try_lock("hazard", TTL), Ok(Some(_)))
+    });
+}
+
+#[test]
+fn a_node_restarted_with_its_data_from_an_aof_is_admitted_at_once() {
+    let options = harness::NodeOptions {
+        extra_args: ["--appendonly", "yes", "--appendfsync", "always"]
+            .map(String::from)
+            .to_vec(),
+        ..harness::NodeOptions::default()
+    };
+    let mut cluster = Cluster::start_with(3, &options);
+    for node in &cluster.nodes {
+        node.admit();
+    }
+    let client = quarantined_client(&cluster, Duration::from_secs(60));
+    drop(client.lock("aof", TTL).expect("admitted nodes count"));
+    cluster.nodes[0].restart_keeping_data();
+    cluster.nodes[1].kill();
+    // Nodes 0 and 2 must both count: node 0 kept its marker and data.
+    let fresh = quarantined_client(&cluster, Duration::from_secs(60));
+    drop(
+        fresh
+            .lock("aof", TTL)
+            .expect("admitted at once after an AOF restart"),
+    );
+}
+
+#[test]
+fn a_new_cluster_starts_quarantined_until_its_nodes_have_been_up_for_the_period() {
+    let cluster = Cluster::start(3);
+    let client = quarantined_client(&cluster, Duration::from_secs(2));
+    let err = client.try_lock("new", TTL).unwrap_err();
+    assert!(err.to_string().contains("in restart quarantine"), "{err}");
+    harness::settles("admitted after 2 s of uptime", || {
+        matches!(client.try_lock("new", TTL), Ok(Some(_)))
+    });
+    // Admitted nodes carry the marker, so the next client admits them at once.
+    for node in &cluster.nodes {
+        harness::settles("marker written", || node.get("redlock:admitted").is_some());
+    }
+    let next = quarantined_client(&cluster, Duration::from_secs(3600));
+    assert!(next.try_lock("new2", TTL).unwrap().is_some());
+}

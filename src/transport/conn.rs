@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::codec::classify_code;
+use super::quarantine::{Admission, Facts, MARKER};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::metrics;
@@ -60,6 +61,8 @@ pub(crate) struct NodeShared {
     last_failure: Mutex<Option<(NodeFailure, Instant)>>,
     /// A moving average of batch round trips, in nanoseconds (0: none yet).
     latency_nanos: AtomicU64,
+    /// Restart quarantine (decided on connect, read per batch).
+    pub(crate) admission: Admission,
 }
 
 impl NodeShared {
@@ -70,6 +73,7 @@ impl NodeShared {
             failing: AtomicBool::new(false),
             last_failure: Mutex::new(None),
             latency_nanos: AtomicU64::new(0),
+            admission: Admission::default(),
         }
     }
 
@@ -163,6 +167,8 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
 pub(crate) struct NodeManager {
     client: redis::Client,
     connect_timeout: Duration,
+    /// The restart quarantine period, and the node whose admission to set.
+    quarantine: Option<(Duration, Arc<NodeShared>)>,
     /// A connection opened at start-up, handed to the pool's first `connect`.
     preconnected: Mutex<Option<NodeConn>>,
 }
@@ -176,12 +182,46 @@ impl std::fmt::Debug for NodeManager {
 }
 
 impl NodeManager {
-    pub(crate) fn new(client: redis::Client, connect_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        client: redis::Client,
+        connect_timeout: Duration,
+        quarantine: Option<(Duration, Arc<NodeShared>)>,
+    ) -> Self {
         NodeManager {
             client,
             connect_timeout,
+            quarantine,
             preconnected: Mutex::new(None),
         }
+    }
+
+    /// Asks the node what it is and decides its restart quarantine.
+    fn admit(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
+        let Some((period, shared)) = &self.quarantine else {
+            return Ok(());
+        };
+        let asked: redis::RedisResult<(String, String, Option<String>)> = redis::pipe()
+            .cmd("INFO")
+            .arg("server")
+            .cmd("INFO")
+            .arg("persistence")
+            .cmd("GET")
+            .arg(MARKER)
+            .query(conn);
+        let facts = match asked {
+            Ok((server, persistence, marker)) => Facts::parse(&server, &persistence, marker),
+            // Refused (an ACL without INFO): it cannot be admitted early.
+            Err(err) if err.code().is_some() => None,
+            Err(err) => return Err(err),
+        };
+        let facts = facts.unwrap_or_else(|| Facts {
+            run_id: String::new(),
+            uptime: Duration::ZERO,
+            aof: false,
+            marker: None,
+        });
+        shared.admission.connected(&shared.address, facts, *period);
+        Ok(())
     }
 
     /// Connects and sets socket timeouts, bounded by the connect timeout.
@@ -203,6 +243,7 @@ impl NodeManager {
             Err(err) if err.code().is_some() => None,
             Err(err) => return Err(err),
         };
+        self.admit(&mut conn.conn)?;
         Ok(conn)
     }
 

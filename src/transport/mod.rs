@@ -12,6 +12,7 @@ mod conn;
 #[cfg(test)]
 pub(crate) mod fake;
 mod link;
+mod quarantine;
 mod redis_link;
 mod request;
 mod round;
@@ -140,9 +141,10 @@ impl Transport {
             .into_iter()
             .map(|spec| {
                 let shared = Arc::new(NodeShared::new(&spec.address));
+                let quarantine = settings.restart_quarantine.map(|p| (p, shared.clone()));
                 (
                     shared,
-                    NodeManager::new(spec.client, settings.connect_timeout),
+                    NodeManager::new(spec.client, settings.connect_timeout, quarantine),
                 )
             })
             .collect();

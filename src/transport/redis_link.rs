@@ -21,9 +21,12 @@ use std::time::{Duration, Instant};
 use super::codec::{encode, interpret};
 use super::conn::{NodeConn, NodeManager, NodeShared, classify};
 use super::link::Link;
+use super::quarantine::MARKER;
+use super::request::Op;
 use super::request::Request;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
+use crate::human::Human;
 
 pub(crate) struct RedisLink {
     shared: Arc<NodeShared>,
@@ -111,13 +114,24 @@ impl Link for RedisLink {
             .max()
             .unwrap_or(Duration::from_millis(1));
         // A connection other than the retired ones: cut those off first.
-        let kill: Vec<i64> = self
+        let mut prefix: Vec<redis::Cmd> = self
             .retired
             .iter()
-            .copied()
-            .filter(|id| Some(*id) != conn.id)
+            .filter(|id| Some(**id) != conn.id)
+            .map(|id| {
+                let mut kill = redis::cmd("CLIENT");
+                kill.arg("KILL").arg("ID").arg(*id);
+                kill
+            })
             .collect();
-        let replies = exchange(&mut conn, &kill, batch, timeout);
+        // A node just admitted after its restart quarantine gets its marker.
+        let quarantined = self.shared.admission.remaining(&self.shared.address);
+        if let Some(run_id) = self.shared.admission.take_mark() {
+            let mut mark = redis::cmd("SET");
+            mark.arg(MARKER).arg(run_id);
+            prefix.push(mark);
+        }
+        let replies = exchange(&mut conn, &prefix, batch, timeout);
         if conn.broken {
             if let Some(id) = conn.id {
                 if self.retired.len() == MAX_RETIRED {
@@ -133,31 +147,39 @@ impl Link for RedisLink {
             .iter()
             .zip(replies)
             .map(|(req, reply)| match reply {
-                Ok(value) => interpret(req, value, &self.shared.address),
+                Ok(value) => match (interpret(req, value, &self.shared.address), quarantined) {
+                    // Its votes to take or keep a lock do not count yet;
+                    // releases do.
+                    (Ok(_), Some(left)) if req.op != Op::Release => Err(NodeFailure::new(
+                        self.shared.address.clone(),
+                        FailureKind::Quarantined,
+                        format!(
+                            "restarted without its data (or new); counts again in {}",
+                            Human(left)
+                        ),
+                    )),
+                    (answer, _) => answer,
+                },
                 Err(err) => Err(self.failure(&err, req)),
             })
             .collect()
     }
 }
 
-/// Writes `CLIENT KILL ID` for each of `kill`, then all of `batch`'s
-/// commands, at once, and reads one reply per command (the kills' replies
-/// are not votes and are dropped). After an I/O error or timeout the
-/// connection is flagged broken and every request still unanswered gets that
-/// error.
+/// Writes `prefix` (housekeeping: `CLIENT KILL ID`, the quarantine
+/// marker), then all of `batch`'s commands, at once, and reads one reply per
+/// command (the prefix's replies are not votes and are dropped). After an
+/// I/O error or timeout the connection is flagged broken and every request
+/// still unanswered gets that error.
 fn exchange(
     conn: &mut NodeConn,
-    kill: &[i64],
+    prefix: &[redis::Cmd],
     batch: &[&Request],
     timeout: Duration,
 ) -> Vec<redis::RedisResult<redis::Value>> {
-    let mut packed = Vec::with_capacity(batch.len() * 160 + kill.len() * 40);
-    for id in kill {
-        redis::cmd("CLIENT")
-            .arg("KILL")
-            .arg("ID")
-            .arg(*id)
-            .write_packed_command(&mut packed);
+    let mut packed = Vec::with_capacity(batch.len() * 160 + prefix.len() * 40);
+    for cmd in prefix {
+        cmd.write_packed_command(&mut packed);
     }
     for req in batch {
         encode(req, &mut packed);
@@ -171,8 +193,8 @@ fn exchange(
         replies.resize_with(batch.len(), || Err(err.clone()));
         return replies;
     }
-    for _ in kill {
-        // An integer, or an error if the server refuses: either way, not a vote.
+    for _ in prefix {
+        // A value, or an error if the server refuses: either way, not a vote.
         if let Err(err) = conn.conn.recv_response() {
             conn.broken = true;
             replies.resize_with(batch.len(), || Err(err.clone()));

@@ -45,6 +45,8 @@ pub struct NodeOptions {
     pub password: Option<String>,
     /// Extra `redis-server` arguments, e.g. `["--appendonly", "yes"]`.
     pub extra_args: Vec<String>,
+    /// Also listen on a unix socket in the node's directory.
+    pub unix_socket: bool,
 }
 
 /// One local `redis-server` process.
@@ -83,6 +85,16 @@ impl Node {
             Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", self.port),
             None => format!("redis://127.0.0.1:{}", self.port),
         }
+    }
+
+    /// The unix socket (with `NodeOptions::unix_socket`).
+    pub fn socket_path(&self) -> PathBuf {
+        self.dir.join("redis.sock")
+    }
+
+    /// `unix:///…/redis.sock` (with `NodeOptions::unix_socket`).
+    pub fn unix_url(&self) -> String {
+        format!("unix://{}", self.socket_path().display())
     }
 
     /// `127.0.0.1:port`, the name the client logs and reports this node by.
@@ -141,6 +153,39 @@ impl Node {
         self.paused = false;
     }
 
+    /// Kills the node and starts it again on the same port with whatever it
+    /// persisted (its AOF, with `appendonly yes` among the extra args).
+    pub fn restart_keeping_data(&mut self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.spawn() {
+            assert!(
+                Instant::now() < deadline,
+                "could not restart port {}",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Admits the node as an operator starting a new cluster would (the
+    /// README's one-liner): sets `redlock:admitted` to its `run_id`.
+    pub fn admit(&self) {
+        let mut conn = self.conn();
+        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
+        let run_id = info
+            .lines()
+            .find_map(|l| l.strip_prefix("run_id:"))
+            .expect("run_id")
+            .trim()
+            .to_owned();
+        let _: () = redis::cmd("SET")
+            .arg("redlock:admitted")
+            .arg(run_id)
+            .query(&mut conn)
+            .unwrap();
+    }
+
     /// Starts the killed node again on the same port, with no data.
     pub fn restart(&mut self) {
         self.kill();
@@ -182,6 +227,10 @@ impl Node {
             .arg(&self.dir);
         if let Some(pw) = &self.options.password {
             cmd.args(["--requirepass", pw]);
+        }
+        if self.options.unix_socket {
+            cmd.arg("--unixsocket").arg(self.socket_path());
+            cmd.args(["--unixsocketperm", "700"]);
         }
         cmd.args(&self.options.extra_args);
         let child = cmd

@@ -1,0 +1,98 @@
+//! Nodes reached over unix sockets, and through an ACL user allowed only the
+//! commands the crate needs (the README's `ACL SETUSER` line), against real
+//! servers; a user lacking one of them gets an error that names it.
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Cluster, NodeOptions, settles};
+use redlock_sync::{Error, FailureKind, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Everything the client can do, on `client`'s nodes.
+fn exercise(client: &Redlock) {
+    let mut guard = client.lock("acl:one", TTL).unwrap();
+    guard.extend(TTL).unwrap();
+    guard.keep_alive();
+    guard.release().unwrap();
+    let both = client.lock_all(&["acl:a", "acl:b"], TTL).unwrap();
+    assert!(both.fencing_token().is_some());
+    both.release().unwrap();
+    assert!(client.try_lock("acl:one", TTL).unwrap().is_some());
+}
+
+#[test]
+fn unix_socket_nodes_work_like_tcp_nodes() {
+    let cluster = Cluster::start_with(
+        3,
+        &NodeOptions {
+            unix_socket: true,
+            ..NodeOptions::default()
+        },
+    );
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.unix_url()).collect();
+    let client = Redlock::builder(&urls).fencing(true).build().unwrap();
+    exercise(&client);
+    // Named by their socket path.
+    let health = client.node_health();
+    assert_eq!(
+        health[0].address(),
+        cluster.nodes[0].socket_path().to_str().unwrap()
+    );
+    settles("every key released", || cluster.count_key("acl:one") == 0);
+}
+
+/// The README's line, with the password and key pattern filled in.
+const ACL: &str = "on >s3cret ~* resetchannels -@all +set +get +del +pexpire +exists +eval +info +client|id +client|kill";
+
+fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
+    for node in &cluster.nodes {
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("SETUSER").arg(user);
+        for rule in rules.split_whitespace() {
+            cmd.arg(rule);
+        }
+        let _: () = cmd.query(&mut node.conn()).unwrap();
+    }
+    cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://{user}:s3cret@127.0.0.1:{}", n.port))
+        .collect()
+}
+
+#[test]
+fn a_user_with_only_the_documented_commands_can_do_everything() {
+    let cluster = Cluster::start(3);
+    for node in &cluster.nodes {
+        node.admit();
+    }
+    let urls = acl_user(&cluster, "redlock", ACL);
+    let client = Redlock::builder(&urls)
+        .fencing(true)
+        .restart_quarantine(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    exercise(&client);
+}
+
+#[test]
+fn a_user_lacking_a_command_gets_an_error_that_names_it() {
+    let cluster = Cluster::start(3);
+    let urls = acl_user(&cluster, "noeval", &ACL.replace(" +eval", ""));
+    let client = Redlock::builder(&urls).retry_count(0).build().unwrap();
+    // SET NX is allowed; the release script is not.
+    let guard = client.lock("acl:noeval", TTL).unwrap();
+    let err = guard.release().unwrap_err();
+    let Error::NoQuorum { failures, .. } = &err else {
+        panic!("expected NoQuorum, got {err:?}");
+    };
+    assert!(
+        failures.iter().any(|f| f.kind() == FailureKind::Auth),
+        "{err}"
+    );
+    assert!(err.to_string().contains("'eval'"), "{err}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+}
