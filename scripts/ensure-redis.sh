@@ -1,10 +1,11 @@
 #!/bin/sh
-# Makes sure redis-server (and what the TLS features build against) is installed.
+# Makes sure redis-server (and what the TLS features build and test with) is installed.
 # Installs with apt-get when missing (via sudo when not root); otherwise says what to install.
 set -e
 need=""
 command -v redis-server >/dev/null 2>&1 || need="$need redis-server"
 command -v pkg-config >/dev/null 2>&1 || need="$need pkg-config"
+command -v openssl >/dev/null 2>&1 || need="$need openssl"
 if ! pkg-config --exists openssl 2>/dev/null; then need="$need libssl-dev"; fi
 [ -z "$need" ] && exit 0
 echo "ensure-redis: installing:$need" >&2

@@ -33,6 +33,24 @@ use crate::transport::NodeSpec;
 pub struct RedlockBuilder {
     nodes: Vec<String>,
     settings: Settings,
+    tls: Tls,
+}
+
+/// Certificates for `rediss://` nodes. Debug shows only what is set: the
+/// client key is a secret.
+#[derive(Clone, Default)]
+struct Tls {
+    root: Option<Vec<u8>>,
+    client: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for Tls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tls")
+            .field("root_certificate", &self.root.is_some())
+            .field("client_certificate", &self.client.is_some())
+            .finish()
+    }
 }
 
 impl fmt::Debug for RedlockBuilder {
@@ -41,6 +59,7 @@ impl fmt::Debug for RedlockBuilder {
         f.debug_struct("RedlockBuilder")
             .field("nodes", &self.nodes.len())
             .field("settings", &self.settings)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -54,6 +73,7 @@ impl RedlockBuilder {
         RedlockBuilder {
             nodes: nodes.into_iter().map(|n| n.as_ref().to_owned()).collect(),
             settings: Settings::default(),
+            tls: Tls::default(),
         }
     }
 
@@ -185,6 +205,27 @@ impl RedlockBuilder {
         self.settings.restart_quarantine
     }
 
+    /// Verifies `rediss://` nodes against this CA certificate (PEM) instead
+    /// of the system's trust store. Needs the `tls-rustls` or
+    /// `tls-native-tls` feature. Defaults to the system's trust store.
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and key (PEM) to `rediss://` nodes
+    /// that require one (mutual TLS, `tls-auth-clients yes`). Needs a TLS
+    /// feature. The key never appears in `Debug` output or errors. Defaults
+    /// to none.
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
     /// Whether locks carry fencing tokens. See [`fencing`](Self::fencing).
     pub fn get_fencing(&self) -> bool {
         self.settings.fencing
@@ -238,7 +279,7 @@ impl RedlockBuilder {
     /// The parsed nodes and checked settings, or what is wrong with them.
     pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Settings), Error> {
         validate(&self.settings)?;
-        let nodes = parse_nodes(&self.nodes)?;
+        let nodes = parse_nodes(&self.nodes, &self.tls)?;
         Ok((nodes, self.settings))
     }
 }
@@ -321,7 +362,14 @@ fn validate(s: &Settings) -> Result<(), Error> {
     Ok(())
 }
 
-pub(crate) fn parse_nodes(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
+fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
+    let custom = tls.root.is_some() || tls.client.is_some();
+    if custom && !cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) {
+        return Err(Error::config(
+            "TLS certificates were given, but TLS needs the `tls-rustls` or `tls-native-tls` \
+             feature of redlock-sync",
+        ));
+    }
     if urls.is_empty() {
         return Err(Error::config(
             "no nodes given; pass the URLs of independent Redis masters (3 or 5 is usual)",
@@ -330,7 +378,7 @@ pub(crate) fn parse_nodes(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
     let mut seen = HashSet::new();
     let mut nodes = Vec::with_capacity(urls.len());
     for (index, url) in urls.iter().enumerate() {
-        let node = parse_node(index, url)?;
+        let node = parse_node(index, url, tls)?;
         if !seen.insert(node.address.clone()) {
             return Err(Error::config(format!(
                 "node #{index} ({}) is listed twice; each node must be a distinct Redis master",
@@ -342,7 +390,7 @@ pub(crate) fn parse_nodes(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
     Ok(nodes)
 }
 
-fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
+fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     let bad = |why: &str| Error::config(format!("node #{index} ({}): {why}", redact(url)));
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
@@ -383,8 +431,31 @@ fn parse_node(index: usize, url: &str) -> Result<NodeSpec, Error> {
     }
     let address = info.addr().to_string();
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
-    let client = redis::Client::open(info.set_tcp_settings(tcp))
-        .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?;
+    let info = info.set_tcp_settings(tcp);
+    let client = match info.addr() {
+        #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
+        redis::ConnectionAddr::TcpTls { .. } if tls.root.is_some() || tls.client.is_some() => {
+            let certificates = redis::TlsCertificates {
+                client_tls: tls
+                    .client
+                    .as_ref()
+                    .map(|(cert, key)| redis::ClientTlsConfig {
+                        client_cert: cert.clone(),
+                        client_key: key.clone(),
+                    }),
+                root_cert: tls.root.clone(),
+            };
+            redis::Client::build_with_tls(info, certificates).map_err(|e| {
+                bad(&format!(
+                    "the TLS certificates are not usable ({}); pass PEM data",
+                    safe_reason(&e)
+                ))
+            })?
+        }
+        _ => redis::Client::open(info)
+            .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?,
+    };
+    let _ = tls;
     Ok(NodeSpec { address, client })
 }
 
@@ -501,7 +572,7 @@ mod tests {
 
     #[test]
     fn at_signs_outside_a_tcp_authority_must_be_percent_encoded() {
-        let ok = parse_nodes(&urls(&[
+        let ok = parse_nodes_plain(&urls(&[
             "unix:///tmp/r.sock?pass=hunter%402",
             "unix:///run/user%401000/r.sock",
         ]))
@@ -512,7 +583,7 @@ mod tests {
             "unix:///run/user@1000/r.sock",
             "unix:///tmp/r.sock?pass=hunter@2",
         ] {
-            let err = parse_nodes(&urls(&[url])).unwrap_err();
+            let err = parse_nodes_plain(&urls(&[url])).unwrap_err();
             assert!(err.to_string().contains("%40"), "{err}");
             assert!(!err.to_string().contains("hunter"), "{err}");
         }
@@ -525,19 +596,19 @@ mod tests {
             "redis://:pa#ss@h:1",
             "redis://:pa/ss@h:1",
         ] {
-            let err = parse_nodes(&urls(&[url])).unwrap_err();
+            let err = parse_nodes_plain(&urls(&[url])).unwrap_err();
             let text = err.to_string();
             assert!(!text.contains("pa") || text.contains("parse"), "{text}");
             assert!(!text.contains("ss@"), "{text}");
         }
-        let ok = parse_nodes(&urls(&["redis://u:p%40ss@h:1", "redis://[::1]:2"])).unwrap();
+        let ok = parse_nodes_plain(&urls(&["redis://u:p%40ss@h:1", "redis://[::1]:2"])).unwrap();
         assert_eq!(ok[0].address, "h:1");
         assert_eq!(ok[1].address, "::1:2");
     }
 
     #[test]
     fn nodes_are_named_by_address_not_url() {
-        let nodes = parse_nodes(&urls(&[
+        let nodes = parse_nodes_plain(&urls(&[
             "redis://u:pw@127.0.0.1:7000/3",
             "unix:///tmp/r.sock",
         ]))
@@ -565,15 +636,23 @@ mod tests {
             &["redis://:pw@h:1/notadb"][..],
             &["redis://"][..],
         ] {
-            let err = parse_nodes(&urls(list)).unwrap_err();
+            let err = parse_nodes_plain(&urls(list)).unwrap_err();
             assert!(matches!(err, Error::Config { .. }), "{list:?}: {err}");
             assert!(!err.to_string().contains("pw"), "{err}");
         }
     }
 
+    fn parse_nodes_plain(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
+        parse_nodes(urls, &Tls::default())
+    }
+
     mod secrets {
         use super::*;
         use proptest::prelude::*;
+
+        fn parse_nodes_plain(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
+            parse_nodes(urls, &Tls::default())
+        }
 
         /// A password made of marker words joined by the characters that
         /// used to cut redaction short.
@@ -638,7 +717,7 @@ mod tests {
         }
 
         fn assert_hidden(url: &str, secrets: &[String]) -> Result<(), TestCaseError> {
-            let shown = match parse_nodes(&[url.to_owned()]) {
+            let shown = match parse_nodes_plain(&[url.to_owned()]) {
                 Err(err) => format!("{err} {err:?} {}", redact(url)),
                 Ok(nodes) => format!("{:?} {} {}", nodes[0], nodes[0].address, redact(url)),
             };
@@ -655,7 +734,7 @@ mod tests {
     #[cfg(not(any(feature = "tls-native-tls", feature = "tls-rustls")))]
     #[test]
     fn rediss_without_tls_feature_names_the_feature() {
-        let err = parse_nodes(&urls(&["rediss://h:1"])).unwrap_err();
+        let err = parse_nodes_plain(&urls(&["rediss://h:1"])).unwrap_err();
         assert!(err.to_string().contains("tls-rustls"), "{err}");
     }
 

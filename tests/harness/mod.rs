@@ -10,11 +10,13 @@
 mod clients;
 mod fenced;
 mod proxy;
+mod tls;
 mod witness;
 
 pub use clients::{capture_logs, logs, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
+pub use tls::Pki;
 pub use witness::{Contention, contend, contend_counting, witness_counter};
 
 use std::net::{TcpListener, TcpStream};
@@ -368,7 +370,8 @@ impl Cluster {
     }
 }
 
-fn free_port() -> u16 {
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local addr").port()
 }

@@ -1,0 +1,130 @@
+//! `rediss://` nodes (real `redis-server --tls-port`, certificates made by
+//! the test): mutual TLS against a custom CA works for every operation; a
+//! wrong CA, an expired certificate, a certificate for another host or a
+//! missing client certificate is a quick `NoQuorum` naming each node.
+#![cfg(any(feature = "tls-rustls", feature = "tls-native-tls"))]
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::{Node, NodeOptions, Pki, free_port};
+use redlock_sync::{Error, FailureKind, Redlock, RedlockBuilder};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// Three TLS nodes serving `cert`; returns them with their `rediss://` URLs.
+fn tls_nodes(pki: &Pki, cert: &str) -> (Vec<Node>, Vec<String>) {
+    (0..3)
+        .map(|_| {
+            let tls_port = free_port();
+            let node = Node::start(&NodeOptions {
+                extra_args: pki.server_args(tls_port, cert),
+                ..NodeOptions::default()
+            });
+            (node, format!("rediss://127.0.0.1:{tls_port}"))
+        })
+        .unzip()
+}
+
+fn builder(urls: &[String], pki: &Pki, ca: &str) -> RedlockBuilder {
+    Redlock::builder(urls)
+        .tls_root_certificate(pki.read(ca))
+        .tls_client_certificate(pki.read("client.pem"), pki.read("client.key"))
+        .connect_timeout(Duration::from_millis(500))
+        .retry_count(0)
+}
+
+#[test]
+fn mutual_tls_against_a_custom_ca_works_for_every_operation() {
+    let pki = Pki::generate();
+    let (nodes, urls) = tls_nodes(&pki, "server.pem");
+    let client = builder(&urls, &pki, "ca.pem")
+        .fencing(true)
+        .build()
+        .unwrap();
+    let mut guard = client.lock("tls:res", TTL).unwrap();
+    guard.extend(TTL).unwrap();
+    assert!(guard.fencing_token().is_some());
+    guard.release().unwrap();
+    let both = client.lock_all(&["tls:a", "tls:b"], TTL).unwrap();
+    both.release().unwrap();
+    assert!(nodes.iter().all(|n| n.get("tls:res").is_none()));
+    // The key never shows.
+    let shown = format!("{:?}", builder(&urls, &pki, "ca.pem"));
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+    assert!(shown.contains("client_certificate: true"), "{shown}");
+}
+
+/// A failure case: a clear NoQuorum naming every node, quickly.
+fn refused(client: &Redlock, urls: &[String]) -> String {
+    let started = Instant::now();
+    let err = client.lock("tls:res", TTL).unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    let Error::NoQuorum { failures, .. } = &err else {
+        panic!("expected NoQuorum, got {err:?}");
+    };
+    assert_eq!(failures.len(), urls.len(), "every node named: {err}");
+    let causes = failures
+        .iter()
+        .filter(|f| f.kind() != FailureKind::Unanswered)
+        .count();
+    assert!(causes >= 2, "a majority's causes: {err}");
+    for failure in failures {
+        assert!(
+            matches!(
+                failure.kind(),
+                FailureKind::Connection | FailureKind::Timeout | FailureKind::Unanswered
+            ),
+            "{failure}"
+        );
+    }
+    err.to_string()
+}
+
+#[test]
+fn bad_certificates_are_a_quick_no_quorum_naming_each_node() {
+    let pki = Pki::generate();
+    let (_good, urls) = tls_nodes(&pki, "server.pem");
+    // A CA that signed none of the servers' certificates.
+    let wrong_ca = builder(&urls, &pki, "other-ca.pem").build().unwrap();
+    let text = refused(&wrong_ca, &urls);
+    println!("wrong CA: {text}");
+    // No client certificate for servers that require one.
+    let anonymous = Redlock::builder(&urls)
+        .tls_root_certificate(pki.read("ca.pem"))
+        .connect_timeout(Duration::from_millis(500))
+        .retry_count(0)
+        .build()
+        .unwrap();
+    println!("no client certificate: {}", refused(&anonymous, &urls));
+
+    let (_expired, urls) = tls_nodes(&pki, "expired.pem");
+    let client = builder(&urls, &pki, "ca.pem").build().unwrap();
+    println!("expired: {}", refused(&client, &urls));
+
+    let (_other_host, urls) = tls_nodes(&pki, "wronghost.pem");
+    let client = builder(&urls, &pki, "ca.pem").build().unwrap();
+    println!("another host's certificate: {}", refused(&client, &urls));
+}
+
+#[test]
+fn certificates_without_a_tls_url_or_garbage_pem_are_reported() {
+    let pki = Pki::generate();
+    let err = Redlock::builder(["rediss://127.0.0.1:1"])
+        .tls_root_certificate(b"not a certificate".to_vec())
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .map(|client| client.lock("x", TTL));
+    // Either refused at build or at the first connection; never a panic.
+    match err {
+        Err(Error::Config { reason }) => assert!(reason.contains("TLS"), "{reason}"),
+        Ok(Err(Error::NoQuorum { .. })) => {}
+        other => panic!("unexpected {other:?}"),
+    }
+    drop(pki);
+}
