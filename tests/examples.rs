@@ -102,10 +102,8 @@ impl Drop for KillOnDrop {
     }
 }
 
-#[test]
-fn web_server_books_a_contended_seat_exactly_once() {
-    let mut cluster = Cluster::start(5);
-    let state = Node::start(&NodeOptions::default());
+/// Starts the web_server example on a free port; returns it and the port.
+fn web_server(cluster: &Cluster, state: &Node) -> (KillOnDrop, u16) {
     let mut server = KillOnDrop(
         example("web_server")
             .args([
@@ -131,6 +129,14 @@ fn web_server_books_a_contended_seat_exactly_once() {
         .next()
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"));
+    (server, port)
+}
+
+#[test]
+fn web_server_books_a_contended_seat_exactly_once() {
+    let mut cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let (_server, port) = web_server(&cluster, &state);
 
     let barrier = std::sync::Barrier::new(20);
     let results: Vec<(u16, String)> = std::thread::scope(|s| {
@@ -189,30 +195,7 @@ fn web_server_books_a_contended_seat_exactly_once() {
 fn web_server_swaps_seats_without_losing_or_duplicating_a_booking() {
     let cluster = Cluster::start(5);
     let state = Node::start(&NodeOptions::default());
-    let mut server = KillOnDrop(
-        example("web_server")
-            .args([
-                "--nodes",
-                &cluster.urls().join(","),
-                "--state",
-                &state.url(),
-                "--port",
-                "0",
-            ])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut first = String::new();
-    let mut stdout = BufReader::new(server.0.stdout.take().unwrap());
-    stdout.read_line(&mut first).unwrap();
-    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-    let port: u16 = first
-        .trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap();
+    let (_server, port) = web_server(&cluster, &state);
     // The starting bookings, written straight to the state node.
     for (seat, user) in [(1, "ada"), (2, "bob"), (3, "cy")] {
         let _: () = redis::cmd("SET")

@@ -159,15 +159,7 @@ impl Node {
     /// persisted (its AOF, with `appendonly yes` among the extra args).
     pub fn restart_keeping_data(&mut self) {
         self.kill();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self.spawn() {
-            assert!(
-                Instant::now() < deadline,
-                "could not restart port {}",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.respawn();
     }
 
     /// Admits the node as an operator starting a new cluster would (the
@@ -192,6 +184,11 @@ impl Node {
     pub fn restart(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+        self.respawn();
+    }
+
+    /// Starts the (killed) node again on its port, waiting for the port.
+    fn respawn(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !self.spawn() {
             assert!(
