@@ -15,10 +15,12 @@ use crate::health::NodeHealth;
 /// Cheap to clone: clones share the same connection pools and worker
 /// threads, so build one client per process and hand clones to every thread.
 /// The workers stop when the last clone and the last [`LockGuard`] are gone;
-/// that last drop waits (at most 1 s, usually microseconds) until requests
-/// already queued — the deletes of a release, which returns as soon as a
-/// majority confirmed — have reached the other nodes too, so a program that
-/// exits right after leaves no key behind.
+/// that last drop waits until requests already queued — the deletes of a
+/// release, which returns as soon as a majority confirmed — have reached the
+/// other nodes too (microseconds with healthy nodes, at most 1 s while one is
+/// stalled), so a program that drops its client before exiting leaves no key
+/// behind. (A client in a `static`, or a `process::exit` before the drop, gets
+/// no such wait.)
 ///
 /// Each operation sends its command to every node in parallel through the
 /// client's per-node worker threads and returns as soon as the outcome is

@@ -19,7 +19,9 @@ use crate::error::Error;
 ///
 /// Dropping the guard releases the lock on every node and waits (at most one
 /// per-node timeout) until a majority has confirmed, so that another client can
-/// take the lock as soon as `drop` returns. A failed release is logged as a
+/// take the lock as soon as `drop` returns. If it is the last handle on the
+/// client, it also waits (at most 1 s, while a node is stalled) for the
+/// deletes still queued for the other nodes; see [`Redlock`](crate::Redlock). A failed release is logged as a
 /// warning; the lock then expires after its TTL. Call
 /// [`release`](Self::release) instead to see the outcome.
 ///

@@ -91,19 +91,26 @@
 //! majority in at least one node, which reports at least A's token. Tokens
 //! are also never below the client's wall clock in microseconds.
 //!
-//! **Assumptions.** (1) The node where the two majorities meet kept its
-//! data. Two majorities of 5 may meet in a single node: if that node
-//! restarted empty, the majority argument alone carries nothing, and the
-//! order then rests on the wall-clock floor — B's token ≥ B's clock at B's
-//! start, which is later than A's token provided client clocks disagree by
-//! less than the time between A's acquisition and B's (NTP keeps them
-//! within milliseconds). Persistence (`appendfsync always`) or delayed
-//! restarts remove this case. (2) Fence values expire after
+//! **Assumptions.** (1) The fence values a majority stored are still there
+//! when the next majority reads them. Two majorities may meet in a single
+//! node (with 3 nodes, usually they do): if that node lost its fence key —
+//! restarted empty, `FLUSHALL`, a failover to a replica, or eviction under a
+//! `maxmemory` `volatile-*` policy (fence keys have a TTL) — the majority
+//! argument carries nothing, and the order rests on the floor alone: B's
+//! token ≥ B's clock at B's start. That is larger than A's token provided no
+//! client that fenced this resource within `fencing_idle` had a clock ahead
+//! of B's by more than the time between A's acquisition and B's (tokens
+//! carry forward, so a fast clock's lead is inherited). NTP keeps clocks
+//! within milliseconds; persistence (`appendfsync always`) and
+//! `maxmemory-policy noeviction` keep the fence keys. Delayed restarts and
+//! [`restart_quarantine`](RedlockBuilder::restart_quarantine) do not bring a
+//! lost fence value back; they only make the clock condition easier (B's
+//! clock is read at least the downtime later). (2) Fence values expire after
 //! [`fencing_idle`](RedlockBuilder::fencing_idle) without acquisitions; the
-//! floor keeps tokens growing across that, provided client clocks disagree
-//! by less than the idle period (24 h by default). (3) Tokens are
-//! microsecond timestamps plus counts; stored in Lua numbers they are exact
-//! up to 2^53 (the year 2255).
+//! floor keeps tokens growing across that under the same clock condition,
+//! over the idle period (24 h by default). (3) Tokens are microsecond
+//! timestamps plus counts, exact in Lua numbers below 2^53 (the year 2255);
+//! a fence key holding anything else is a node error, never a smaller token.
 //!
 //! **Cost.** One more round trip per acquisition; nothing on extend,
 //! release or keep-alive; one key per resource per node,

@@ -206,7 +206,7 @@ impl Core {
         let failed = match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => {
                 let fence = if self.settings.fencing {
-                    self.write_fence(keys, &token, ttl, outcome.fence, valid_until)
+                    self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
                 } else {
                     Ok(None)
                 };
@@ -247,7 +247,7 @@ impl Core {
         token: &Arc<str>,
         ttl: Duration,
         read: Option<u64>,
-        valid_until: Instant,
+        (acquiring, valid_until): (Instant, Instant),
     ) -> Result<Option<u64>, Failed> {
         let floor = if self.settings.fencing_floor {
             wall_clock_micros()
@@ -269,7 +269,7 @@ impl Core {
         match outcome.verdict {
             Verdict::Confirmed if Instant::now() < valid_until => Ok(Some(fence)),
             Verdict::Confirmed => Err(Failed::TooSlow {
-                elapsed: start.elapsed(),
+                elapsed: acquiring.elapsed(),
                 ttl,
             }),
             _ => Err(Failed::NoQuorum {
@@ -299,6 +299,10 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
         [""] => Err(Error::config(
             "the resource name is empty; name what you lock",
         )),
+        _ if resources.iter().any(|r| reserved(r)) => Err(Error::config(
+            "resource names starting with `redlock-fence:`, and `redlock:admitted`, are \
+             reserved for the client's own keys; choose another name",
+        )),
         [one] => Ok(Arc::from([Arc::from(*one)])),
         _ if resources.len() > MAX_RESOURCES => Err(Error::config(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
@@ -321,6 +325,11 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
             Ok(resources.iter().map(|r| Arc::from(*r)).collect())
         }
     }
+}
+
+/// The client's own keys, which no resource may be named after.
+fn reserved(resource: &str) -> bool {
+    resource.starts_with("redlock-fence:") || resource == "redlock:admitted"
 }
 
 /// How errors name a lock: its resource, or its resources joined by `, `.

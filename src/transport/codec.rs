@@ -60,15 +60,25 @@ return 1"#;
 /// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
 /// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
 /// answers `-1` if any was held, else the largest fence value stored.
+/// A fence key holding anything but an integer in `[0, 2^53)` (exact in a
+/// Lua number) is an error, and nothing is set.
 pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = r#"local n = tonumber(ARGV[3])
 for i = 1, n do
     if redis.call("exists", KEYS[i]) == 1 then return -1 end
 end
 local fence = 0
 for i = 1, n do
+    local raw = redis.call("get", KEYS[n + i])
+    if raw then
+        local stored = tonumber(raw)
+        if not stored or stored ~= math.floor(stored) or stored < 0 or stored >= 9007199254740992 then
+            return redis.error_reply("ERR redlock: " .. KEYS[n + i] .. " holds no fence value")
+        end
+        if stored > fence then fence = stored end
+    end
+end
+for i = 1, n do
     redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
-    local stored = tonumber(redis.call("get", KEYS[n + i]) or "0") or 0
-    if stored > fence then fence = stored end
 end
 return fence"#;
 
@@ -82,7 +92,14 @@ for i = 1, n do
 end
 local new = tonumber(ARGV[2])
 for i = 1, n do
-    local stored = tonumber(redis.call("get", KEYS[n + i]) or "0") or 0
+    local raw = redis.call("get", KEYS[n + i])
+    local stored = 0
+    if raw then
+        stored = tonumber(raw)
+        if not stored or stored ~= math.floor(stored) or stored < 0 or stored >= 9007199254740992 then
+            return redis.error_reply("ERR redlock: " .. KEYS[n + i] .. " holds no fence value")
+        end
+    end
     if new > stored then
         redis.call("set", KEYS[n + i], ARGV[2], "PX", ARGV[3])
     else
@@ -187,9 +204,8 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
         (Op::Acquire { .. }, Value::Int(n)) if several => Ok((n == 1).into()),
         (Op::Release | Op::Extend { .. } | Op::Fence { .. }, Value::Int(n)) => Ok((n == 1).into()),
         // The largest fence value stored, or -1 when a key was held.
-        (Op::AcquireFenced { .. }, Value::Int(n)) => {
-            Ok(u64::try_from(n).map_or(Vote::NO, Vote::fenced))
-        }
+        (Op::AcquireFenced { .. }, Value::Int(-1)) => Ok(Vote::NO),
+        (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
             classify_code(err.code()),
@@ -318,6 +334,11 @@ mod tests {
         // Several keys: the script's 1 or 0.
         assert_eq!(read(acquire, 2, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
+        // Fenced: -1 refused, a fence value granted, anything else odd.
+        let fenced = Op::AcquireFenced { ttl_ms: 1 };
+        assert_eq!(read(fenced, 1, Value::Int(-1)), Ok(Vote::NO));
+        assert_eq!(read(fenced, 1, Value::Int(7)), Ok(Vote::fenced(7)));
+        assert!(read(fenced, 1, Value::Int(-2)).is_err());
         // A reply of the wrong shape is a failure that never echoes it.
         for (keys, odd) in [
             (1, Value::Int(1)),
