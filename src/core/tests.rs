@@ -297,10 +297,11 @@ fn a_second_extension_waits_for_the_first_so_the_shorter_newer_ttl_wins() {
     }
 }
 
-#[test]
-fn a_callers_extend_waits_for_a_renewal_in_flight() {
+/// A kept-alive 900 ms lease whose keeper renewal has reached the nodes,
+/// which hold it unanswered (the keeper renews when 300 ms are left, ample
+/// on a loaded box).
+fn renewal_in_flight() -> (Vec<FakeNode>, Arc<Core>, Arc<Lease>) {
     let (nodes, core) = core_with(3, settings());
-    // 900 ms: the keeper renews when 300 ms are left, ample on a loaded box.
     let lease = lock(&core, "r", Duration::from_millis(900));
     // A quorum answered; let the last node apply the SET before holding it.
     eventually("held on every node", || {
@@ -310,8 +311,13 @@ fn a_callers_extend_waits_for_a_renewal_in_flight() {
         node.set(Behaviour::Hold);
     }
     core.keep(&lease).unwrap();
-    // The keeper's renewal reaches the (held) nodes when ~100 ms are left.
     assert!(nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 900) == 1));
+    (nodes, core, lease)
+}
+
+#[test]
+fn a_callers_extend_waits_for_a_renewal_in_flight() {
+    let (nodes, core, lease) = renewal_in_flight();
     std::thread::scope(|s| {
         let caller = s.spawn(|| core.extend(&lease, Duration::from_secs(5)));
         eventually("the caller's extension queued", || {
@@ -375,18 +381,7 @@ fn nodes_saying_the_token_is_gone_lose_the_lease_at_once() {
 
 #[test]
 fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
-    let (nodes, core) = core_with(3, settings());
-    // 900 ms: the keeper renews when 300 ms are left, ample on a loaded box.
-    let lease = lock(&core, "r", Duration::from_millis(900));
-    // A quorum answered; let the last node apply the SET before holding it.
-    eventually("held on every node", || {
-        nodes.iter().all(|n| n.holder("r").is_some())
-    });
-    for node in &nodes {
-        node.set(Behaviour::Hold);
-    }
-    core.keep(&lease).unwrap();
-    assert!(nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 900) == 1));
+    let (nodes, core, lease) = renewal_in_flight();
     std::thread::scope(|s| {
         let release = s.spawn(|| lease.release(&core));
         // Marked released (so no longer scheduled) before its delete is queued.
