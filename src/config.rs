@@ -179,21 +179,26 @@ impl RedlockBuilder {
     /// use. Defaults to off.
     ///
     /// On every (re)connect the node says what it is: its `run_id`, its
-    /// uptime, whether it persists with an AOF, and a marker key,
-    /// `redlock:admitted`, that the client sets to the node's `run_id` once
-    /// it admits it. The marker survives only if the data did: a node
-    /// restarted with its data from an AOF is admitted at once; one
-    /// restarted empty, or running RDB snapshots only, waits out the period.
-    /// A warning is logged when a node enters and when it leaves quarantine.
+    /// uptime, whether it persists with an AOF and `appendfsync always`, and
+    /// a marker key, `redlock:admitted`, that the client sets to the node's
+    /// `run_id` and the period once it admits it. The marker survives only if
+    /// the data did: a node restarted with its data from such an AOF is
+    /// admitted at once; one restarted empty, running RDB snapshots only, or
+    /// an AOF with `everysec`, waits out the period (plus one second: Redis
+    /// reports uptime in whole seconds). A marker left by a client with a
+    /// shorter period does not admit the node for a longer one. Restarts are
+    /// detected on reconnect; data lost without one (`FLUSHALL`) is not. A
+    /// warning is logged when a node enters and when it leaves quarantine.
     ///
     /// **A new cluster** starts quarantined until its nodes have been up for
     /// the period (the client cannot tell "new" from "restarted empty"). To
     /// start one at once, when no lock can be held yet, set the marker on
     /// each node:
-    /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p')"`.
+    /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
     ///
-    /// With ACLs, allow `info` and `get`/`set` on `redlock:admitted`. Must be
-    /// above zero and at most 7 days.
+    /// With ACLs, allow `info`, `config|get` and `get`/`set` on
+    /// `redlock:admitted` (see the README's ACL line). Must be above zero and
+    /// at most 7 days.
     pub fn restart_quarantine(mut self, period: Duration) -> Self {
         self.settings.restart_quarantine = Some(period);
         self
@@ -374,6 +379,17 @@ fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
         return Err(Error::config(
             "no nodes given; pass the URLs of independent Redis masters (3 or 5 is usual)",
         ));
+    }
+    if custom
+        && let Some(index) = urls
+            .iter()
+            .position(|u| !u.to_ascii_lowercase().starts_with("rediss://"))
+    {
+        return Err(Error::config(format!(
+            "TLS certificates were given, but node #{index} ({}) is not a rediss:// URL; \
+             use rediss:// for every node (or give no certificates)",
+            redact(&urls[index])
+        )));
     }
     let mut seen = HashSet::new();
     let mut nodes = Vec::with_capacity(urls.len());

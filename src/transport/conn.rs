@@ -209,17 +209,25 @@ impl NodeManager {
             .arg(MARKER)
             .query(conn);
         let facts = match asked {
-            Ok((server, persistence, marker)) => Facts::parse(&server, &persistence, marker),
-            // Refused (an ACL without INFO): it cannot be admitted early.
+            Ok((server, persistence, marker)) => {
+                // Only `appendfsync always` loses nothing acknowledged; a
+                // node that will not say counts as not durable.
+                let fsync: Option<Vec<String>> = match redis::cmd("CONFIG")
+                    .arg("GET")
+                    .arg("appendfsync")
+                    .query(conn)
+                {
+                    Ok(reply) => Some(reply),
+                    Err(err) if err.code().is_some() => None,
+                    Err(err) => return Err(err),
+                };
+                let fsync = fsync.as_ref().and_then(|r| r.get(1)).map(String::as_str);
+                Facts::parse(&server, &persistence, fsync, marker)
+            }
+            // Refused (an ACL without INFO or GET): it cannot be checked.
             Err(err) if err.code().is_some() => None,
             Err(err) => return Err(err),
         };
-        let facts = facts.unwrap_or_else(|| Facts {
-            run_id: String::new(),
-            uptime: Duration::ZERO,
-            aof: false,
-            marker: None,
-        });
         shared.admission.connected(&shared.address, facts, *period);
         Ok(())
     }

@@ -16,7 +16,7 @@
 //! A brand-new cluster therefore starts quarantined until its nodes have been
 //! up for the period. An operator who knows the nodes hold no lock starts it
 //! at once by setting the marker on each node:
-//! `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p')"`.
+//! `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
 
 use std::time::{Duration, Instant};
 
@@ -32,26 +32,58 @@ pub(crate) const MARKER: &str = "redlock:admitted";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Facts {
     pub(crate) run_id: String,
+    /// As the node reports it (whole seconds, wall clock): may overstate
+    /// the real uptime by up to a second, so [`MARGIN`] is added.
     pub(crate) uptime: Duration,
-    pub(crate) aof: bool,
+    /// AOF on with `appendfsync always`: nothing acknowledged is lost.
+    pub(crate) durable: bool,
     pub(crate) marker: Option<String>,
 }
 
+/// Added to every quarantine: `uptime_in_seconds` may be a second ahead.
+const MARGIN: Duration = Duration::from_secs(1);
+
 impl Facts {
-    /// Reads `INFO server`, `INFO persistence` and the marker's value.
-    pub(crate) fn parse(server: &str, persistence: &str, marker: Option<String>) -> Option<Facts> {
+    /// Reads `INFO server`, `INFO persistence`, the `appendfsync` setting
+    /// (`None` if the node would not say) and the marker's value.
+    pub(crate) fn parse(
+        server: &str,
+        persistence: &str,
+        appendfsync: Option<&str>,
+        marker: Option<String>,
+    ) -> Option<Facts> {
         let field = |text: &str, name: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
                 .map(|v| v.trim().to_owned())
         };
+        let aof = field(persistence, "aof_enabled").as_deref() == Some("1");
         Some(Facts {
             run_id: field(server, "run_id")?,
             uptime: Duration::from_secs(field(server, "uptime_in_seconds")?.parse().ok()?),
-            aof: field(persistence, "aof_enabled").as_deref() == Some("1"),
+            durable: aof && appendfsync == Some("always"),
             marker,
         })
     }
+}
+
+/// The marker this client writes: `{run_id} {period in ms}`. An operator's
+/// marker, `{run_id} operator`, admits the process for any period.
+fn marker(run_id: &str, period: Duration) -> String {
+    format!("{run_id} {}", period.as_millis())
+}
+
+/// Whether `marker` admits the process `run_id` for `period`.
+fn admits(marker: &str, run_id: &str, period: Duration) -> bool {
+    let mut parts = marker.split_whitespace();
+    let (Some(id), Some(grant)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    id == run_id
+        && (grant == "operator"
+            || grant
+                .parse::<u128>()
+                .is_ok_and(|ms| ms >= period.as_millis()))
 }
 
 /// One node's admission, kept in its shared state.
@@ -62,32 +94,60 @@ pub(crate) struct Admission {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Quarantined until then.
-    until: Option<Instant>,
-    /// The `run_id` to write as the marker once admitted (not yet written).
+    /// Quarantined until then, and why.
+    until: Option<(Instant, &'static str)>,
+    /// The marker to write once admitted (not yet written).
     mark: Option<String>,
 }
 
+/// What a batch must know about its node's admission.
+#[derive(Debug, Default)]
+pub(crate) struct Check {
+    /// Quarantined: for how long yet, and why.
+    pub(crate) quarantined: Option<(Duration, &'static str)>,
+    /// A marker to write now (once, after admission).
+    pub(crate) mark: Option<String>,
+}
+
 impl Admission {
-    /// Decides on a fresh connection, from what the node said.
-    pub(crate) fn connected(&self, address: &str, facts: Facts, period: Duration) {
+    /// Decides on a fresh connection, from what the node said (`None`: it
+    /// refused `INFO`, so it cannot be checked and waits the full period).
+    pub(crate) fn connected(&self, address: &str, facts: Option<Facts>, period: Duration) {
         let mut state = self.state.lock();
-        let survived = match &facts.marker {
-            Some(marker) if *marker == facts.run_id => {
-                state.until = None;
-                return;
+        let Some(facts) = facts else {
+            if state.until.is_none() {
+                log::warn!(
+                    "redlock: node {address} refused INFO, so a restart cannot be detected: it \
+                     does not count toward any quorum for {} (restart quarantine); allow +info",
+                    Human(period + MARGIN)
+                );
             }
-            Some(_) => facts.aof,
-            None => false,
+            let cause = "could not be checked for a restart (INFO refused; allow +info)";
+            state.until = Instant::now()
+                .checked_add(period + MARGIN)
+                .map(|t| (t, cause));
+            state.mark = None;
+            return;
         };
-        if survived || facts.uptime >= period {
+        if facts
+            .marker
+            .as_deref()
+            .is_some_and(|m| admits(m, &facts.run_id, period))
+        {
+            state.until = None;
+            state.mark = None;
+            return;
+        }
+        let survived = facts.marker.is_some() && facts.durable;
+        let needed = period + MARGIN;
+        if survived || facts.uptime >= needed {
             if state.until.take().is_some() {
                 log::warn!("redlock: node {address} leaves its restart quarantine");
             }
-            state.mark = Some(facts.run_id);
+            state.mark = Some(marker(&facts.run_id, period));
             return;
         }
-        let left = period - facts.uptime;
+        let left = needed - facts.uptime;
         if state.until.is_none() {
             log::warn!(
                 "redlock: node {address} has been up {} without our marker (restarted without \
@@ -97,31 +157,30 @@ impl Admission {
                 Human(left)
             );
         }
-        state.until = Instant::now().checked_add(left);
-        state.mark = Some(facts.run_id);
+        let cause = "restarted without its data (or new)";
+        state.until = Instant::now().checked_add(left).map(|t| (t, cause));
+        state.mark = Some(marker(&facts.run_id, period));
     }
 
-    /// How long the node stays quarantined, if it is; logs once when the
-    /// quarantine ends.
-    pub(crate) fn remaining(&self, address: &str) -> Option<Duration> {
+    /// For the next batch: quarantined or not (logging once when the
+    /// quarantine ends), and the marker to write now, if any.
+    pub(crate) fn check(&self, address: &str) -> Check {
         let mut state = self.state.lock();
-        let until = state.until?;
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        if let Some((until, cause)) = state.until {
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                return Check {
+                    quarantined: Some((left, cause)),
+                    mark: None,
+                };
+            }
             state.until = None;
             log::warn!("redlock: node {address} leaves its restart quarantine");
-            return None;
         }
-        Some(left)
-    }
-
-    /// The marker to write now: once admitted, and only once.
-    pub(crate) fn take_mark(&self) -> Option<String> {
-        let mut state = self.state.lock();
-        if state.until.is_some() {
-            return None;
+        Check {
+            quarantined: None,
+            mark: state.mark.take(),
         }
-        state.mark.take()
     }
 }
 
@@ -129,45 +188,62 @@ impl Admission {
 mod tests {
     use super::*;
 
-    fn facts(run_id: &str, uptime: u64, aof: bool, marker: Option<&str>) -> Facts {
-        Facts {
+    fn facts(run_id: &str, uptime: u64, durable: bool, marker: Option<&str>) -> Option<Facts> {
+        Some(Facts {
             run_id: run_id.into(),
             uptime: Duration::from_secs(uptime),
-            aof,
+            durable,
             marker: marker.map(str::to_owned),
-        }
+        })
+    }
+
+    fn admitted(a: &Admission) -> bool {
+        a.check("n").quarantined.is_none()
     }
 
     #[test]
     fn what_the_node_says_decides_its_admission() {
         let period = Duration::from_secs(60);
-        // Same process as when admitted.
+        // Same process, admitted for at least this period (or by an operator).
+        for m in ["r1 60000", "r1 3600000", "r1 operator"] {
+            let a = Admission::default();
+            a.connected("n", facts("r1", 5, false, Some(m)), period);
+            assert!(admitted(&a), "{m}");
+        }
+        // Admitted by a client with a shorter period: not enough for us.
         let a = Admission::default();
-        a.connected("n", facts("r1", 5, false, Some("r1")), period);
-        assert_eq!(a.remaining("n"), None);
-        assert_eq!(a.take_mark(), None, "already marked");
-        // Restarted with its data (marker survived, AOF): admitted, remarked.
+        a.connected("n", facts("r1", 5, false, Some("r1 1000")), period);
+        assert!(!admitted(&a));
+        // Restarted with its data (marker survived, AOF with fsync always).
         let a = Admission::default();
-        a.connected("n", facts("r2", 5, true, Some("r1")), period);
-        assert_eq!(a.remaining("n"), None);
-        assert_eq!(a.take_mark().as_deref(), Some("r2"));
-        assert_eq!(a.take_mark(), None, "only once");
-        // Restarted empty (or new): quarantined for the rest of the period.
+        a.connected("n", facts("r2", 5, true, Some("r1 60000")), period);
+        let check = a.check("n");
+        assert!(check.quarantined.is_none());
+        assert_eq!(check.mark.as_deref(), Some("r2 60000"));
+        assert_eq!(a.check("n").mark, None, "written once");
+        // Not durable (RDB, or AOF without fsync always): quarantined.
         let a = Admission::default();
-        a.connected("n", facts("r3", 20, true, None), period);
-        let left = a.remaining("n").expect("quarantined");
-        assert!(left > Duration::from_secs(39) && left <= Duration::from_secs(40));
-        assert_eq!(a.take_mark(), None, "not marked while quarantined");
-        // A marker from an earlier process without AOF (an RDB snapshot may
-        // be stale): quarantined too.
+        a.connected("n", facts("r3", 1, false, Some("r1 60000")), period);
+        assert!(!admitted(&a));
+        // Restarted empty (or new): quarantined for the rest of the period,
+        // plus the margin for the node's coarse uptime.
         let a = Admission::default();
-        a.connected("n", facts("r4", 1, false, Some("r1")), period);
-        assert!(a.remaining("n").is_some());
-        // Up for the period already: admitted and marked.
+        a.connected("n", facts("r4", 20, true, None), period);
+        let (left, cause) = a.check("n").quarantined.expect("quarantined");
+        assert!(
+            left > Duration::from_secs(40) && left <= Duration::from_secs(41),
+            "{left:?}"
+        );
+        assert!(cause.contains("restarted"));
+        // Up for the period (and the margin) already: admitted and marked.
         let a = Admission::default();
-        a.connected("n", facts("r5", 60, false, None), period);
-        assert_eq!(a.remaining("n"), None);
-        assert_eq!(a.take_mark().as_deref(), Some("r5"));
+        a.connected("n", facts("r5", 61, false, None), period);
+        assert_eq!(a.check("n").mark.as_deref(), Some("r5 60000"));
+        // INFO refused: quarantined for the whole period, saying why.
+        let a = Admission::default();
+        a.connected("n", None, period);
+        let (_, cause) = a.check("n").quarantined.expect("quarantined");
+        assert!(cause.contains("INFO"));
     }
 
     #[test]
@@ -175,11 +251,13 @@ mod tests {
         let server =
             "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n";
         let persistence = "# Persistence\r\naof_enabled:1\r\n";
-        let f = Facts::parse(server, persistence, None).unwrap();
-        assert_eq!(f, facts("abc123", 42, true, None));
-        assert_eq!(Facts::parse("run_id:x\r\n", persistence, None), None);
+        let f = Facts::parse(server, persistence, Some("always"), None).unwrap();
+        assert_eq!(Some(f), facts("abc123", 42, true, None));
+        let f = Facts::parse(server, persistence, Some("everysec"), None).unwrap();
+        assert!(!f.durable, "AOF with everysec may lose the last second");
+        assert_eq!(Facts::parse("run_id:x\r\n", persistence, None, None), None);
         assert_eq!(
-            Facts::parse("run_id:x\r\nuptime_in_seconds:zz\r\n", "", None),
+            Facts::parse("run_id:x\r\nuptime_in_seconds:zz\r\n", "", None, None),
             None
         );
     }

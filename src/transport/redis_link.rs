@@ -125,10 +125,11 @@ impl Link for RedisLink {
             })
             .collect();
         // A node just admitted after its restart quarantine gets its marker.
-        let quarantined = self.shared.admission.remaining(&self.shared.address);
-        if let Some(run_id) = self.shared.admission.take_mark() {
+        let admission = self.shared.admission.check(&self.shared.address);
+        let quarantined = admission.quarantined;
+        if let Some(marker) = admission.mark {
             let mut mark = redis::cmd("SET");
-            mark.arg(MARKER).arg(run_id);
+            mark.arg(MARKER).arg(marker);
             prefix.push(mark);
         }
         let replies = exchange(&mut conn, &prefix, batch, timeout);
@@ -150,13 +151,10 @@ impl Link for RedisLink {
                 Ok(value) => match (interpret(req, value, &self.shared.address), quarantined) {
                     // Its votes to take or keep a lock do not count yet;
                     // releases do.
-                    (Ok(_), Some(left)) if req.op != Op::Release => Err(NodeFailure::new(
+                    (Ok(_), Some((left, cause))) if req.op != Op::Release => Err(NodeFailure::new(
                         self.shared.address.clone(),
                         FailureKind::Quarantined,
-                        format!(
-                            "restarted without its data (or new); counts again in {}",
-                            Human(left)
-                        ),
+                        format!("{cause}; counts again in {}", Human(left)),
                     )),
                     (answer, _) => answer,
                 },

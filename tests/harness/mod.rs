@@ -175,7 +175,7 @@ impl Node {
             .to_owned();
         let _: () = redis::cmd("SET")
             .arg("redlock:admitted")
-            .arg(run_id)
+            .arg(format!("{run_id} operator"))
             .query(&mut conn)
             .unwrap();
     }
