@@ -119,7 +119,11 @@ fn bad_certificates_are_a_quick_no_quorum_naming_each_node() {
         refused(
             &anonymous,
             &urls,
-            &["CertificateRequired", "certificate required", "connection reset"]
+            &[
+                "CertificateRequired",
+                "certificate required",
+                "connection reset"
+            ]
         )
     );
 
