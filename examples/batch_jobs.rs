@@ -100,7 +100,7 @@ fn main() {
                 let mut state = redis::Client::open(state_url.as_str())
                     .and_then(|c| c.get_connection())
                     .expect("state redis");
-                for id in jobs.iter() {
+                let mut run = |id: usize, patient: bool| -> bool {
                     let done = |state: &mut redis::Connection| -> bool {
                         redis::cmd("SISMEMBER")
                             .arg("batch:done")
@@ -110,19 +110,31 @@ fn main() {
                     };
                     if done(&mut state) {
                         skipped.fetch_add(1, Ordering::Relaxed);
-                        continue;
+                        return true;
                     }
-                    // Someone else (another worker or copy) is on it: skip.
-                    let Ok(Some(mut guard)) = redlock.try_lock(&format!("batch:job:{id}"), ttl)
-                    else {
-                        skipped.fetch_add(1, Ordering::Relaxed);
-                        continue;
+                    // Someone else (another worker or copy) may be on it —
+                    // or nobody got it: two copies can split the nodes'
+                    // votes. Come back to it after the first pass, then
+                    // wait for its lock, so that no job is left undone.
+                    let key = format!("batch:job:{id}");
+                    let locked = if patient {
+                        redlock.lock_for(&key, ttl, Duration::from_secs(30)).ok()
+                    } else {
+                        redlock.try_lock(&key, ttl).ok().flatten()
+                    };
+                    let Some(mut guard) = locked else {
+                        if patient {
+                            eprintln!(
+                                "batch_jobs: could not lock job {id} within 30 s; left undone"
+                            );
+                        }
+                        return patient;
                     };
                     guard.keep_alive();
                     // Checked again under the lock: it may have finished meanwhile.
                     if done(&mut state) {
                         skipped.fetch_add(1, Ordering::Relaxed);
-                        continue;
+                        return true;
                     }
                     // The job itself: some work, and a count of how often it ran.
                     std::thread::sleep(args.work);
@@ -132,7 +144,7 @@ fn main() {
                         .unwrap();
                     if guard.ensure_valid().is_err() {
                         eprintln!("batch_jobs: lost the lock on job {id}; not recording it");
-                        continue;
+                        return true;
                     }
                     let _: i64 = redis::cmd("SADD")
                         .arg("batch:done")
@@ -148,6 +160,16 @@ fn main() {
                             started.elapsed().as_secs_f64()
                         );
                     }
+                    true
+                };
+                let mut deferred = Vec::new();
+                for id in jobs.iter() {
+                    if !run(id, false) {
+                        deferred.push(id);
+                    }
+                }
+                for id in deferred {
+                    run(id, true);
                 }
             });
         }
