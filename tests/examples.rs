@@ -370,13 +370,7 @@ fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
         std::thread::sleep(Duration::from_millis(5));
     }
     let interrupted = Instant::now();
-    let sent = Command::new("kill")
-        .args(["-INT", &run.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = run.0.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
     assert!(
         interrupted.elapsed() < Duration::from_secs(5),
         "stopped waiting at once, not after --wait 60s"
@@ -385,6 +379,16 @@ fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
     let token = cluster.nodes[0].get("busy-flock").unwrap();
     assert_eq!(cluster.holders("busy-flock", &token), 5);
     held.release().unwrap();
+}
+
+/// Ctrl-C for a child process; waits for it and returns its status.
+fn interrupt(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    child.wait().unwrap()
 }
 
 #[test]
@@ -400,13 +404,7 @@ fn flock_releases_the_lock_on_ctrl_c() {
         assert!(Instant::now() < deadline, "never took the lock");
         std::thread::sleep(Duration::from_millis(10));
     }
-    let sent = Command::new("kill")
-        .args(["-INT", &run.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = run.0.wait().unwrap();
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
     // Released, not left to its 30 s TTL.
     assert!(cluster.count_key("interrupted") < 3);
     let deadline = Instant::now() + Duration::from_secs(2);

@@ -418,17 +418,8 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
     );
     let held = lock(&core, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let (tx, rx) = crossbeam_channel::bounded(1);
         let core = &core;
-        s.spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            tx.send(core.acquire(
-                &["r"],
-                Duration::from_secs(10),
-                Patience::until(Some(deadline)),
-            ))
-            .unwrap();
-        });
+        let rx = waiting_acquire(s, core);
         eventually("the second thread waits", || core.waiters.has_waiters("r"));
         held.release(core).unwrap();
         let lease = rx
@@ -437,6 +428,25 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
             .expect("acquired");
         lease.release(core).unwrap();
     });
+}
+
+/// On another thread: acquires "r", waiting up to 60 s; the result arrives
+/// on the returned channel.
+fn waiting_acquire<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    core: &'s Core,
+) -> crossbeam_channel::Receiver<Result<Lease, Error>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    s.spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let acquired = core.acquire(
+            &["r"],
+            Duration::from_secs(10),
+            Patience::until(Some(deadline)),
+        );
+        tx.send(acquired).unwrap();
+    });
+    rx
 }
 
 /// Review finding: a release that lands while the waiter's *first* round is
@@ -459,17 +469,8 @@ fn a_local_release_during_the_first_round_is_not_missed() {
         node.set_delay(Duration::from_millis(200));
     }
     std::thread::scope(|s| {
-        let (tx, rx) = crossbeam_channel::bounded(1);
         let core = &core;
-        s.spawn(move || {
-            let deadline = Instant::now() + Duration::from_secs(60);
-            tx.send(core.acquire(
-                &["r"],
-                Duration::from_secs(10),
-                Patience::until(Some(deadline)),
-            ))
-            .unwrap();
-        });
+        let rx = waiting_acquire(s, core);
         // The waiter's first SET has reached the nodes (and was refused).
         for node in &nodes {
             assert!(node.wait_for(LONG_WAIT, |ops| {
