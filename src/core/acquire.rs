@@ -101,10 +101,10 @@ impl Core {
     ) -> Result<Lease, Error> {
         let keys = checked_keys(resources)?;
         let ttl = self.whole_ttl(ttl)?;
-        let name = display_name(&keys);
+        let name: Arc<str> = Arc::from(display_name(&keys));
         let started = metrics::Started::now();
         let cancelled = || Error::Cancelled {
-            resource: name.clone(),
+            resource: name.to_string(),
         };
         if patience.cancelled() {
             metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
@@ -143,7 +143,7 @@ impl Core {
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let round = self.attempt(&keys, ttl);
+            let round = self.attempt(&keys, &name, ttl);
             if patience.cancelled() {
                 // Cancelled during the round: what it took is released like
                 // the partial lock of any failed round.
@@ -188,7 +188,7 @@ impl Core {
 
     /// One acquisition round (two on a fencing client). On failure the
     /// partial lock is released everywhere (without waiting).
-    fn attempt(&self, keys: &Keys, ttl: Duration) -> Result<Lease, Failed> {
+    fn attempt(&self, keys: &Keys, name: &Arc<str>, ttl: Duration) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
         let timeout = self.node_timeout(ttl);
@@ -214,7 +214,14 @@ impl Core {
                     Ok(fence) => {
                         log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
                         let gone_by = self.keys_gone_by(start, ttl);
-                        let lease = Lease::new(keys.clone(), token, ttl, valid_until, gone_by);
+                        let lease = Lease::new(
+                            keys.clone(),
+                            name.clone(),
+                            token,
+                            ttl,
+                            valid_until,
+                            gone_by,
+                        );
                         return Ok(lease.with_fence(fence));
                     }
                     Err(failed) => failed,

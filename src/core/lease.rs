@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::acquire::{display_name, millis};
+use super::acquire::millis;
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
@@ -35,7 +35,7 @@ use crate::transport::{Keys, Op, PendingRound};
 pub(crate) struct Lease {
     resources: Keys,
     /// How errors and logs name it (the resources, joined by `, `).
-    name: String,
+    name: Arc<str>,
     token: Arc<str>,
     state: Mutex<LeaseState>,
     /// Signalled when an extension ends, for a caller's extension waiting on it.
@@ -91,13 +91,14 @@ const EXTENSION_SLACK: Duration = Duration::from_secs(1);
 impl Lease {
     pub(crate) fn new(
         resources: Keys,
+        name: Arc<str>,
         token: Arc<str>,
         ttl: Duration,
         valid_until: Instant,
         keys_gone_by: Instant,
     ) -> Self {
         Lease {
-            name: display_name(&resources),
+            name,
             resources,
             token,
             state: Mutex::new(LeaseState {
