@@ -84,16 +84,21 @@ pub(crate) type Answer = Result<Vote, NodeFailure>;
 pub(crate) struct Vote {
     pub(crate) yes: bool,
     pub(crate) fence: Option<u64>,
+    /// For a release that deleted our key: how many clients listened on
+    /// the resource's release channel on that node (ours included).
+    pub(crate) listeners: u32,
 }
 
 impl Vote {
     pub(crate) const YES: Vote = Vote {
         yes: true,
         fence: None,
+        listeners: 0,
     };
     pub(crate) const NO: Vote = Vote {
         yes: false,
         fence: None,
+        listeners: 0,
     };
 
     /// A yes that reports a fence value.
@@ -101,6 +106,15 @@ impl Vote {
         Vote {
             yes: true,
             fence: Some(fence),
+            listeners: 0,
+        }
+    }
+
+    /// A release's yes, heard by `listeners` subscribers.
+    pub(crate) fn heard(listeners: u32) -> Vote {
+        Vote {
+            listeners,
+            ..Vote::YES
         }
     }
 }
@@ -141,6 +155,8 @@ pub(crate) struct Outcome {
     pub(crate) permanent: bool,
     /// The largest fence value the yes votes counted here reported.
     pub(crate) fence: Option<u64>,
+    /// The most listeners a yes vote counted here reported.
+    pub(crate) listeners: u32,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -153,6 +169,8 @@ pub(crate) struct Tally {
     failures: Vec<NodeFailure>,
     /// The largest fence value reported with a yes.
     fence: Option<u64>,
+    /// The most listeners reported with a yes.
+    listeners: u32,
 }
 
 impl Tally {
@@ -164,14 +182,20 @@ impl Tally {
             no: 0,
             failures: Vec::new(),
             fence: None,
+            listeners: 0,
         }
     }
 
     pub(crate) fn record(&mut self, answer: Answer) {
         match answer {
-            Ok(Vote { yes: true, fence }) => {
+            Ok(Vote {
+                yes: true,
+                fence,
+                listeners,
+            }) => {
                 self.yes += 1;
                 self.fence = self.fence.max(fence);
+                self.listeners = self.listeners.max(listeners);
             }
             Ok(Vote { yes: false, .. }) => self.no += 1,
             Err(failure) => self.failures.push(failure),
@@ -201,6 +225,7 @@ impl Tally {
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
             fence: self.fence,
+            listeners: self.listeners,
         }
     }
 

@@ -24,6 +24,8 @@ pub(crate) struct Settings {
     /// tests turn it off to test the majority protocol on its own.
     pub(crate) fencing_floor: bool,
     pub(crate) restart_quarantine: Option<Duration>,
+    /// Publish releases and wake waiters on other clients' releases.
+    pub(crate) notifications: bool,
 }
 
 impl Default for Settings {
@@ -41,6 +43,7 @@ impl Default for Settings {
             fencing_idle: Duration::from_secs(24 * 3600),
             fencing_floor: true,
             restart_quarantine: None,
+            notifications: true,
         }
     }
 }

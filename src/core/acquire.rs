@@ -11,7 +11,7 @@ use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
-use crate::transport::{Keys, Op};
+use crate::transport::{Keys, Op, Watch};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -118,13 +118,25 @@ impl Core {
         // next pause at once. If this client's threads already wait for the
         // resource, queue behind them (bounded by one retry pause), so that
         // ownership rotates.
+        //
+        // Likewise, if this client just released the resource while other
+        // clients waited for it, let one of them have it first: wait (for a
+        // moment at most) for the next release.
         let mut ticket = None;
+        let mut watch = None;
         if patience.retries != Some(0) {
             let queued = self.waiters.has_waiters(&key);
+            let owed = self.waiters.owed(&key);
             let mut entered = self.waiters.enter(&key);
-            if queued {
+            if queued || owed.is_some() {
                 let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-                let until = pause_until(pause, &patience);
+                let mut until = pause_until(pause, &patience);
+                if let Some(owed) = owed {
+                    watch = self.watch(&key);
+                    if !queued {
+                        until = patience.deadline.map_or(owed, |d| d.min(owed));
+                    }
+                }
                 if entered.wait(until, patience.cancel.as_ref()) == Woken::Cancelled {
                     metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
                     return Err(cancelled());
@@ -171,8 +183,16 @@ impl Core {
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
-            // Sleep until the pause is over, until another thread of this
-            // client releases the resource, or until cancelled.
+            // Held by someone: hear its release from now on. Until a majority
+            // of nodes has the subscription, a release would go unheard; the
+            // subscription's acknowledgement wakes the pause below for one
+            // more round, which catches such a release.
+            if watch.is_none() && ticket.is_some() && matches!(failed, Failed::Busy) {
+                watch = self.watch(&key);
+            }
+            // Sleep until the pause is over, until the resource is released
+            // (by this client or, heard through the nodes, by another), or
+            // until cancelled.
             let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
             let until = pause_until(pause, &patience);
             let woken = match &mut ticket {
@@ -184,6 +204,13 @@ impl Core {
                 return Err(cancelled());
             }
         }
+    }
+
+    /// Subscribes to `key`'s releases, if this client listens for them.
+    fn watch(&self, key: &Arc<str>) -> Option<Watch> {
+        self.settings
+            .notifications
+            .then(|| self.transport.watch(key))
     }
 
     /// One acquisition round (two on a fencing client). On failure the

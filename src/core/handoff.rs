@@ -17,9 +17,23 @@
 //! A multi-resource lock waits on its first resource only (documented on
 //! `Redlock::lock_all`).
 //!
+//! Releases by other clients reach the same slots as notices from the
+//! nodes' release channels ([`Sink`]): one release arrives once from every
+//! node that deleted the key, with the same notice. It wakes one waiter,
+//! once, when a majority of nodes has announced it — earlier, the waiter's
+//! `SET` would still meet the key on the nodes that have not deleted it yet
+//! and fail, and it would then sleep through the remaining copies. A slot
+//! counts the copies of its last few notices; a local release records its
+//! own notice as counted, so its echo from the nodes wakes nobody again.
+//!
+//! A client that released a resource while other clients listened for it
+//! *owes* it to them for a moment ([`Waiters::owe`]): its next acquisition
+//! of that resource waits for the next release or the end of that moment
+//! before its first round, so that a program that locks in a loop hands the
+//! resource on instead of taking it straight back.
+//!
 //! This only shortens waits: every acquisition still goes through the Redis
-//! nodes, and waiters in other processes still retry on their own schedule.
-//! With nobody waiting, a release costs one atomic load here.
+//! nodes. With nobody waiting, a release costs two atomic loads here.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,13 +43,26 @@ use std::time::Instant;
 use parking_lot::{Condvar, Mutex};
 
 use crate::cancel::{CancelToken, Wake};
+use crate::transport::Sink;
 
 #[derive(Default)]
 pub(crate) struct Waiters {
+    /// How many nodes must announce a release before it wakes a waiter.
+    quorum: usize,
     /// How many tickets exist for any resource: lets releases skip the map.
     total: AtomicUsize,
     slots: Mutex<HashMap<Arc<str>, Arc<Slot>>>,
+    /// How many resources are owed to other clients: lets acquisitions
+    /// skip the map.
+    owing: AtomicUsize,
+    /// Resources this client released while others listened, and until when
+    /// it lets them go first.
+    owed: Mutex<HashMap<Arc<str>, Instant>>,
 }
+
+/// How many recent notices a slot remembers to tell copies of one release
+/// (one per node) from a new release.
+const NOTICES: usize = 8;
 
 #[derive(Default)]
 struct Slot {
@@ -67,8 +94,60 @@ pub(crate) enum Woken {
 struct SlotState {
     /// Tickets for this resource.
     waiting: usize,
-    /// Bumped by every local release of the resource.
+    /// Bumped by every release of the resource heard of (and by a
+    /// subscription reaching a majority).
     releases: u64,
+    /// The last notices heard, and from how many nodes (newest at
+    /// `next - 1`; [`LOCAL`] for a release by this client).
+    notices: [(u64, usize); NOTICES],
+    next: usize,
+}
+
+/// A local release's notice count: its copies from the nodes never count.
+const LOCAL: usize = usize::MAX;
+
+/// What was heard of a release.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Heard {
+    /// This client released it (its deletes queue ahead of a local
+    /// waiter's `SET` on every node).
+    Local(Option<u64>),
+    /// One node announced the release with this notice.
+    Node(u64),
+    /// Not a release: a subscription reached a majority (one more round).
+    Subscribed,
+}
+
+impl SlotState {
+    /// Counts what was heard; whether it wakes a waiter now.
+    fn count(&mut self, heard: Heard, quorum: usize) -> bool {
+        match heard {
+            Heard::Local(Some(notice)) => self.remember(notice, LOCAL),
+            Heard::Node(notice) => match self.notices.iter_mut().find(|(n, _)| *n == notice) {
+                Some((_, LOCAL)) => return false,
+                Some((_, count)) => {
+                    *count += 1;
+                    if *count != quorum {
+                        return false;
+                    }
+                }
+                None => {
+                    self.remember(notice, 1);
+                    if quorum > 1 {
+                        return false;
+                    }
+                }
+            },
+            Heard::Local(None) | Heard::Subscribed => {}
+        }
+        self.releases += 1;
+        true
+    }
+
+    fn remember(&mut self, notice: u64, count: usize) {
+        self.notices[self.next % NOTICES] = (notice, count);
+        self.next = self.next.wrapping_add(1);
+    }
 }
 
 /// One thread's registration as a waiter for one resource.
@@ -84,6 +163,14 @@ pub(crate) struct Ticket<'a> {
 }
 
 impl Waiters {
+    /// Waiters for a client over `nodes` nodes.
+    pub(crate) fn new(nodes: usize) -> Self {
+        Waiters {
+            quorum: crate::algorithm::quorum(nodes),
+            ..Waiters::default()
+        }
+    }
+
     /// Whether threads of this client are waiting for `key`.
     pub(crate) fn has_waiters(&self, key: &str) -> bool {
         self.total.load(Ordering::Acquire) > 0
@@ -115,16 +202,55 @@ impl Waiters {
         }
     }
 
-    /// Wakes the longest waiter for `key`, if any.
-    pub(crate) fn released(&self, key: &str) {
+    /// Wakes the longest waiter for `key`, if any, when what was heard
+    /// completes a release (see [`Heard`]).
+    pub(crate) fn released(&self, key: &str, heard: Heard) {
         if self.total.load(Ordering::Acquire) == 0 {
             return;
         }
         let slot = self.slots.lock().get(key).cloned();
-        if let Some(slot) = slot {
-            slot.state.lock().releases += 1;
+        if let Some(slot) = slot
+            && slot.state.lock().count(heard, self.quorum)
+        {
             slot.wake.notify_one();
         }
+    }
+
+    /// Lets other clients go first: until `until`, an acquisition of `key`
+    /// by this client first waits for its next release.
+    pub(crate) fn owe(&self, key: &Arc<str>, until: Instant) {
+        let mut owed = self.owed.lock();
+        if owed.len() >= 1024 {
+            // Forgotten entries only cost a short wait; never grow forever.
+            let now = Instant::now();
+            owed.retain(|_, until| *until > now);
+        }
+        owed.insert(key.clone(), until);
+        self.owing.store(owed.len(), Ordering::Release);
+    }
+
+    /// Until when `key` is owed to other clients, if it is (and forgets it:
+    /// it is owed once).
+    pub(crate) fn owed(&self, key: &str) -> Option<Instant> {
+        if self.owing.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let mut owed = self.owed.lock();
+        let until = owed.remove(key);
+        self.owing.store(owed.len(), Ordering::Release);
+        until.filter(|until| *until > Instant::now())
+    }
+}
+
+impl Sink for Waiters {
+    fn released(&self, key: &str, notice: u64) {
+        Waiters::released(self, key, Heard::Node(notice));
+    }
+
+    /// The waiter tries one more round: a release between its busy round
+    /// and the subscription would not be announced to it.
+    fn listening(&self, key: &str) {
+        Waiters::released(self, key, Heard::Subscribed);
     }
 }
 
@@ -195,7 +321,7 @@ mod tests {
 
     #[test]
     fn a_release_wakes_a_waiter_before_its_deadline() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(Waiters::new(5));
         let key: Arc<str> = Arc::from("k");
         let (entered_tx, entered) = crossbeam_channel::bounded(1);
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -211,9 +337,9 @@ mod tests {
         };
         entered.recv().unwrap();
         assert!(waiters.has_waiters("k"));
-        waiters.released("other-key");
+        waiters.released("other-key", Heard::Local(None));
         assert!(rx.try_recv().is_err(), "woken by another key's release");
-        waiters.released("k");
+        waiters.released("k", Heard::Local(None));
         let woken = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("woken by the release");
@@ -232,10 +358,10 @@ mod tests {
     /// must end the next wait at once.
     #[test]
     fn a_release_between_registering_and_sleeping_is_not_missed() {
-        let waiters = Waiters::default();
+        let waiters = Waiters::new(5);
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
-        waiters.released("k"); // before the ticket sleeps
+        waiters.released("k", Heard::Local(None)); // before the ticket sleeps
         let far = Instant::now() + Duration::from_secs(60);
         assert_eq!(
             ticket.wait(far, None),
@@ -244,10 +370,10 @@ mod tests {
         );
         // Re-armed before the next round: a release during the round counts.
         ticket.arm();
-        waiters.released("k");
+        waiters.released("k", Heard::Local(None));
         assert_eq!(ticket.wait(far, None), Woken::Released);
         // Releases before arm() do not.
-        waiters.released("k");
+        waiters.released("k", Heard::Local(None));
         ticket.arm();
         assert_eq!(
             ticket.wait(Instant::now() + Duration::from_millis(5), None),
@@ -257,7 +383,7 @@ mod tests {
 
     #[test]
     fn a_cancel_wakes_a_sleeper_at_once_and_a_cancelled_token_never_sleeps() {
-        let waiters = Arc::new(Waiters::default());
+        let waiters = Arc::new(Waiters::new(5));
         let key: Arc<str> = Arc::from("k");
         let token = CancelToken::new();
         let (entered_tx, entered) = crossbeam_channel::bounded(1);
@@ -280,7 +406,7 @@ mod tests {
 
     #[test]
     fn a_token_holds_one_entry_per_sleeping_ticket_and_none_after() {
-        let waiters = Waiters::default();
+        let waiters = Waiters::new(5);
         let token = CancelToken::new();
         let soon = || Instant::now() + Duration::from_millis(1);
         {
@@ -295,8 +421,39 @@ mod tests {
     }
 
     #[test]
+    fn a_release_wakes_once_when_a_majority_of_nodes_announced_it() {
+        let waiters = Waiters::new(5);
+        let key: Arc<str> = Arc::from("k");
+        let mut ticket = waiters.enter(&key);
+        let soon = || Instant::now() + Duration::from_millis(1);
+        waiters.released("k", Heard::Node(1));
+        waiters.released("k", Heard::Node(1));
+        assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "2 of 5");
+        waiters.released("k", Heard::Node(1));
+        assert_eq!(ticket.wait(soon(), None), Woken::Released, "3 of 5");
+        ticket.arm();
+        waiters.released("k", Heard::Node(1));
+        waiters.released("k", Heard::Node(1));
+        assert_eq!(
+            ticket.wait(soon(), None),
+            Woken::TimedOut,
+            "the last copies of one release wake nobody again"
+        );
+        // This client's own release wakes at once; its copies never again.
+        waiters.released("k", Heard::Local(Some(2)));
+        assert_eq!(ticket.wait(soon(), None), Woken::Released);
+        for _ in 0..5 {
+            waiters.released("k", Heard::Node(2));
+        }
+        assert_eq!(ticket.wait(soon(), None), Woken::TimedOut);
+        // A subscription reaching a majority: one more round.
+        waiters.released("k", Heard::Subscribed);
+        assert_eq!(ticket.wait(soon(), None), Woken::Released);
+    }
+
+    #[test]
     fn a_wait_without_release_ends_at_its_deadline() {
-        let waiters = Waiters::default();
+        let waiters = Waiters::new(5);
         let key: Arc<str> = Arc::from("k");
         let until = Instant::now() + Duration::from_millis(20);
         assert_eq!(waiters.enter(&key).wait(until, None), Woken::TimedOut);

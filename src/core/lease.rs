@@ -26,11 +26,17 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::acquire::millis;
+use super::handoff::Heard;
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
 use crate::metrics;
 use crate::transport::{Keys, Op, PendingRound};
+
+/// How long a client that released a resource other clients wait for lets
+/// them go first: long enough for one of them to hear the release and win a
+/// round, short enough that a listener that no longer waits costs little.
+pub(super) const HAND_ON: Duration = Duration::from_millis(10);
 
 pub(crate) struct Lease {
     resources: Keys,
@@ -292,11 +298,24 @@ impl Lease {
             state.released = true;
             (state.ttl, state.keys_gone_by)
         };
-        let request = core.request(Op::Release, &self.resources, &self.token, ttl, keys_gone_by);
+        let notice = super::notice(&core.settings);
+        let release = Op::Release { notice };
+        let request = core.request(release, &self.resources, &self.token, ttl, keys_gone_by);
         core.transport.broadcast(request);
         // As for a release: its deletes queue ahead of a local waiter's SET.
         for resource in self.resources.iter() {
-            core.waiters.released(resource);
+            core.waiters.released(resource, Heard::Local(notice));
+        }
+    }
+
+    /// Other clients listened for the release (`listeners` counts this
+    /// client's own subscription too): let them go first for a moment, so
+    /// that this client does not take the resource straight back.
+    fn hand_on(&self, core: &Core, listeners: u32) {
+        let key = &self.resources[0];
+        let ours = u32::from(listeners > 0 && core.transport.subscribed(key));
+        if listeners > ours {
+            core.waiters.owe(key, Instant::now() + HAND_ON);
         }
     }
 
@@ -310,8 +329,9 @@ impl Lease {
         };
         let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), None);
+        let notice = super::notice(&core.settings);
         let request = core.request(
-            Op::Release,
+            Op::Release { notice },
             &self.resources,
             &self.token,
             ttl,
@@ -322,10 +342,11 @@ impl Lease {
         // node, so it finds the key gone and the hand-off saves a round trip.
         // (A speed-up only: were the order lost, its SET would just fail.)
         for resource in self.resources.iter() {
-            core.waiters.released(resource);
+            core.waiters.released(resource, Heard::Local(notice));
         }
         let outcome = pending.collect(by);
         metrics::round(metrics::RoundOp::Release, start);
+        self.hand_on(core, outcome.listeners);
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }

@@ -14,8 +14,9 @@
 //!   mutex; at most one extension in flight per lease (a second waits for
 //!   the first, the keeper skips), and every change of TTL or validity bumps
 //!   the lease's epoch and reschedules it with the keeper.
-//! * [`Waiters`](handoff::Waiters): callers between rounds and releasing
-//!   callers (including `Drop`).
+//! * [`Waiters`](handoff::Waiters): callers between rounds, releasing
+//!   callers (including `Drop`), and the transport's subscriber threads
+//!   (notices of other clients' releases, through [`Sink`]).
 //! * Rounds: the caller and one worker per node; see `transport`.
 //! * [`CancelToken`](crate::CancelToken): the cancelling thread wakes the
 //!   sleepers registered with it by taking each sleeper's slot lock before
@@ -32,6 +33,8 @@ mod keeper;
 mod lease;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wake_tests;
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -42,7 +45,7 @@ use parking_lot::Mutex;
 use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
-use crate::transport::{Keys, NodeSpec, Op, Request, Transport};
+use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
 pub(crate) use acquire::Patience;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
@@ -51,8 +54,9 @@ pub(crate) use lease::Lease;
 pub(crate) struct Core {
     transport: Transport,
     settings: Settings,
-    /// This client's threads waiting between rounds, woken by local releases.
-    waiters: Waiters,
+    /// This client's threads waiting between rounds, woken by releases
+    /// (local ones, and other clients' through the transport's notices).
+    waiters: Arc<Waiters>,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
     #[cfg(test)]
@@ -76,10 +80,13 @@ impl Core {
     }
 
     pub(crate) fn new(transport: Transport, settings: Settings) -> Arc<Core> {
+        let waiters = Arc::new(Waiters::new(transport.len()));
+        let sink: Arc<dyn Sink> = waiters.clone();
+        transport.set_sink(Arc::downgrade(&sink));
         Arc::new(Core {
             transport,
             settings,
-            waiters: Waiters::default(),
+            waiters,
             keeper: Mutex::new(None),
             #[cfg(test)]
             hooks: tests::Hooks::default(),
@@ -156,9 +163,18 @@ impl Core {
     /// without making the caller wait.
     fn clean_up(&self, keys: &Keys, token: &Arc<str>, start: Instant, ttl: Duration) {
         let expires = self.keys_gone_by(start, ttl);
+        // No notice: nobody held the resource through this token.
+        let release = Op::Release { notice: None };
         self.transport
-            .broadcast(self.request(Op::Release, keys, token, ttl, expires));
+            .broadcast(self.request(release, keys, token, ttl, expires));
     }
+}
+
+/// A release's notice, published on the resource's release channel when
+/// this client publishes releases: random, so that copies of one release
+/// from several nodes can be told apart from the next release.
+fn notice(settings: &Settings) -> Option<u64> {
+    settings.notifications.then(rand::random::<u64>)
 }
 
 /// When to stop waiting for a round started at `start`: one per-node

@@ -35,9 +35,9 @@ impl Hooks {
     }
 }
 
-const LONG_WAIT: Duration = Duration::from_secs(5);
+pub(super) const LONG_WAIT: Duration = Duration::from_secs(5);
 
-fn settings() -> Settings {
+pub(super) fn settings() -> Settings {
     Settings {
         // Generous: the fakes answer at once unless told otherwise, and the
         // tests must not depend on how busy the machine is.
@@ -49,12 +49,12 @@ fn settings() -> Settings {
     }
 }
 
-fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
+pub(super) fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
     let (nodes, transport) = fake::cluster(n);
     (nodes, Core::new(transport, settings))
 }
 
-fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
+pub(super) fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
     Arc::new(
         core.acquire(&[key], ttl, Patience::attempts(0))
             .expect("acquired"),
@@ -68,7 +68,7 @@ fn extends(ops: &[Op], ttl_ms: u64) -> usize {
 }
 
 /// Polls a condition that has no event of its own; fails loudly.
-fn eventually(what: &str, cond: impl Fn() -> bool) {
+pub(super) fn eventually(what: &str, cond: impl Fn() -> bool) {
     let deadline = Instant::now() + LONG_WAIT;
     while !cond() {
         assert!(Instant::now() < deadline, "timed out waiting for: {what}");
@@ -161,7 +161,9 @@ fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
     }
     // The failed round's clean-up reaches every node, the held ones too.
     for node in &nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+        assert!(node.wait_for(LONG_WAIT, |ops| {
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
+        }));
         assert_eq!(node.holder("r"), None);
     }
 }
@@ -183,7 +185,9 @@ fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
     // The clean-up reaches every node (the 50 ms key has expired by then
     // anyway; what matters is that the delete was sent).
     for node in &nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+        assert!(node.wait_for(LONG_WAIT, |ops| {
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
+        }));
     }
 }
 
@@ -398,7 +402,7 @@ fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
     for node in &nodes {
         let ops = node.received();
         let renewal = ops.iter().position(|op| *op == Op::Extend { ttl_ms: 900 });
-        let delete = ops.iter().position(|op| *op == Op::Release);
+        let delete = ops.iter().position(|op| matches!(op, Op::Release { .. }));
         assert!(
             renewal.expect("renewal sent") < delete.expect("delete sent"),
             "{ops:?}"
@@ -432,7 +436,7 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
 
 /// On another thread: acquires "r", waiting up to 60 s; the result arrives
 /// on the returned channel.
-fn waiting_acquire<'s>(
+pub(super) fn waiting_acquire<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     core: &'s Core,
 ) -> crossbeam_channel::Receiver<Result<Lease, Error>> {
@@ -511,7 +515,9 @@ fn several_resources_are_taken_all_or_nothing_and_a_failed_round_leaves_none() {
         "{err:?}"
     );
     // Node 2 granted all three; the failed round's clean-up removes them.
-    assert!(nodes[2].wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+    assert!(nodes[2].wait_for(LONG_WAIT, |ops| {
+        ops.iter().any(|op| matches!(op, Op::Release { .. }))
+    }));
     eventually("clean-up applied", || {
         nodes
             .iter()
@@ -658,7 +664,9 @@ fn a_round_that_succeeds_after_its_cancel_is_released_again() {
         assert!(matches!(err, Error::Cancelled { .. }), "{err:?}");
     });
     for node in &nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| ops.contains(&Op::Release)));
+        assert!(node.wait_for(LONG_WAIT, |ops| {
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
+        }));
     }
     eventually("nothing left", || {
         nodes.iter().all(|n| n.holder("r").is_none())

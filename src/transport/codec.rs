@@ -16,8 +16,17 @@ use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
+/// With a notice (`ARGV[2]`), then publishes it on the resource's release
+/// channel (see [`channel`]). `redis.pcall`: a user not allowed to publish
+/// still releases. Answers `1 + subscribers reached` if it deleted, else `0`.
 pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("del", KEYS[1])
+    redis.call("del", KEYS[1])
+    local heard = 0
+    if ARGV[2] then
+        heard = redis.pcall("publish", "redlock-release:" .. KEYS[1], ARGV[2])
+        if type(heard) ~= "number" then heard = 0 end
+    end
+    return 1 + heard
 else
     return 0
 end"#;
@@ -38,15 +47,21 @@ for _, key in ipairs(KEYS) do
 end
 return 1"#;
 
-/// Deletes every key that holds our token; `1` only if all of them did.
-pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local ours = 0
+/// Deletes every key that holds our token, publishing the notice (if any)
+/// on each deleted key's release channel; `1 + the most subscribers one
+/// channel reached` only if all of them were ours, else `0`.
+pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local ours, heard = 0, 0
 for _, key in ipairs(KEYS) do
     if redis.call("get", key) == ARGV[1] then
         redis.call("del", key)
         ours = ours + 1
+        if ARGV[2] then
+            local n = redis.pcall("publish", "redlock-release:" .. key, ARGV[2])
+            if type(n) == "number" and n > heard then heard = n end
+        end
     end
 end
-if ours == #KEYS then return 1 else return 0 end"#;
+if ours == #KEYS then return 1 + heard else return 0 end"#;
 
 /// Extends every key, only if every key holds our token.
 pub(crate) const EXTEND_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
@@ -108,6 +123,14 @@ for i = 1, n do
 end
 return 1"#;
 
+/// The channel a release of `key` is announced on: `redlock-release:{key}`.
+pub(crate) fn channel(key: &str) -> String {
+    format!("{CHANNEL_PREFIX}{key}")
+}
+
+/// What every release channel's name starts with.
+pub(crate) const CHANNEL_PREFIX: &str = "redlock-release:";
+
 /// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
 pub(crate) fn fence_key(key: &str) -> String {
     format!("redlock-fence:{key}")
@@ -129,9 +152,12 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
             cmd.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms);
             cmd
         }
-        Op::Release => {
+        Op::Release { notice } => {
             let mut cmd = redis::cmd("EVAL");
             cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token);
+            if let Some(notice) = notice {
+                cmd.arg(notice);
+            }
             cmd
         }
         Op::Extend { ttl_ms } => {
@@ -177,7 +203,7 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
     let (script, ttl_ms) = match req.op {
         Op::Acquire { ttl_ms } => (ACQUIRE_ALL_SCRIPT, Some(ttl_ms)),
         Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
-        Op::Release => (RELEASE_ALL_SCRIPT, None),
+        Op::Release { .. } => (RELEASE_ALL_SCRIPT, None),
         Op::AcquireFenced { .. } | Op::Fence { .. } => return encode_fenced(req, out),
     };
     let mut cmd = redis::cmd("EVAL");
@@ -188,6 +214,12 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
     cmd.arg(req.token.as_bytes());
     if let Some(ttl_ms) = ttl_ms {
         cmd.arg(ttl_ms);
+    }
+    if let Op::Release {
+        notice: Some(notice),
+    } = req.op
+    {
+        cmd.arg(notice);
     }
     cmd.write_packed_command(out);
 }
@@ -202,7 +234,12 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
         (Op::Acquire { .. }, Value::Nil) if !several => Ok(Vote::NO),
         // The all-or-nothing script for several keys.
         (Op::Acquire { .. }, Value::Int(n)) if several => Ok((n == 1).into()),
-        (Op::Release | Op::Extend { .. } | Op::Fence { .. }, Value::Int(n)) => Ok((n == 1).into()),
+        (Op::Extend { .. } | Op::Fence { .. }, Value::Int(n)) => Ok((n == 1).into()),
+        // `1 + subscribers reached` when deleted.
+        (Op::Release { .. }, Value::Int(n)) if n >= 1 => {
+            Ok(Vote::heard(u32::try_from(n - 1).unwrap_or(u32::MAX)))
+        }
+        (Op::Release { .. }, Value::Int(_)) => Ok(Vote::NO),
         // The largest fence value stored, or -1 when a key was held.
         (Op::AcquireFenced { .. }, Value::Int(-1)) => Ok(Vote::NO),
         (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
@@ -272,8 +309,12 @@ mod tests {
     #[test]
     fn scripts_go_out_as_eval_with_their_source() {
         assert_eq!(
-            encoded(Op::Release),
+            encoded(Op::Release { notice: None }),
             resp(&["EVAL", RELEASE_SCRIPT, "1", "res", "tok"])
+        );
+        assert_eq!(
+            encoded(Op::Release { notice: Some(42) }),
+            resp(&["EVAL", RELEASE_SCRIPT, "1", "res", "tok", "42"])
         );
         assert_eq!(
             encoded(Op::Extend { ttl_ms: 30 }),
@@ -291,13 +332,24 @@ mod tests {
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", ACQUIRE_ALL_SCRIPT, "2", "a", "b", "tok", "70"])
         );
-        all.op = Op::Release;
+        all.op = Op::Release { notice: None };
         let mut out = Vec::new();
         encode(&all, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok"])
         );
+        all.op = Op::Release { notice: Some(7) };
+        let mut out = Vec::new();
+        encode(&all, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok", "7"])
+        );
+        for script in [RELEASE_SCRIPT, RELEASE_ALL_SCRIPT] {
+            assert!(script.contains(&format!("\"{CHANNEL_PREFIX}\" ..")));
+        }
+        assert_eq!(channel("a"), "redlock-release:a");
         all.op = Op::Extend { ttl_ms: 9 };
         let mut out = Vec::new();
         encode(&all, &mut out);
@@ -325,8 +377,11 @@ mod tests {
             Ok(Vote::YES)
         );
         assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::NO));
-        assert_eq!(read(Op::Release, 1, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(read(Op::Release, 1, Value::Int(0)), Ok(Vote::NO));
+        let release = Op::Release { notice: None };
+        assert_eq!(read(release, 1, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(release, 1, Value::Int(4)), Ok(Vote::heard(3)));
+        assert_eq!(read(release, 2, Value::Int(2)), Ok(Vote::heard(1)));
+        assert_eq!(read(release, 1, Value::Int(0)), Ok(Vote::NO));
         assert_eq!(
             read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
             Ok(Vote::YES)

@@ -37,6 +37,8 @@ struct Inner {
     received: Vec<Op>,
     /// Fence write-backs fail (the node granted the lock just before).
     fail_fence: bool,
+    /// Subscribers a release reports reaching.
+    listeners: u32,
 }
 
 #[derive(Debug)]
@@ -62,6 +64,7 @@ impl FakeNode {
                     delay: Duration::ZERO,
                     received: Vec::new(),
                     fail_fence: false,
+                    listeners: 0,
                 }),
                 changed: Condvar::new(),
             }),
@@ -77,6 +80,16 @@ impl FakeNode {
     /// Fence write-backs answer with a connection failure.
     pub(crate) fn fail_fence(&self, fail: bool) {
         self.shared.inner.lock().fail_fence = fail;
+    }
+
+    /// Releases report reaching this many subscribers.
+    pub(crate) fn set_listeners(&self, listeners: u32) {
+        self.shared.inner.lock().listeners = listeners;
+    }
+
+    /// Another client's release of `key`.
+    pub(crate) fn remove(&self, key: &str) {
+        self.shared.inner.lock().keys.remove(key);
     }
 
     /// Every answer comes this much later (the request is applied at once).
@@ -206,7 +219,7 @@ impl Link for FakeLink {
                 })
                 .collect(),
             _ => {
-                let fail_fence = inner.fail_fence;
+                let (fail_fence, listeners) = (inner.fail_fence, inner.listeners);
                 batch
                     .iter()
                     .map(|req| match req.op {
@@ -215,6 +228,13 @@ impl Link for FakeLink {
                             FailureKind::Connection,
                             "scripted failure",
                         )),
+                        Op::Release { .. } => apply(&mut inner.keys, req).map(|vote| {
+                            if vote.yes {
+                                Vote::heard(listeners)
+                            } else {
+                                vote
+                            }
+                        }),
                         _ => apply(&mut inner.keys, req),
                     })
                     .collect()
@@ -285,7 +305,7 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             Ok(Vote::YES)
         }
-        Op::Release => {
+        Op::Release { .. } => {
             let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
             let all = mine.len() == req.keys.len();
             for key in mine {

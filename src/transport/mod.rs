@@ -12,6 +12,7 @@ mod conn;
 #[cfg(test)]
 pub(crate) mod fake;
 mod link;
+mod notify;
 mod quarantine;
 mod redis_link;
 mod request;
@@ -29,6 +30,8 @@ use crate::health::NodeHealth;
 use crate::settings::Settings;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use link::Link;
+use notify::Hub;
+pub(crate) use notify::{Sink, Watch};
 use redis_link::RedisLink;
 pub(crate) use request::{Keys, Op, Request};
 pub(crate) use round::PendingRound;
@@ -98,6 +101,8 @@ pub(crate) struct Transport {
     addresses: Arc<[Arc<str>]>,
     /// Disconnected once every worker has stopped.
     stopped: Receiver<()>,
+    /// Release notifications, subscribed while callers wait.
+    hub: Hub,
 }
 
 /// How long dropping the transport waits for the workers to send what is
@@ -137,6 +142,10 @@ impl Transport {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
             let _ = rustls::crypto::ring::default_provider().install_default();
         }
+        let subscribers = specs
+            .iter()
+            .map(|spec| Some((Arc::from(spec.address.as_str()), spec.client.clone())))
+            .collect();
         let managers: Vec<(Arc<NodeShared>, NodeManager)> = specs
             .into_iter()
             .map(|spec| {
@@ -177,7 +186,11 @@ impl Transport {
             let link = RedisLink::new(shared.clone(), pool, settings.connect_timeout);
             (shared, Box::new(link) as Box<dyn Link>)
         });
-        Self::with_links(links, settings.queue_capacity)
+        let mut transport = Self::with_links(links, settings.queue_capacity)?;
+        if settings.notifications {
+            transport.hub = Hub::new(subscribers, settings.connect_timeout);
+        }
+        Ok(transport)
     }
 
     /// Starts one worker per link. The seam: tests pass fake nodes here.
@@ -203,11 +216,35 @@ impl Transport {
             nodes.push(NodeHandle { shared, queue });
         }
         let addresses = nodes.iter().map(|n| n.shared.address.clone()).collect();
+        let hub = Hub::new(vec![None; nodes.len()], Duration::from_secs(1));
         Ok(Transport {
             nodes,
             addresses,
             stopped,
+            hub,
         })
+    }
+
+    /// Where release notices go (set once, by the core).
+    pub(crate) fn set_sink(&self, sink: std::sync::Weak<dyn Sink>) {
+        self.hub.set_sink(sink);
+    }
+
+    /// Listens for releases of `key` on every node while the [`Watch`]
+    /// lives. No connection or thread exists before the first watch.
+    pub(crate) fn watch(&self, key: &Arc<str>) -> Watch {
+        self.hub.watch(key)
+    }
+
+    /// Whether this client itself listens for `key`'s releases on some node.
+    pub(crate) fn subscribed(&self, key: &str) -> bool {
+        self.hub.subscribed(key)
+    }
+
+    /// The notification hub, for tests that play a node's part.
+    #[cfg(test)]
+    pub(crate) fn hub(&self) -> &Hub {
+        &self.hub
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -17,7 +17,9 @@ pub(crate) enum Op {
     /// Compare-and-pexpire (several keys: only if every key is ours).
     Extend { ttl_ms: u64 },
     /// Compare-and-delete (several keys: yes only if every key was ours).
-    Release,
+    /// With a notice, each deleted key's release is published with it (the
+    /// notice tells copies of one release from different nodes apart).
+    Release { notice: Option<u64> },
     /// `SET NX PX` on every key (all or none, one script) that also reports
     /// the largest fence value stored for the keys.
     AcquireFenced { ttl_ms: u64 },

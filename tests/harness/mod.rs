@@ -10,6 +10,7 @@
 mod clients;
 mod fenced;
 mod proxy;
+pub mod pubsub;
 mod tls;
 mod witness;
 

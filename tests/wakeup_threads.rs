@@ -1,0 +1,64 @@
+//! Subscriber threads and connections: none before the first wait, one per
+//! node however many resources are waited on, gone once nobody waits.
+//! (One test in this binary, so no other test's threads are counted.)
+
+mod harness;
+
+use std::time::Duration;
+
+use harness::pubsub::{heard_by_majority, subscriber_connections, subscriber_threads};
+use harness::{Cluster, client_threads, settles, threads_per_client};
+use redlock_sync::Redlock;
+
+const TTL: Duration = Duration::from_secs(10);
+
+#[test]
+fn subscribers_stay_one_per_node_however_many_resources_and_close_when_idle() {
+    let cluster = Cluster::start(5);
+    let before = client_threads();
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let waiter = Redlock::builder(cluster.urls())
+        .retry_delay(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let baseline = before + 2 * threads_per_client(5);
+    settles("both clients' threads started", || {
+        client_threads() == baseline
+    });
+    const RESOURCES: usize = 40;
+    let guards: Vec<_> = (0..RESOURCES)
+        .map(|i| holder.lock(&format!("many:{i}"), TTL).unwrap())
+        .collect();
+    assert_eq!(subscriber_threads(), 0, "nobody waited yet");
+    assert_eq!(subscriber_connections(&cluster), 0);
+    std::thread::scope(|scope| {
+        let waiting: Vec<_> = (0..RESOURCES)
+            .map(|i| {
+                let waiter = &waiter;
+                scope.spawn(move || {
+                    waiter
+                        .lock_for(&format!("many:{i}"), TTL, Duration::from_secs(60))
+                        .map(drop)
+                })
+            })
+            .collect();
+        settles("every resource listened for", || {
+            (0..RESOURCES).all(|i| heard_by_majority(&cluster, &format!("many:{i}")))
+        });
+        assert_eq!(subscriber_threads(), 5, "one subscriber thread per node");
+        assert_eq!(
+            subscriber_connections(&cluster),
+            5,
+            "one subscriber connection per node"
+        );
+        drop(guards);
+        for handle in waiting {
+            handle.join().unwrap().expect("acquired");
+        }
+    });
+    settles("idle subscriber connections closed", || {
+        subscriber_connections(&cluster) == 0
+    });
+    settles("subscriber threads gone", || subscriber_threads() == 0);
+    assert_eq!(client_threads(), baseline, "only the workers are left");
+}

@@ -1,0 +1,182 @@
+//! Waiters in other clients and other processes are woken by a release
+//! (published on the nodes), fall back to their retry delay when the
+//! notification is lost, and the subscriber threads stay bounded and go
+//! away when nobody waits.
+
+mod harness;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use harness::pubsub::heard_by_majority;
+use harness::{Cluster, settles};
+use redlock_sync::Redlock;
+
+const TTL: Duration = Duration::from_secs(10);
+/// Far longer than a notified wake-up takes.
+const RETRY_DELAY: Duration = Duration::from_millis(400);
+
+/// A client that, without notifications, would find a released resource
+/// only after sleeping out `RETRY_DELAY`.
+fn slow_poller(cluster_urls: &[String]) -> Redlock {
+    Redlock::builder(cluster_urls)
+        .retry_delay(RETRY_DELAY)
+        .retry_jitter(Duration::ZERO)
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .expect("client")
+}
+
+#[test]
+fn a_waiter_in_another_client_acquires_right_after_the_release() {
+    let cluster = Cluster::start(5);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let waiter = slow_poller(&cluster.urls());
+    let mut waits = Vec::new();
+    for round in 0..5 {
+        let resource = format!("wake:{round}");
+        let guard = holder.lock(&resource, TTL).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                let guard = waiter
+                    .lock_for(&resource, TTL, Duration::from_secs(30))
+                    .expect("acquired after the release");
+                tx.send(Instant::now()).unwrap();
+                drop(guard);
+            });
+            settles("the waiter listens on a majority", || {
+                heard_by_majority(&cluster, &resource)
+            });
+            let released = Instant::now();
+            drop(guard);
+            let acquired = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the waiter acquired");
+            waits.push(acquired.saturating_duration_since(released));
+        });
+    }
+    waits.sort();
+    println!("release → acquisition in another client: {waits:?}");
+    // Polling alone would take up to the 400 ms retry delay, and would land
+    // under 100 ms in only a quarter of the cases.
+    for wait in &waits {
+        assert!(
+            *wait < Duration::from_millis(100),
+            "woken by the release, not the retry delay: {waits:?}"
+        );
+    }
+}
+
+/// The child half of [`a_waiter_in_another_process_acquires_right_after_the_release`].
+#[test]
+fn child_waiter() {
+    let (Ok(urls), Ok(resource)) = (
+        std::env::var("WAKEUPS_CHILD_URLS"),
+        std::env::var("WAKEUPS_CHILD_RESOURCE"),
+    ) else {
+        return; // only as a child
+    };
+    let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
+    let redlock = slow_poller(&urls);
+    let guard = redlock
+        .lock_for(&resource, TTL, Duration::from_secs(30))
+        .expect("acquired after the release");
+    let micros = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    println!("acquired at {micros}");
+    drop(guard);
+}
+
+#[test]
+fn a_waiter_in_another_process_acquires_right_after_the_release() {
+    let cluster = Cluster::start(5);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let resource = "wake:process";
+    let guard = holder.lock(resource, TTL).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_waiter", "--nocapture", "--test-threads=1"])
+        .env("WAKEUPS_CHILD_URLS", cluster.urls().join(","))
+        .env("WAKEUPS_CHILD_RESOURCE", resource)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child test process");
+    settles("the child listens on a majority", || {
+        heard_by_majority(&cluster, resource)
+    });
+    let released = SystemTime::now();
+    drop(guard);
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    // Read to the end: the child still writes after the line we want.
+    let output: Vec<String> = stdout.lines().map_while(Result::ok).collect();
+    let acquired = output
+        .iter()
+        // libtest prints `test child_waiter ... ` before it on the same line.
+        .find_map(|line| {
+            line.split("acquired at ")
+                .nth(1)?
+                .trim()
+                .parse::<u128>()
+                .ok()
+        })
+        .expect("the child reports its acquisition");
+    assert!(child.wait().unwrap().success());
+    let released = released.duration_since(UNIX_EPOCH).unwrap().as_micros();
+    let wait = Duration::from_micros(u64::try_from(acquired.saturating_sub(released)).unwrap());
+    println!("release → acquisition in another process: {wait:?}");
+    assert!(
+        wait < Duration::from_millis(100),
+        "woken by the release, not the 400 ms retry delay: {wait:?}"
+    );
+}
+
+#[test]
+fn a_lost_notification_falls_back_to_the_retry_delay() {
+    let cluster = Cluster::start(5);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let waiter = slow_poller(&cluster.urls());
+    let resource = "wake:lost";
+    let guard = holder.lock(resource, TTL).unwrap();
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let started = Instant::now();
+            let guard = waiter.lock_for(resource, TTL, Duration::from_secs(30));
+            (guard.map(drop), started.elapsed())
+        });
+        settles("the waiter listens on a majority", || {
+            heard_by_majority(&cluster, resource)
+        });
+        // Cut every subscriber connection, then release at once: nobody
+        // hears it, and the waiter's subscriber reconnects only later.
+        for node in &cluster.nodes {
+            let _: redis::Value = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg("pubsub")
+                .query(&mut node.conn())
+                .unwrap();
+        }
+        assert!(!heard_by_majority(&cluster, resource));
+        drop(guard);
+        let (acquired, waited) = waiting.join().unwrap();
+        acquired.expect("acquired by polling after the lost notification");
+        println!("acquired {waited:?} after starting to wait");
+    });
+    // The subscription comes back for the next wait.
+    let guard = holder.lock(resource, TTL).unwrap();
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            waiter
+                .lock_for(resource, TTL, Duration::from_secs(30))
+                .map(drop)
+        });
+        settles("the waiter listens again", || {
+            heard_by_majority(&cluster, resource)
+        });
+        drop(guard);
+        waiting.join().unwrap().expect("acquired");
+    });
+}
