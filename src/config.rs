@@ -172,6 +172,33 @@ impl RedlockBuilder {
         self
     }
 
+    /// Wakes waiting callers as soon as another client releases the
+    /// resource, instead of after their retry delay. Defaults to `true`.
+    ///
+    /// A release publishes a random notice on the channel
+    /// `redlock-release:{resource}` on every node where it deleted the key;
+    /// a caller that waits for a held resource subscribes to that channel
+    /// (through at most one extra connection and thread per node, opened on
+    /// the first wait and closed about 2 s after the last). A release wakes
+    /// one waiting thread of each listening client once a majority of nodes
+    /// announced it; the waiter then tries a normal round, so a notice never
+    /// stands in for the quorum. Lost notices (a dropped subscriber
+    /// connection, a release by a client that does not publish, an expiry)
+    /// only mean the waiter retries after its retry delay, as without this.
+    ///
+    /// A client that released a resource while other clients waited for it
+    /// lets them go first: its next acquisition of that resource waits for
+    /// the next release, at most 10 ms, before its first round.
+    ///
+    /// An ACL user needs `+publish +subscribe +unsubscribe
+    /// &redlock-release:*` for this (without them, releases still work and
+    /// waiters fall back to their retry delay). With `false`, releases
+    /// publish nothing and no subscriber is ever opened.
+    pub fn release_notifications(mut self, on: bool) -> Self {
+        self.settings.notifications = on;
+        self
+    }
+
     /// Enforces delayed restarts: a node that restarted **without its data**
     /// (and so forgot the locks it held) does not count toward any quorum —
     /// its answers to acquisitions and extensions count as failures — until
@@ -229,6 +256,12 @@ impl RedlockBuilder {
     ) -> Self {
         self.tls.client = Some((cert_pem.into(), key_pem.into()));
         self
+    }
+
+    /// Whether releases wake other clients' waiters. See
+    /// [`release_notifications`](Self::release_notifications).
+    pub fn get_release_notifications(&self) -> bool {
+        self.settings.notifications
     }
 
     /// Whether locks carry fencing tokens. See [`fencing`](Self::fencing).

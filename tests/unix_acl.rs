@@ -6,6 +6,7 @@ mod harness;
 
 use std::time::Duration;
 
+use harness::pubsub::heard_by_majority;
 use harness::{Cluster, NodeOptions, settles};
 use redlock_sync::{Error, FailureKind, Redlock};
 
@@ -45,7 +46,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The README's line, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-release:* -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select +publish +subscribe +unsubscribe";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {
@@ -95,4 +96,58 @@ fn a_user_lacking_a_command_gets_an_error_that_names_it() {
     );
     assert!(err.to_string().contains("'eval'"), "{err}");
     assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
+}
+
+/// As the README's user, a release wakes a waiter in another client at
+/// once; a user without the pub/sub rules still releases, and its waiters
+/// fall back to their retry delay.
+#[test]
+fn release_notifications_work_as_the_acl_user_and_are_optional() {
+    let cluster = Cluster::start(3);
+    let urls = acl_user(&cluster, "redlock", ACL);
+    let holder = Redlock::new(&urls).unwrap();
+    let waiter = Redlock::builder(&urls)
+        .retry_delay(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let guard = holder.lock("acl:wake", TTL).unwrap();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            waiter
+                .lock_for("acl:wake", TTL, Duration::from_secs(60))
+                .map(drop)
+        });
+        settles("the waiter listens on a majority", || {
+            heard_by_majority(&cluster, "acl:wake")
+        });
+        let released = std::time::Instant::now();
+        drop(guard);
+        waiting.join().unwrap().expect("acquired");
+        assert!(
+            released.elapsed() < Duration::from_secs(10),
+            "woken by the release, not after the 20 s retry delay"
+        );
+    });
+
+    let without = ACL
+        .replace(" &redlock-release:*", "")
+        .replace(" +publish +subscribe +unsubscribe", "");
+    let urls = acl_user(&cluster, "nopubsub", &without);
+    let client = Redlock::builder(&urls)
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let guard = client.lock("acl:quiet", TTL).unwrap();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            client
+                .lock_for("acl:quiet", TTL, Duration::from_secs(30))
+                .map(drop)
+        });
+        guard
+            .release()
+            .expect("released although PUBLISH is denied");
+        waiting.join().unwrap().expect("acquired by retrying");
+    });
+    settles("every key released", || cluster.count_key("acl:quiet") == 0);
 }

@@ -59,6 +59,10 @@ fn a_waiter_in_another_client_acquires_right_after_the_release() {
     }
     waits.sort();
     println!("release → acquisition in another client: {waits:?}");
+    assert!(
+        cluster.nodes.iter().all(|n| n.calls("publish") >= 5),
+        "every release was published on every node"
+    );
     // Polling alone would take up to the 400 ms retry delay, and would land
     // under 100 ms in only a quarter of the cases.
     for wait in &waits {
@@ -179,4 +183,35 @@ fn a_lost_notification_falls_back_to_the_retry_delay() {
         drop(guard);
         waiting.join().unwrap().expect("acquired");
     });
+}
+
+#[test]
+fn with_notifications_off_nothing_is_published_or_subscribed() {
+    let cluster = Cluster::start(3);
+    let quiet = |urls: &[String]| {
+        Redlock::builder(urls)
+            .release_notifications(false)
+            .retry_delay(Duration::from_millis(20))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (quiet(&cluster.urls()), quiet(&cluster.urls()));
+    let guard = holder.lock("quiet", TTL).unwrap();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            waiter
+                .lock_for("quiet", TTL, Duration::from_secs(30))
+                .map(drop)
+        });
+        // The waiter is past its first busy round.
+        settles("the waiter tried", || {
+            cluster.nodes.iter().all(|n| n.calls("set") >= 2)
+        });
+        drop(guard);
+        waiting.join().unwrap().expect("acquired by retrying");
+    });
+    for node in &cluster.nodes {
+        assert_eq!(node.calls("publish"), 0);
+        assert_eq!(node.calls("subscribe"), 0);
+    }
 }

@@ -20,7 +20,7 @@ pub fn heard_by_majority(cluster: &Cluster, resource: &str) -> bool {
         .iter()
         .filter(|n| listeners(n, resource) > 0)
         .count()
-        >= 3
+        > cluster.nodes.len() / 2
 }
 
 /// Subscriber connections open on any node.
