@@ -5,6 +5,8 @@
 //! Set `BENCH_QUICK=1` for a short smoke run (used by CI to keep it building
 //! and running); the numbers of a quick run are not meaningful.
 
+#[path = "support/cross_client.rs"]
+mod cross_client;
 #[path = "../tests/harness/mod.rs"]
 mod harness;
 
@@ -453,6 +455,7 @@ fn rss_kib() -> u64 {
 }
 
 fn main() {
+    cross_client::child_main_if_asked();
     let quick = std::env::var_os("BENCH_QUICK").is_some();
     let s1_pairs: Option<usize> = std::env::var("BENCH_S1_PAIRS")
         .ok()
@@ -489,6 +492,38 @@ fn main() {
             .arg(RELEASE)
             .query(&mut n.conn())
             .unwrap();
+    }
+
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
+        // Only the cross-client scenarios (for tuning them).
+        for kind in [
+            cross_client::Kind::Ours(true),
+            cross_client::Kind::Ours(false),
+            cross_client::Kind::Redlock2,
+            cross_client::Kind::Rslock,
+        ] {
+            let r = cross_client::s3x(kind, &cluster, plan.s3_time);
+            println!(
+                "S3x {:<45} {:>5.0}/s p50 {:>6} µs p99 {:>7} µs changes {:>3.0} % rounds {:.2} {:?}",
+                kind.name(),
+                r.per_sec,
+                us(r.p50_wait),
+                us(r.p99_wait),
+                100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
+                r.rounds_per_acquisition,
+                r.shares
+            );
+        }
+        let r = cross_client::s3p(&cluster, plan.s3_time);
+        println!(
+            "S3p {:>5.0}/s p50 {} µs p99 {} µs rounds {:.2} {:?}",
+            r.per_sec,
+            us(r.p50_wait),
+            us(r.p99_wait),
+            r.rounds_per_acquisition,
+            r.shares
+        );
+        return;
     }
 
     let mut report = String::new();
@@ -610,6 +645,38 @@ fn main() {
         s3_results.push((c.name(), r));
     }
 
+    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | owner changes | rounds per acquisition | per client |".into());
+    table("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
+    let mut s3x_results = Vec::new();
+    for kind in [
+        cross_client::Kind::Ours(true),
+        cross_client::Kind::Ours(false),
+        cross_client::Kind::Redlock2,
+        cross_client::Kind::Rslock,
+    ] {
+        let r = cross_client::s3x(kind, &cluster, plan.s3_time);
+        table(format!(
+            "| {} | {:.0} | {} | {} | {:.0} % | {:.2} | {:?} |",
+            kind.name(),
+            r.per_sec,
+            us(r.p50_wait),
+            us(r.p99_wait),
+            100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
+            r.rounds_per_acquisition,
+            r.shares
+        ));
+        s3x_results.push((kind, r));
+    }
+    let s3p = cross_client::s3p(&cluster, plan.s3_time);
+    table(format!(
+        "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | --- |\n| redlock-sync (defaults) | {:.0} | {} | {} | {:.2} | {:?} |",
+        s3p.per_sec,
+        us(s3p.p50_wait),
+        us(s3p.p99_wait),
+        s3p.rounds_per_acquisition,
+        s3p.shares
+    ));
+
     cluster.nodes[2].pause();
     table(
         "\n| contender (node 3 of 5 paused) | S4 success | S4 pair p50 µs | S4 pair p99 µs |"
@@ -729,6 +796,45 @@ fn main() {
             us(a.mean_wait),
             us(b.mean_wait),
             yes(r >= 2.0 && a.mean_wait < b.mean_wait)
+        ));
+    }
+    {
+        let hold: Duration = (0..200)
+            .map(|_| {
+                let t = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                t.elapsed()
+            })
+            .sum::<Duration>()
+            / 200;
+        let ceiling = 1.0 / hold.as_secs_f64();
+        let get =
+            |k: cross_client::Kind| &s3x_results.iter().find(|(kind, _)| *kind == k).unwrap().1;
+        let (ours, rs) = (
+            get(cross_client::Kind::Ours(true)),
+            get(cross_client::Kind::Rslock),
+        );
+        let vs_rs = ours.per_sec / rs.per_sec.max(1e-9);
+        let of_ceiling = ours.per_sec / ceiling;
+        table(format!(
+            "| S3x ≥ 1.1× rslock acquisitions/s and ≥ 80 % of the ceiling (1 / measured hold of {} µs = {ceiling:.0}/s) | {vs_rs:.2}×, {:.0} % | {} |",
+            us(hold),
+            100.0 * of_ceiling,
+            yes(vs_rs >= 1.1 && of_ceiling >= 0.8)
+        ));
+        let p99 = ours.p99_wait.as_secs_f64() / rs.p99_wait.as_secs_f64().max(1e-9);
+        let changes = ours.owner_changes as f64 / ours.acquisitions.max(1) as f64;
+        table(format!(
+            "| S3x p99 wait ≤ 0.15× rslock's; owner changes ≥ 50 % of acquisitions | {p99:.3}×, {:.0} % | {} |",
+            100.0 * changes,
+            yes(p99 <= 0.15 && changes >= 0.5)
+        ));
+        let total = s3p.acquisitions.max(1) as f64;
+        let least = s3p.shares.iter().copied().min().unwrap_or(0) as f64 / total;
+        table(format!(
+            "| S3p every process ≥ 25 % of acquisitions | least {:.0} % | {} |",
+            100.0 * least,
+            yes(least >= 0.25)
         ));
     }
     println!(

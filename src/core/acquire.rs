@@ -13,6 +13,9 @@ use crate::error::Error;
 use crate::metrics;
 use crate::transport::{Keys, Op, Watch};
 
+/// The longest pause after a split round, before trying again.
+const SPLIT_JITTER: Duration = Duration::from_millis(2);
+
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
 
@@ -56,8 +59,9 @@ impl Patience {
 
 /// Why one acquisition round failed; the partial lock has been released.
 enum Failed {
-    /// Enough nodes hold the key for someone else.
-    Busy,
+    /// Enough nodes hold the key for someone else. `split`: some nodes
+    /// granted it to us, so it may be that nobody won the round.
+    Busy { split: bool },
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
     NoQuorum { outcome: Outcome, permanent: bool },
@@ -68,7 +72,7 @@ enum Failed {
 impl Failed {
     fn kind(&self) -> metrics::Acquired {
         match self {
-            Failed::Busy => metrics::Acquired::Busy,
+            Failed::Busy { .. } => metrics::Acquired::Busy,
             Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
             Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
         }
@@ -76,7 +80,7 @@ impl Failed {
 
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
-            Failed::Busy => Error::Busy {
+            Failed::Busy { .. } => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
             },
@@ -187,13 +191,21 @@ impl Core {
             // of nodes has the subscription, a release would go unheard; the
             // subscription's acknowledgement wakes the pause below for one
             // more round, which catches such a release.
-            if watch.is_none() && ticket.is_some() && matches!(failed, Failed::Busy) {
+            if watch.is_none() && ticket.is_some() && matches!(failed, Failed::Busy { .. }) {
                 watch = self.watch(&key);
             }
             // Sleep until the pause is over, until the resource is released
             // (by this client or, heard through the nodes, by another), or
             // until cancelled.
-            let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
+            // A split round (several clients woken by one release, each won
+            // some nodes) leaves the resource free, and nobody will announce
+            // it: retry soon, after a random pause so that the next round is
+            // not split again.
+            let pause = if matches!(failed, Failed::Busy { split: true }) && watch.is_some() {
+                algorithm::retry_delay(Duration::ZERO, SPLIT_JITTER)
+            } else {
+                algorithm::retry_delay(settings.retry_delay, settings.retry_jitter)
+            };
             let until = pause_until(pause, &patience);
             let woken = match &mut ticket {
                 Some(ticket) => ticket.wait(until, patience.cancel.as_ref()),
@@ -258,7 +270,9 @@ impl Core {
                 elapsed: start.elapsed(),
                 ttl,
             },
-            Verdict::Refused => Failed::Busy,
+            Verdict::Refused => Failed::Busy {
+                split: outcome.confirmed > 0,
+            },
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
                 outcome,

@@ -48,7 +48,7 @@ pub(crate) trait Sink: Send + Sync {
 }
 
 /// How often a subscriber thread looks for channels to (un)subscribe.
-const POLL: Duration = Duration::from_millis(2);
+const POLL: Duration = Duration::from_millis(10);
 /// How long a channel stays subscribed after its last waiter left.
 const LINGER: Duration = Duration::from_millis(50);
 /// How long a subscriber connection stays open with no channel.
