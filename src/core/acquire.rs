@@ -128,6 +128,9 @@ impl Core {
         // moment at most) for the next release.
         let mut ticket = None;
         let mut watch = None;
+        // Whether the next round follows a release that may have woken
+        // waiters in other clients too (see `Transport::start_gated_round`).
+        let mut gated = false;
         if patience.retries != Some(0) {
             let queued = self.waiters.has_waiters(&key);
             let owed = self.waiters.owed(&key);
@@ -135,13 +138,18 @@ impl Core {
             if queued || owed.is_some() {
                 let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
                 let mut until = pause_until(pause, &patience);
-                if let Some(owed) = owed {
-                    watch = self.watch(&key);
-                    if !queued {
-                        until = patience.deadline.map_or(owed, |d| d.min(owed));
-                    }
+                // No subscription of its own for this wait: its
+                // acknowledgement would end the wait early. A release heard
+                // through a subscription still lingering from an earlier
+                // wait ends it.
+                if let Some(owed) = owed
+                    && !queued
+                {
+                    until = patience.deadline.map_or(owed, |d| d.min(owed));
                 }
-                if entered.wait(until, patience.cancel.as_ref()) == Woken::Cancelled {
+                let woken = entered.wait(until, patience.cancel.as_ref());
+                gated = woken == Woken::Released;
+                if woken == Woken::Cancelled {
                     metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
                     return Err(cancelled());
                 }
@@ -159,7 +167,7 @@ impl Core {
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let round = self.attempt(&keys, &name, ttl);
+            let round = self.attempt(&keys, &name, ttl, gated);
             if patience.cancelled() {
                 // Cancelled during the round: what it took is released like
                 // the partial lock of any failed round.
@@ -215,6 +223,7 @@ impl Core {
                 metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
                 return Err(cancelled());
             }
+            gated = woken == Woken::Released;
         }
     }
 
@@ -225,9 +234,16 @@ impl Core {
             .then(|| self.transport.watch(key))
     }
 
-    /// One acquisition round (two on a fencing client). On failure the
-    /// partial lock is released everywhere (without waiting).
-    fn attempt(&self, keys: &Keys, name: &Arc<str>, ttl: Duration) -> Result<Lease, Failed> {
+    /// One acquisition round (two on a fencing client), `gated` after a
+    /// release. On failure the partial lock is released everywhere (without
+    /// waiting).
+    fn attempt(
+        &self,
+        keys: &Keys,
+        name: &Arc<str>,
+        ttl: Duration,
+        gated: bool,
+    ) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
         let timeout = self.node_timeout(ttl);
@@ -239,7 +255,16 @@ impl Core {
             Op::Acquire { ttl_ms }
         };
         let request = self.request(op, keys, &token, ttl, by);
-        let outcome = self.transport.start_round(request).collect(by);
+        let pending = if gated {
+            // Refused by the gate node: another client passed it first and
+            // nothing was set anywhere.
+            self.transport
+                .start_gated_round(request)
+                .ok_or(Failed::Busy { split: false })?
+        } else {
+            self.transport.start_round(request)
+        };
+        let outcome = pending.collect(by);
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         let failed = match outcome.verdict {

@@ -18,15 +18,24 @@ fn patient() -> Settings {
     }
 }
 
-/// Waits until every node has received `count` acquisition rounds.
-fn rounds_reached(nodes: &[FakeNode], count: usize) {
-    for node in nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.iter()
-                .filter(|op| matches!(op, Op::Acquire { .. }))
-                .count()
-                >= count
-        }));
+/// Waits until the nodes together have received `count` acquisition
+/// requests (a round after a wake-up asks one gate node first).
+fn requests_reached(nodes: &[FakeNode], count: usize) {
+    let deadline = Instant::now() + LONG_WAIT;
+    let sent = || -> usize {
+        nodes
+            .iter()
+            .map(|n| {
+                n.received()
+                    .iter()
+                    .filter(|op| matches!(op, Op::Acquire { .. }))
+                    .count()
+            })
+            .sum()
+    };
+    while sent() < count {
+        assert!(Instant::now() < deadline, "{count} requests never sent");
+        std::thread::yield_now();
     }
 }
 
@@ -50,7 +59,7 @@ fn a_release_announced_by_a_majority_of_nodes_wakes_a_waiter() {
         for index in 0..3 {
             core.transport.hub().fake_ack("r", index);
         }
-        rounds_reached(&nodes, 2);
+        requests_reached(&nodes, 6);
         // The other client releases; the nodes announce it.
         for node in &nodes {
             node.remove("r");
@@ -112,7 +121,7 @@ fn copies_of_a_release_from_slow_nodes_still_wake_a_waiter_that_tried_too_early(
         for index in 0..5 {
             core.transport.hub().fake_ack("r", index);
         }
-        rounds_reached(&nodes, 2);
+        requests_reached(&nodes, 6);
         // Node 0 has deleted and announced; the others still hold the key.
         nodes[0].remove("r");
         core.transport.hub().fake_notice("r", 5);
@@ -189,4 +198,86 @@ fn a_client_that_only_heard_itself_does_not_hold_back() {
         .release(&core)
         .unwrap();
     assert!(core.waiters.owed("r").is_some());
+}
+
+/// Two clients woken by one release: only one gets past the gate node, so
+/// the nodes are never split between them; the other asked one node only
+/// and waits for the next release.
+#[test]
+fn clients_woken_together_pass_the_gate_one_at_a_time() {
+    let (nodes, first) = core_with(5, patient());
+    let second = Core::new(crate::transport::fake::transport_for(&nodes), patient());
+    held_by_another_client(&nodes);
+    let cores = [&first, &second];
+    std::thread::scope(|s| {
+        let waiting: Vec<_> = cores
+            .iter()
+            .map(|core| {
+                let core: &Core = core;
+                eventually_waiting(s, core)
+            })
+            .collect();
+        for core in cores {
+            for index in 0..5 {
+                core.transport.hub().fake_ack("r", index);
+            }
+        }
+        // Both clients' extra rounds (refused at the gate) are done.
+        requests_reached(&nodes, 5 + 5 + 1 + 1);
+        let before: Vec<usize> = nodes.iter().map(acquisitions).collect();
+        for node in &nodes {
+            node.remove("r");
+        }
+        for core in cores {
+            core.transport.hub().fake_notice("r", 9);
+        }
+        let (winner, loser) = loop {
+            if let Ok(lease) = waiting[0].try_recv() {
+                break (lease.expect("acquired"), 1);
+            }
+            if let Ok(lease) = waiting[1].try_recv() {
+                break (lease.expect("acquired"), 0);
+            }
+            std::thread::yield_now();
+        };
+        // The loser's round stopped at the gate: every node but one got
+        // exactly one more request (the winner's).
+        requests_reached(&nodes, before.iter().sum::<usize>() + 5 + 1);
+        let after: Vec<usize> = nodes.iter().map(acquisitions).collect();
+        let extra: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        let mut sorted = extra.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted == [1, 1, 1, 1, 2],
+            "requests per node after the wake: {extra:?}"
+        );
+        winner.release(cores[1 - loser]).unwrap();
+        // The winner's release is local to its client and was not
+        // announced here: tell the loser's client as the nodes would.
+        cores[loser].transport.hub().fake_notice("r", 10);
+        let lease = waiting[loser]
+            .recv_timeout(LONG_WAIT)
+            .expect("the loser is woken by the winner's release")
+            .expect("acquired");
+        lease.release(cores[loser]).unwrap();
+    });
+}
+
+fn acquisitions(node: &FakeNode) -> usize {
+    node.received()
+        .iter()
+        .filter(|op| matches!(op, Op::Acquire { .. }))
+        .count()
+}
+
+/// `waiting_acquire` for `core`, returned once it has subscribed.
+fn eventually_waiting<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    core: &'s Core,
+) -> crossbeam_channel::Receiver<Result<super::Lease, crate::error::Error>> {
+    let rx = waiting_acquire(s, core);
+    eventually("the waiter subscribes", || {
+        core.transport.hub().watched("r")
+    });
+    rx
 }

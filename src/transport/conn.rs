@@ -102,6 +102,17 @@ impl NodeShared {
         }
     }
 
+    /// How long a gated round waits for this node before it asks the
+    /// others anyway: four usual round trips, at least 1 ms. `None` while
+    /// the node is down or failing: it is no gate then.
+    pub(crate) fn gate_wait(&self) -> Option<Duration> {
+        if self.failing.load(Ordering::Relaxed) || self.down.lock().is_some() {
+            return None;
+        }
+        let usual = Duration::from_nanos(self.latency_nanos.load(Ordering::Relaxed));
+        Some(usual.saturating_mul(4).max(Duration::from_millis(1)))
+    }
+
     /// What `Redlock::node_health` reports for this node.
     pub(crate) fn health(&self) -> NodeHealth {
         let down = self.down.lock().is_some();

@@ -34,6 +34,7 @@ use notify::Hub;
 pub(crate) use notify::{Sink, Watch};
 use redis_link::RedisLink;
 pub(crate) use request::{Keys, Op, Request};
+use round::Gate;
 pub(crate) use round::PendingRound;
 use round::RoundShared;
 use worker::Worker;
@@ -103,6 +104,9 @@ pub(crate) struct Transport {
     stopped: Receiver<()>,
     /// Release notifications, subscribed while callers wait.
     hub: Hub,
+    /// Node indices in address order: every client picks the same gate
+    /// node for a resource, whatever order its nodes were listed in.
+    by_address: Vec<usize>,
 }
 
 /// How long dropping the transport waits for the workers to send what is
@@ -217,11 +221,14 @@ impl Transport {
         }
         let addresses = nodes.iter().map(|n| n.shared.address.clone()).collect();
         let hub = Hub::new(vec![None; nodes.len()], Duration::from_secs(1));
+        let mut by_address: Vec<usize> = (0..nodes.len()).collect();
+        by_address.sort_by(|&a, &b| nodes[a].shared.address.cmp(&nodes[b].shared.address));
         Ok(Transport {
             nodes,
             addresses,
             stopped,
             hub,
+            by_address,
         })
     }
 
@@ -262,17 +269,65 @@ impl Transport {
         let round = RoundShared::new(self.nodes.len());
         let timeout = req.timeout;
         let req = Arc::new(req);
-        for (index, node) in self.nodes.iter().enumerate() {
-            if let Err(failure) = enqueue(node, &req, index, Some(round.clone())) {
-                node.shared.note_failure(&failure);
-                round.record(index, Err(failure));
-            }
-        }
+        self.fan_out(&req, &round, |_| true);
         PendingRound {
             round,
             started: Instant::now(),
             timeout,
             nodes: self.addresses.clone(),
+        }
+    }
+
+    /// Like [`start_round`](Self::start_round), but asks one node first —
+    /// the same node for a resource in every client — and the others once
+    /// it granted, failed, or did not answer within a few of its usual round
+    /// trips. `None` when that node refused: another client passed it first,
+    /// and nothing was set anywhere.
+    ///
+    /// For clients woken together by one release: instead of splitting the
+    /// nodes among themselves so that none wins a majority, all but one
+    /// stop at the first node. A node that is down or failing is never a
+    /// gate (the round goes to every node at once).
+    pub(crate) fn start_gated_round(&self, req: Request) -> Option<PendingRound> {
+        let gate = self.gate_for(req.keys.first().map_or("", |k| &**k));
+        let Some(wait) = self.nodes[gate].shared.gate_wait() else {
+            return Some(self.start_round(req));
+        };
+        let round = RoundShared::new(self.nodes.len());
+        round.gate_on(gate);
+        let timeout = req.timeout;
+        let req = Arc::new(req);
+        let started = Instant::now();
+        self.fan_out(&req, &round, |index| index == gate);
+        if round.gate(started + wait) == Gate::No {
+            return None;
+        }
+        self.fan_out(&req, &round, |index| index != gate);
+        Some(PendingRound {
+            round,
+            started,
+            timeout,
+            nodes: self.addresses.clone(),
+        })
+    }
+
+    /// The gate node for `key`: picked by a hash of the name (FNV-1a) among
+    /// the nodes in address order.
+    fn gate_for(&self, key: &str) -> usize {
+        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let n = self.by_address.len().max(1) as u64;
+        self.by_address[usize::try_from(hash % n).unwrap_or(0)]
+    }
+
+    /// Queues `req` on every node `which` selects, answers going to `round`.
+    fn fan_out(&self, req: &Arc<Request>, round: &Arc<RoundShared>, which: impl Fn(usize) -> bool) {
+        for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
+            if let Err(failure) = enqueue(node, req, index, Some(round.clone())) {
+                node.shared.note_failure(&failure);
+                round.record(index, Err(failure));
+            }
         }
     }
 

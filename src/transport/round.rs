@@ -21,6 +21,9 @@ pub(crate) struct RoundShared {
 struct RoundState {
     tally: Tally,
     answered: Vec<bool>,
+    /// The node a gated round waits for first, and its vote once it came
+    /// (`None` inside: it failed).
+    gate: Option<(usize, Option<Option<bool>>)>,
     /// Set once the caller has taken the outcome: later answers are ignored.
     closed: bool,
 }
@@ -31,6 +34,7 @@ impl RoundShared {
             state: Mutex::new(RoundState {
                 tally: Tally::new(nodes),
                 answered: vec![false; nodes],
+                gate: None,
                 closed: false,
             }),
             decided: Condvar::new(),
@@ -44,8 +48,15 @@ impl RoundShared {
         if state.closed || std::mem::replace(&mut state.answered[index], true) {
             return;
         }
+        let gate_answered = match &mut state.gate {
+            Some((gate, vote)) if *gate == index => {
+                *vote = Some(answer.as_ref().ok().map(|v| v.yes));
+                true
+            }
+            _ => false,
+        };
         state.tally.record(answer);
-        if state.tally.verdict().is_some() {
+        if gate_answered || state.tally.verdict().is_some() {
             self.decided.notify_one();
         }
     }
@@ -57,6 +68,40 @@ pub(crate) struct PendingRound {
     pub(crate) started: Instant,
     pub(crate) timeout: NodeTimeout,
     pub(crate) nodes: Arc<[Arc<str>]>,
+}
+
+/// What a gated round's first node said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Gate {
+    /// Granted: the round goes on to the other nodes.
+    Yes,
+    /// Refused: someone else passed the gate first.
+    No,
+    /// Failed, or no answer in time: the round goes on without it.
+    Unknown,
+}
+
+impl RoundShared {
+    /// Marks node `index` as the one a gated round asks first.
+    pub(crate) fn gate_on(&self, index: usize) {
+        self.state.lock().gate = Some((index, None));
+    }
+
+    /// Waits (until `until` at most) for the gate node's answer.
+    pub(crate) fn gate(&self, until: Instant) -> Gate {
+        let mut state = self.state.lock();
+        loop {
+            match state.gate {
+                Some((_, Some(Some(true)))) => return Gate::Yes,
+                Some((_, Some(Some(false)))) => return Gate::No,
+                Some((_, Some(None))) | None => return Gate::Unknown,
+                Some((_, None)) => {}
+            }
+            if self.decided.wait_until(&mut state, until).timed_out() {
+                return Gate::Unknown;
+            }
+        }
+    }
 }
 
 impl PendingRound {
