@@ -186,14 +186,20 @@ impl RedlockBuilder {
     /// connection, a release by a client that does not publish, an expiry)
     /// only mean the waiter retries after its retry delay, as without this.
     ///
+    /// Clients woken by the same release do not split the nodes among
+    /// themselves: their next round asks one node first (the same for a
+    /// resource in every client), and only the client it granted asks the
+    /// others.
+    ///
     /// A client that released a resource while other clients waited for it
     /// lets them go first: its next acquisition of that resource waits for
     /// the next release, at most 10 ms, before its first round.
     ///
-    /// An ACL user needs `+publish +subscribe +unsubscribe
-    /// &redlock-release:*` for this (without them, releases still work and
-    /// waiters fall back to their retry delay). With `false`, releases
-    /// publish nothing and no subscriber is ever opened.
+    /// An ACL user needs `+publish +subscribe +unsubscribe +punsubscribe
+    /// &redlock-release:*` for this (without them, releases still work,
+    /// waiters fall back to their retry delay, and the client warns once per
+    /// node). With `false`, releases publish nothing and no subscriber is
+    /// ever opened.
     pub fn release_notifications(mut self, on: bool) -> Self {
         self.settings.notifications = on;
         self

@@ -6,8 +6,8 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::pubsub::heard_by_majority;
-use harness::{Cluster, NodeOptions, settles};
+use harness::pubsub::{heard_by_majority, subscriber_connections};
+use harness::{Cluster, NodeOptions, capture_logs, logs, settles};
 use redlock_sync::{Error, FailureKind, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -46,7 +46,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The README's line, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-release:* -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select +publish +subscribe +unsubscribe";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-release:* -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select +publish +subscribe +unsubscribe +punsubscribe";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {
@@ -129,25 +129,49 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
         );
     });
 
+    // Everything the client sent as this user was allowed, including what
+    // its subscriber connections send when they close.
+    drop((holder, waiter));
+    settles("subscriber connections closed", || {
+        subscriber_connections(&cluster) == 0
+    });
+    for node in &cluster.nodes {
+        let denials: Vec<redis::Value> = redis::cmd("ACL")
+            .arg("LOG")
+            .query(&mut node.conn())
+            .unwrap();
+        assert!(denials.is_empty(), "ACL LOG: {denials:?}");
+    }
+
     let without = ACL
         .replace(" &redlock-release:*", "")
-        .replace(" +publish +subscribe +unsubscribe", "");
+        .replace(" +publish +subscribe +unsubscribe +punsubscribe", "");
     let urls = acl_user(&cluster, "nopubsub", &without);
-    let client = Redlock::builder(&urls)
-        .retry_delay(Duration::from_millis(20))
-        .build()
-        .unwrap();
-    let guard = client.lock("acl:quiet", TTL).unwrap();
+    capture_logs();
+    let quick = || {
+        Redlock::builder(&urls)
+            .retry_delay(Duration::from_millis(20))
+            .build()
+            .unwrap()
+    };
+    let (holder, waiter) = (quick(), quick());
+    let guard = holder.lock("acl:quiet", TTL).unwrap();
     std::thread::scope(|s| {
         let waiting = s.spawn(|| {
-            client
+            waiter
                 .lock_for("acl:quiet", TTL, Duration::from_secs(30))
                 .map(drop)
+        });
+        settles("the refused subscription is reported", || {
+            logs().iter().any(|l| {
+                l.starts_with("WARN") && l.contains("refuses to subscribe") && l.contains("NOPERM")
+            })
         });
         guard
             .release()
             .expect("released although PUBLISH is denied");
         waiting.join().unwrap().expect("acquired by retrying");
     });
+    assert!(!logs().iter().any(|l| l.contains("s3cret")));
     settles("every key released", || cluster.count_key("acl:quiet") == 0);
 }

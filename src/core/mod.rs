@@ -163,7 +163,9 @@ impl Core {
     /// without making the caller wait.
     fn clean_up(&self, keys: &Keys, token: &Arc<str>, start: Instant, ttl: Duration) {
         let expires = self.keys_gone_by(start, ttl);
-        // No notice: nobody held the resource through this token.
+        // No notice: waiters that met this round's partial lock retry
+        // after their pause anyway (a short one after a split round), and
+        // announcing every failed round would wake them all at once again.
         let release = Op::Release { notice: None };
         self.transport
             .broadcast(self.request(release, keys, token, ttl, expires));

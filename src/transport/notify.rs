@@ -30,7 +30,7 @@
 //! sink again. A dead or paused node only delays its own thread.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,13 @@ const LINGER: Duration = Duration::from_millis(50);
 const IDLE: Duration = Duration::from_secs(2);
 /// Pause between connection attempts to a node that is down.
 const BACKOFF: Duration = Duration::from_millis(500);
+/// Pause before asking again a node whose ACL refused the subscription.
+const DENIED_BACKOFF: Duration = Duration::from_secs(30);
+/// Subscribed first on every subscriber connection: the server's answer
+/// tells whether the ACL allows the release channels at all (redis-rs does
+/// not report a refused `SUBSCRIBE`). No resource has the empty name, so
+/// nothing is ever published here.
+const PROBE: &str = "redlock-release:";
 
 /// The client's subscriptions. Dropping it stops the subscriber threads.
 pub(crate) struct Hub {
@@ -70,6 +77,8 @@ struct Inner {
     state: Mutex<State>,
     /// Bumped whenever a key is added or removed (under the state lock).
     generation: AtomicU64,
+    /// Set when the hub is dropped: threads stop within a poll.
+    stopped: AtomicBool,
     /// Wakes threads pausing between connection attempts.
     changed: Condvar,
 }
@@ -79,6 +88,8 @@ struct State {
     keys: HashMap<Arc<str>, Entry>,
     /// Per node: whether its subscriber thread runs.
     running: Vec<bool>,
+    /// Per node: whether a refused subscription was warned about.
+    warned: Vec<bool>,
     stopping: bool,
 }
 
@@ -125,6 +136,7 @@ impl std::fmt::Debug for Hub {
 impl Drop for Hub {
     fn drop(&mut self) {
         self.inner.state.lock().stopping = true;
+        self.inner.stopped.store(true, Ordering::Release);
         self.inner.changed.notify_all();
     }
 }
@@ -144,9 +156,11 @@ impl Hub {
                 sink: OnceLock::new(),
                 state: Mutex::new(State {
                     running: vec![false; count],
+                    warned: vec![false; count],
                     ..State::default()
                 }),
                 generation: AtomicU64::new(0),
+                stopped: AtomicBool::new(false),
                 changed: Condvar::new(),
             }),
         }
@@ -242,7 +256,31 @@ enum Plan {
     Change {
         subscribe: Vec<Arc<str>>,
         unsubscribe: Vec<Arc<str>>,
+        /// Subscribed here, but the hub's entry was made anew since (the
+        /// key lingered out and came back): acknowledge it again.
+        reacknowledge: Vec<Arc<str>>,
     },
+}
+
+/// Drops the keys nobody has watched for [`LINGER`]; whether any went.
+fn prune(state: &mut State, now: Instant) -> bool {
+    let before = state.keys.len();
+    state
+        .keys
+        .retain(|_, entry| entry.watchers > 0 || entry.idle_since.is_none_or(|t| now - t < LINGER));
+    state.keys.len() != before
+}
+
+/// Node `index` no longer delivers anything: clears its acknowledgements.
+fn forget_node(state: &mut State, index: usize, quorum: usize) {
+    for entry in state.keys.values_mut() {
+        if let Some(acked) = entry.acked.get_mut(index) {
+            *acked = false;
+        }
+        if entry.acked.iter().filter(|&&a| a).count() < quorum {
+            entry.heard = false;
+        }
+    }
 }
 
 impl Inner {
@@ -271,19 +309,17 @@ impl Inner {
         }
     }
 
-    /// Node `index`'s subscriber connection is gone, or it left `key`.
-    fn forget(&self, index: usize, key: Option<&str>) {
-        let mut state = self.state.lock();
-        for (k, entry) in state.keys.iter_mut() {
-            if key.is_none_or(|key| key == &**k) {
-                if let Some(acked) = entry.acked.get_mut(index) {
-                    *acked = false;
-                }
-                if entry.acked.iter().filter(|&&a| a).count() < self.quorum {
-                    entry.heard = false;
-                }
-            }
-        }
+    /// Node `index`'s subscriber connection is gone.
+    fn forget(&self, index: usize) {
+        forget_node(&mut self.state.lock(), index, self.quorum);
+    }
+
+    /// Marks node `index`'s thread stopped (forgetting what it delivered,
+    /// under the same lock, so a successor's acknowledgements are safe).
+    fn stop(&self, state: &mut State, index: usize) -> Plan {
+        forget_node(state, index, self.quorum);
+        state.running[index] = false;
+        Plan::Stop
     }
 
     /// Compares what node `index` is subscribed to with what is watched;
@@ -299,25 +335,29 @@ impl Inner {
         let now = Instant::now();
         let mut state = self.state.lock();
         if state.stopping {
-            state.running[index] = false;
-            return Plan::Stop;
+            return self.stop(&mut state, index);
         }
-        let before = state.keys.len();
-        state.keys.retain(|_, entry| {
-            entry.watchers > 0 || entry.idle_since.is_none_or(|t| now - t < LINGER)
-        });
-        if state.keys.len() != before {
+        if prune(&mut state, now) {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         if state.keys.is_empty() && subscribed.is_empty() {
             let since = *empty_since.get_or_insert(now);
             if now - since >= IDLE {
-                state.running[index] = false;
-                return Plan::Stop;
+                return self.stop(&mut state, index);
             }
         } else {
             *empty_since = None;
         }
+        let reacknowledge = subscribed
+            .iter()
+            .filter(|key| {
+                state
+                    .keys
+                    .get(*key)
+                    .is_some_and(|entry| !entry.acked.get(index).copied().unwrap_or(true))
+            })
+            .cloned()
+            .collect();
         let subscribe = state
             .keys
             .keys()
@@ -332,21 +372,40 @@ impl Inner {
         Plan::Change {
             subscribe,
             unsubscribe,
+            reacknowledge,
         }
     }
 
-    /// Pauses a thread whose node is down: [`BACKOFF`], or less if the
-    /// hub is dropped. Whether the thread should stop.
-    fn backoff(&self, index: usize) -> bool {
+    /// Pauses a thread whose node is down (or refused it): `pause`, or
+    /// less if the hub is dropped; keys stop lingering meanwhile. Whether
+    /// the thread should stop: the hub is dropped, or nothing is watched.
+    fn backoff(&self, index: usize, pause: Duration) -> bool {
         let mut state = self.state.lock();
         if !state.stopping {
-            let _ = self.changed.wait_for(&mut state, BACKOFF);
+            let _ = self.changed.wait_for(&mut state, pause);
+        }
+        if prune(&mut state, Instant::now()) {
+            self.generation.fetch_add(1, Ordering::AcqRel);
         }
         if state.stopping || state.keys.is_empty() {
-            state.running[index] = false;
+            self.stop(&mut state, index);
             return true;
         }
         false
+    }
+
+    /// Warns once per node that its ACL refuses the release channels.
+    fn refused(&self, index: usize, address: &str, err: &redis::RedisError) {
+        let first = !std::mem::replace(&mut self.state.lock().warned[index], true);
+        if first {
+            log::warn!(
+                "redlock: node {address} refuses to subscribe to release notifications \
+                 ({}); waiters retry after their retry delay. Grant the ACL user \
+                 `+subscribe +unsubscribe +punsubscribe &redlock-release:*`, or set \
+                 RedlockBuilder::release_notifications(false)",
+                err.code().unwrap_or("error")
+            );
+        }
     }
 }
 
@@ -358,16 +417,32 @@ fn subscriber(inner: &Inner, index: usize) {
         return;
     };
     loop {
+        let mut pause = BACKOFF;
         let result = client
             .get_connection_with_timeout(inner.connect_timeout)
-            .and_then(|mut conn| listen(inner, index, &mut conn));
-        inner.forget(index, None);
+            .and_then(|mut conn| {
+                conn.set_read_timeout(Some(inner.connect_timeout))?;
+                match redis::cmd("SUBSCRIBE").arg(PROBE).exec(&mut conn) {
+                    Err(err)
+                        if err.kind()
+                            == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) =>
+                    {
+                        inner.refused(index, &address, &err);
+                        pause = DENIED_BACKOFF;
+                        return Err(err);
+                    }
+                    other => other?,
+                }
+                listen(inner, index, &mut conn)
+            });
         match result {
+            // Stopped (acknowledgements already forgotten).
             Ok(()) => return,
             Err(err) => {
+                inner.forget(index);
                 // Never the URL: the address carries no password.
                 log::debug!("redlock: release notifications from {address}: {err}");
-                if inner.backoff(index) {
+                if inner.backoff(index, pause) {
                     return;
                 }
             }
@@ -384,6 +459,10 @@ fn listen(inner: &Inner, index: usize, conn: &mut redis::Connection) -> redis::R
     let mut last_plan = Instant::now();
     let mut polling = false;
     loop {
+        if inner.stopped.load(Ordering::Acquire) {
+            inner.stop(&mut inner.state.lock(), index);
+            return Ok(());
+        }
         let generation = inner.generation.load(Ordering::Acquire);
         if generation != seen || last_plan.elapsed() >= LINGER / 2 {
             seen = generation;
@@ -393,15 +472,19 @@ fn listen(inner: &Inner, index: usize, conn: &mut redis::Connection) -> redis::R
                 Plan::Change {
                     subscribe,
                     unsubscribe,
+                    reacknowledge,
                 } => {
+                    for key in reacknowledge {
+                        inner.acked(&key, index);
+                    }
                     if !subscribe.is_empty() || !unsubscribe.is_empty() {
                         // Acknowledgements may take as long as a connection.
                         pubsub.set_read_timeout(Some(inner.connect_timeout))?;
                         polling = false;
                     }
                     for key in unsubscribe {
+                        // Its entry is gone from the hub: nothing to forget.
                         subscribed.remove(&key);
-                        inner.forget(index, Some(&key));
                         pubsub.unsubscribe(channel(&key))?;
                     }
                     for key in subscribe {
