@@ -33,6 +33,18 @@
 //!   cache never needs a second round trip), sent to every node; success needs
 //!   a majority.
 //!
+//! * waiting: a caller that finds the resource held subscribes to its release
+//!   channel, `redlock-release:{resource}`, on every node (one connection and
+//!   thread per node for the whole client, opened on the first wait and closed
+//!   when nobody waits), and a release publishes a notice there, so a waiter
+//!   in another process tries again as soon as the resource is free instead
+//!   of after its retry delay. Waiters woken together ask one node first —
+//!   the same for a resource in every client — so that they do not split the
+//!   nodes among themselves; a client that just released a resource others
+//!   wait for lets them go first. A notice only ends a wait early: every
+//!   acquisition still needs `SET NX` on a majority. See
+//!   [`RedlockBuilder::release_notifications`].
+//!
 //! Each node request has a short socket timeout derived from the TTL (a 10 s
 //! TTL gives 50 ms; see [`RedlockBuilder::node_timeout_factor`]), so a dead or
 //! stalled node costs at most that, and usually nothing, since the round is

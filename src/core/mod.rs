@@ -176,7 +176,8 @@ impl Core {
 /// this client publishes releases: random, so that copies of one release
 /// from several nodes can be told apart from the next release.
 fn notice(settings: &Settings) -> Option<u64> {
-    settings.notifications.then(rand::random::<u64>)
+    // Never 0: that is what an unused slot of `Waiters`' memory holds.
+    settings.notifications.then(|| rand::random::<u64>() | 1)
 }
 
 /// When to stop waiting for a round started at `start`: one per-node
