@@ -155,6 +155,9 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
                     loop {
                         let t0 = Instant::now();
                         let Some(held) = client.acquire(stop) else {
+                            // A wait still open at the end counts too: an
+                            // unfair lock's starved clients wait longest.
+                            mine.push(t0.elapsed());
                             break;
                         };
                         mine.push(t0.elapsed());
@@ -164,7 +167,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
                         std::thread::sleep(HOLD);
                         client.release(held);
                     }
-                    let count = mine.len();
+                    let count = mine.len() - 1;
                     waits.lock().extend(mine);
                     count
                 })
@@ -180,7 +183,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
     let sets = set_calls(cluster) - sets_before;
     let mut waits = waits.into_inner();
     waits.sort();
-    let acquisitions = waits.len();
+    let acquisitions: usize = shares.iter().sum();
     Contention {
         acquisitions,
         per_sec: acquisitions as f64 / secs,
