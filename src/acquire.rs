@@ -93,7 +93,11 @@ impl<'a> Acquire<'a> {
 
     /// At most this many rounds after the first. Defaults to the client's
     /// [`retry_count`](crate::RedlockBuilder::retry_count) unless a
-    /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set.
+    /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set. Rounds
+    /// made at once because another client released the resource (see
+    /// [`release_notifications`](crate::RedlockBuilder::release_notifications))
+    /// come on top; the wait never exceeds what the counted rounds and their
+    /// pauses could take.
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = Some(retries);
         self

@@ -79,6 +79,8 @@ impl RedlockBuilder {
 
     /// How many more rounds [`Redlock::lock`](crate::Redlock::lock) tries after the first one fails
     /// because the resource is busy or nodes failed. Defaults to `10`.
+    /// Rounds made at once after another client's release come on top (see
+    /// [`release_notifications`](Self::release_notifications)).
     pub fn retry_count(mut self, retries: u32) -> Self {
         self.settings.retry_count = retries;
         self
@@ -188,8 +190,12 @@ impl RedlockBuilder {
     ///
     /// Clients woken by the same release do not split the nodes among
     /// themselves: their next round asks one node first (the same for a
-    /// resource in every client), and only the client it granted asks the
-    /// others.
+    /// resource in every client that lists the nodes by the same addresses),
+    /// and only the client it granted asks the others — unless that node is
+    /// down, failing or slow to answer, when every woken client asks every
+    /// node at once. Such rounds do not count against
+    /// [`retry_count`](Self::retry_count); the wait stays bounded by what the
+    /// counted rounds and their pauses could take.
     ///
     /// A client that released a resource while other clients waited for it
     /// lets them go first: its next acquisition of that resource waits for
@@ -197,8 +203,8 @@ impl RedlockBuilder {
     ///
     /// An ACL user needs `+publish +subscribe +unsubscribe +punsubscribe
     /// &redlock-release:*` for this (without them, releases still work,
-    /// waiters fall back to their retry delay, and the client warns once per
-    /// node). With `false`, releases publish nothing and no subscriber is
+    /// waiters fall back to their retry delay, and a client that waits warns
+    /// once per node whose ACL refuses the subscription). With `false`, releases publish nothing and no subscriber is
     /// ever opened.
     pub fn release_notifications(mut self, on: bool) -> Self {
         self.settings.notifications = on;

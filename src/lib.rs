@@ -39,7 +39,8 @@
 //!   when nobody waits), and a release publishes a notice there, so a waiter
 //!   in another process tries again as soon as the resource is free instead
 //!   of after its retry delay. Waiters woken together ask one node first —
-//!   the same for a resource in every client — so that they do not split the
+//!   the same for a resource in every client that lists the nodes by the same
+//!   addresses — so that they do not split the
 //!   nodes among themselves; a client that just released a resource others
 //!   wait for lets them go first. A notice only ends a wait early: every
 //!   acquisition still needs `SET NX` on a majority. See

@@ -78,7 +78,12 @@ fn a_held_resource_is_busy_for_others() {
     match b.lock("res:busy", TTL) {
         Err(Error::Busy { resource, attempts }) => {
             assert_eq!(resource, "res:busy");
-            assert_eq!(attempts, 3, "first round plus retry_count(2)");
+            // First round plus retry_count(2), and the round made once the
+            // release channel is subscribed (when that came in time).
+            assert!(
+                (3..=4).contains(&attempts),
+                "first round plus retry_count(2): {attempts}"
+            );
         }
         other => panic!("expected Busy, got {other:?}"),
     }

@@ -152,6 +152,12 @@ fn a_lost_notification_falls_back_to_the_retry_delay() {
         settles("the waiter listens on a majority", || {
             heard_by_majority(&cluster, resource)
         });
+        // The round the acknowledgements trigger has been made (holder 5
+        // SETs, waiter's first round 5, then 1 at the gate node), so the
+        // release below cannot be caught by it.
+        settles("the waiter's round once subscribed", || {
+            cluster.nodes.iter().map(|n| n.calls("set")).sum::<u64>() >= 11
+        });
         // Cut every subscriber connection, then release at once: nobody
         // hears it, and the waiter's subscriber reconnects only later.
         for node in &cluster.nodes {
@@ -218,4 +224,37 @@ fn with_notifications_off_nothing_is_published_or_subscribed() {
         assert_eq!(node.calls("publish"), 0);
         assert_eq!(node.calls("subscribe"), 0);
     }
+}
+
+/// Under RESP3 a subscription is acknowledged by a push: wake-ups work the
+/// same.
+#[test]
+fn a_resp3_waiter_is_woken_like_a_resp2_one() {
+    let cluster = Cluster::start(3);
+    let urls: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("{u}?protocol=resp3"))
+        .collect();
+    let holder = Redlock::new(&urls).unwrap();
+    let waiter = slow_poller(&urls);
+    let guard = holder.lock("wake:resp3", TTL).unwrap();
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let guard = waiter.lock_for("wake:resp3", TTL, Duration::from_secs(30));
+            (guard.map(drop), Instant::now())
+        });
+        settles("the waiter listens on a majority", || {
+            heard_by_majority(&cluster, "wake:resp3")
+        });
+        let released = Instant::now();
+        drop(guard);
+        let (acquired, at) = waiting.join().unwrap();
+        acquired.expect("acquired");
+        let wait = at.saturating_duration_since(released);
+        assert!(
+            wait < Duration::from_millis(100),
+            "woken by the release, not the 400 ms retry delay: {wait:?}"
+        );
+    });
 }

@@ -15,6 +15,8 @@ use crate::transport::{Keys, Op, Watch};
 
 /// The longest pause after a split round, before trying again.
 const SPLIT_JITTER: Duration = Duration::from_millis(2);
+/// Quick retries after split rounds per wake-up.
+const QUICK_SPLIT_RETRIES: u32 = 2;
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -148,7 +150,7 @@ impl Core {
                     until = patience.deadline.map_or(owed, |d| d.min(owed));
                 }
                 let woken = entered.wait(until, patience.cancel.as_ref());
-                gated = woken == Woken::Released;
+                gated = woken == Woken::Released && settings.notifications;
                 if woken == Woken::Cancelled {
                     metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
                     return Err(cancelled());
@@ -156,9 +158,26 @@ impl Core {
             }
             ticket = Some(entered);
         }
+        // Rounds right after a release (gated) do not count against the
+        // retries: losing the gate to another woken client is not a try of
+        // its own. The wait stays bounded as before: by what the counted
+        // rounds and their pauses could take at most.
+        let budget = patience.retries.and_then(|retries| {
+            let per_try = settings
+                .retry_delay
+                .saturating_add(settings.retry_jitter)
+                .saturating_add(self.node_timeout(ttl).value);
+            Instant::now().checked_add(per_try.checked_mul(retries.saturating_add(1))?)
+        });
         let mut attempts = 0u32;
+        let mut counted = 0u32;
+        // Quick retries after split rounds since the last wake-up.
+        let mut splits = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
+            if !gated {
+                counted = counted.saturating_add(1);
+            }
             if patience.cancelled() {
                 metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
                 return Err(cancelled());
@@ -191,7 +210,8 @@ impl Core {
                     ..
                 }
             );
-            if permanent || patience.exhausted(attempts) {
+            let out_of_time = budget.is_some_and(|b| Instant::now() >= b);
+            if permanent || patience.exhausted(counted) || out_of_time {
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
@@ -205,11 +225,20 @@ impl Core {
             // Sleep until the pause is over, until the resource is released
             // (by this client or, heard through the nodes, by another), or
             // until cancelled.
-            // A split round (several clients woken by one release, each won
-            // some nodes) leaves the resource free, and nobody will announce
-            // it: retry soon, after a random pause so that the next round is
-            // not split again.
-            let pause = if matches!(failed, Failed::Busy { split: true }) && watch.is_some() {
+            // A split round right after a release (several clients woken
+            // together, each won some nodes) may leave the resource free, and
+            // nobody will announce it: retry soon, after a random pause so
+            // that the next round is not split again — at most twice per
+            // wake-up, since a holder missing from one node (restarted
+            // empty) looks the same and must not be polled in a loop.
+            let split = matches!(failed, Failed::Busy { split: true });
+            splits = if gated { 0 } else { splits };
+            let pause = if split
+                && watch.is_some()
+                && splits < QUICK_SPLIT_RETRIES
+                && (gated || splits > 0)
+            {
+                splits += 1;
                 algorithm::retry_delay(Duration::ZERO, SPLIT_JITTER)
             } else {
                 algorithm::retry_delay(settings.retry_delay, settings.retry_jitter)
@@ -223,7 +252,7 @@ impl Core {
                 metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
                 return Err(cancelled());
             }
-            gated = woken == Woken::Released;
+            gated = woken == Woken::Released && settings.notifications;
         }
     }
 
@@ -259,7 +288,7 @@ impl Core {
             // Refused by the gate node: another client passed it first and
             // nothing was set anywhere.
             self.transport
-                .start_gated_round(request)
+                .start_gated_round(request, by)
                 .ok_or(Failed::Busy { split: false })?
         } else {
             self.transport.start_round(request)

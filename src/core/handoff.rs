@@ -22,10 +22,10 @@
 //! node that deleted the key, with the same notice. Its first copy wakes one
 //! waiter at once (the release reached every node at about the same time,
 //! so the others have usually deleted the key by the time the waiter's
-//! round arrives); the copy that completes a majority wakes one again, so
-//! that a waiter whose round came too early — the key still held on nodes
-//! that had not deleted it yet — does not sleep through the remaining
-//! copies. A slot counts the copies of its last few notices; a local release
+//! round arrives); the copy that completes a majority, and the copy from
+//! the resource's gate node, wake one again, so that a waiter whose round
+//! came too early — the key still held on nodes that had not deleted it
+//! yet, the gate among them — does not sleep through the remaining copies. A slot counts the copies of its last few notices; a local release
 //! records its own notice as counted, so its echo from the nodes wakes
 //! nobody again.
 //!
@@ -124,8 +124,9 @@ pub(crate) enum Heard {
     /// This client released it (its deletes queue ahead of a local
     /// waiter's `SET` on every node).
     Local(Option<u64>),
-    /// One node announced the release with this notice.
-    Node(u64),
+    /// One node announced the release with this notice; `gate`: the
+    /// resource's gate node (a woken round passes it only once it deleted).
+    Node { notice: u64, gate: bool },
     /// Not a release: a subscription reached a majority (one more round).
     Subscribed,
 }
@@ -135,16 +136,18 @@ impl SlotState {
     fn count(&mut self, heard: Heard, quorum: usize) -> bool {
         match heard {
             Heard::Local(Some(notice)) => self.remember(notice, LOCAL),
-            Heard::Node(notice) => match self.notices.iter_mut().find(|(n, _)| *n == notice) {
-                Some((_, LOCAL)) => return false,
-                Some((_, count)) => {
-                    *count += 1;
-                    if *count != quorum {
-                        return false;
+            Heard::Node { notice, gate } => {
+                match self.notices.iter_mut().find(|(n, _)| *n == notice) {
+                    Some((_, LOCAL)) => return false,
+                    Some((_, count)) => {
+                        *count += 1;
+                        if *count != quorum && !gate {
+                            return false;
+                        }
                     }
+                    None => self.remember(notice, 1),
                 }
-                None => self.remember(notice, 1),
-            },
+            }
             Heard::Local(None) | Heard::Subscribed => {}
         }
         self.releases += 1;
@@ -217,7 +220,9 @@ impl Waiters {
                 let slot = self.own_next.fetch_add(1, Ordering::Relaxed) % OWN_NOTICES;
                 self.own[slot].store(notice, Ordering::Release);
             }
-            Heard::Node(notice) if self.own.iter().any(|n| n.load(Ordering::Acquire) == notice) => {
+            Heard::Node { notice, .. }
+                if self.own.iter().any(|n| n.load(Ordering::Acquire) == notice) =>
+            {
                 return;
             }
             _ => {}
@@ -264,8 +269,8 @@ impl Waiters {
 }
 
 impl Sink for Waiters {
-    fn released(&self, key: &str, notice: u64) {
-        Waiters::released(self, key, Heard::Node(notice));
+    fn released(&self, key: &str, notice: u64, gate: bool) {
+        Waiters::released(self, key, Heard::Node { notice, gate });
     }
 
     /// The waiter tries one more round: a release between its busy round
@@ -442,31 +447,68 @@ mod tests {
     }
 
     #[test]
-    fn a_release_wakes_at_its_first_copy_and_again_at_a_majority_never_more() {
+    fn a_release_wakes_at_its_first_copy_at_a_majority_and_at_the_gate_node() {
         let waiters = Waiters::new(5);
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
         let soon = || Instant::now() + Duration::from_millis(1);
-        waiters.released("k", Heard::Node(1));
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 1,
+                gate: false,
+            },
+        );
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "the first copy");
         ticket.arm();
-        waiters.released("k", Heard::Node(1));
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 1,
+                gate: false,
+            },
+        );
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "2 of 5");
-        waiters.released("k", Heard::Node(1));
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 1,
+                gate: false,
+            },
+        );
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "3 of 5");
         ticket.arm();
-        waiters.released("k", Heard::Node(1));
-        waiters.released("k", Heard::Node(1));
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 1,
+                gate: false,
+            },
+        );
+        assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "4 of 5");
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 1,
+                gate: true,
+            },
+        );
         assert_eq!(
             ticket.wait(soon(), None),
-            Woken::TimedOut,
-            "the last copies of one release wake nobody again"
+            Woken::Released,
+            "the gate node's copy, even the last"
         );
         // This client's own release wakes at once; its copies never again.
         waiters.released("k", Heard::Local(Some(2)));
         assert_eq!(ticket.wait(soon(), None), Woken::Released);
         for _ in 0..5 {
-            waiters.released("k", Heard::Node(2));
+            waiters.released(
+                "k",
+                Heard::Node {
+                    notice: 2,
+                    gate: false,
+                },
+            );
         }
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut);
         // A subscription reaching a majority: one more round.
@@ -484,11 +526,23 @@ mod tests {
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
         for _ in 0..3 {
-            waiters.released("k", Heard::Node(42));
+            waiters.released(
+                "k",
+                Heard::Node {
+                    notice: 42,
+                    gate: false,
+                },
+            );
         }
         let soon = Instant::now() + Duration::from_millis(2);
         assert_eq!(ticket.wait(soon, None), Woken::TimedOut);
-        waiters.released("k", Heard::Node(43)); // someone else's release
+        waiters.released(
+            "k",
+            Heard::Node {
+                notice: 43,
+                gate: false,
+            },
+        ); // someone else's release
         let soon = Instant::now() + Duration::from_millis(2);
         assert_eq!(ticket.wait(soon, None), Woken::Released);
     }

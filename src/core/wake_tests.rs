@@ -46,7 +46,7 @@ fn held_by_another_client(nodes: &[FakeNode]) {
 }
 
 #[test]
-fn a_release_announced_by_a_majority_of_nodes_wakes_a_waiter() {
+fn a_release_announced_by_the_nodes_wakes_a_waiter() {
     let (nodes, core) = core_with(5, patient());
     held_by_another_client(&nodes);
     std::thread::scope(|s| {
@@ -64,8 +64,8 @@ fn a_release_announced_by_a_majority_of_nodes_wakes_a_waiter() {
         for node in &nodes {
             node.remove("r");
         }
-        for _ in 0..3 {
-            core.transport.hub().fake_notice("r", 77);
+        for index in 0..3 {
+            core.transport.hub().fake_notice("r", 77, index);
         }
         let lease = rx
             .recv_timeout(LONG_WAIT)
@@ -107,13 +107,23 @@ fn a_release_before_the_subscription_is_caught_by_one_more_round() {
     });
 }
 
-/// A notice for a release the waiter's round already saw through (one node
-/// announced early) must not be lost: copies from the other nodes complete
-/// the majority later and wake it then.
+/// The nodes delete at different times, the gate node last: the first copy
+/// wakes the waiter too early (refused at the gate), so does the copy that
+/// completes a majority, and the gate node's own copy must wake it again.
 #[test]
-fn copies_of_a_release_from_slow_nodes_still_wake_a_waiter_that_tried_too_early() {
+fn copies_from_slower_nodes_wake_a_waiter_again_until_the_gate_is_free() {
     let (nodes, core) = core_with(5, patient());
     held_by_another_client(&nodes);
+    let gate = core.transport.gate_for("r");
+    let others: Vec<usize> = (0..5).filter(|&i| i != gate).collect();
+    let at_gate = |count: usize| {
+        assert!(nodes[gate].wait_for(LONG_WAIT, |ops| {
+            ops.iter()
+                .filter(|op| matches!(op, Op::Acquire { .. }))
+                .count()
+                >= count
+        }));
+    };
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);
@@ -121,19 +131,25 @@ fn copies_of_a_release_from_slow_nodes_still_wake_a_waiter_that_tried_too_early(
         for index in 0..5 {
             core.transport.hub().fake_ack("r", index);
         }
-        requests_reached(&nodes, 6);
-        // Node 0 has deleted and announced; the others still hold the key.
-        nodes[0].remove("r");
-        core.transport.hub().fake_notice("r", 5);
-        // The others follow.
-        for node in &nodes[1..] {
-            node.remove("r");
+        at_gate(2); // the first round, then one more once subscribed
+        let hub = core.transport.hub();
+        // One node deleted: the first copy wakes the waiter; the gate is
+        // still held and refuses.
+        nodes[others[0]].remove("r");
+        hub.fake_notice("r", 5, others[0]);
+        at_gate(3);
+        // A majority deleted, the gate still not: woken again, refused again.
+        for &index in &others[1..3] {
+            nodes[index].remove("r");
+            hub.fake_notice("r", 5, index);
         }
-        core.transport.hub().fake_notice("r", 5);
-        core.transport.hub().fake_notice("r", 5);
+        at_gate(4);
+        // The gate deletes last (the fifth node never answers).
+        nodes[gate].remove("r");
+        hub.fake_notice("r", 5, gate);
         let lease = rx
             .recv_timeout(LONG_WAIT)
-            .expect("woken once a majority announced")
+            .expect("woken by the gate node's copy, not after its 30 s pause")
             .expect("acquired");
         lease.release(core).unwrap();
     });
@@ -228,8 +244,9 @@ fn clients_woken_together_pass_the_gate_one_at_a_time() {
         for node in &nodes {
             node.remove("r");
         }
+        let gate = first.transport.gate_for("r");
         for core in cores {
-            core.transport.hub().fake_notice("r", 9);
+            core.transport.hub().fake_notice("r", 9, gate);
         }
         let (winner, loser) = loop {
             if let Ok(lease) = waiting[0].try_recv() {
@@ -254,7 +271,7 @@ fn clients_woken_together_pass_the_gate_one_at_a_time() {
         winner.release(cores[1 - loser]).unwrap();
         // The winner's release is local to its client and was not
         // announced here: tell the loser's client as the nodes would.
-        cores[loser].transport.hub().fake_notice("r", 10);
+        cores[loser].transport.hub().fake_notice("r", 10, gate);
         let lease = waiting[loser]
             .recv_timeout(LONG_WAIT)
             .expect("the loser is woken by the winner's release")
@@ -280,4 +297,76 @@ fn eventually_waiting<'s>(
         core.transport.hub().watched("r")
     });
     rx
+}
+
+/// A holder missing from one node (it restarted empty) makes a woken round
+/// "split": the waiter wins that node. It retries quickly at most twice per
+/// wake-up, instead of polling the nodes every few milliseconds all along.
+#[test]
+fn a_holder_missing_from_one_node_is_not_polled_in_a_loop() {
+    let (nodes, core) = core_with(5, patient());
+    held_by_another_client(&nodes);
+    let gate = core.transport.gate_for("r");
+    nodes[gate].remove("r"); // the gate passes; the others refuse
+    std::thread::scope(|s| {
+        let core = &core;
+        let rx = waiting_acquire(s, core);
+        eventually("subscribed", || core.transport.hub().watched("r"));
+        for index in 0..5 {
+            core.transport.hub().fake_ack("r", index);
+        }
+        let other = (gate + 1) % 5;
+        let asked = || acquisitions(&nodes[other]);
+        // The first round, the round once subscribed, two quick retries.
+        eventually("the quick retries", || asked() >= 4);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(asked(), 4, "no more rounds until a release or 30 s");
+        assert!(rx.try_recv().is_err());
+        for node in &nodes {
+            node.remove("r");
+        }
+        core.transport.hub().fake_notice("r", 3, gate);
+        let lease = rx.recv_timeout(LONG_WAIT).unwrap().expect("acquired");
+        lease.release(core).unwrap();
+    });
+}
+
+/// Losing the gate to another woken client is not a try of the caller's
+/// own: a `lock` with few retries keeps waiting through many lost releases.
+#[test]
+fn lost_gates_do_not_use_up_the_retries() {
+    let (nodes, core) = core_with(5, patient());
+    held_by_another_client(&nodes);
+    let gate = core.transport.gate_for("r");
+    std::thread::scope(|s| {
+        let core = &core;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        s.spawn(move || {
+            let acquired = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(2));
+            tx.send(acquired).unwrap();
+        });
+        eventually("subscribed", || core.transport.hub().watched("r"));
+        for index in 0..5 {
+            core.transport.hub().fake_ack("r", index);
+        }
+        // Eight releases, each won at once by another client: the gate
+        // refuses every woken round.
+        for notice in 10..18 {
+            let before = acquisitions(&nodes[gate]);
+            core.transport.hub().fake_notice("r", notice, gate);
+            assert!(nodes[gate].wait_for(LONG_WAIT, |ops| {
+                ops.iter()
+                    .filter(|op| matches!(op, Op::Acquire { .. }))
+                    .count()
+                    > before
+            }));
+        }
+        assert!(rx.try_recv().is_err(), "still waiting after 8 lost gates");
+        for node in &nodes {
+            node.remove("r");
+        }
+        core.transport.hub().fake_notice("r", 99, gate);
+        let lease = rx.recv_timeout(LONG_WAIT).unwrap().expect("acquired");
+        lease.release(core).unwrap();
+    });
 }

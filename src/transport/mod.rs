@@ -104,9 +104,38 @@ pub(crate) struct Transport {
     stopped: Receiver<()>,
     /// Release notifications, subscribed while callers wait.
     hub: Hub,
-    /// Node indices in address order: every client picks the same gate
-    /// node for a resource, whatever order its nodes were listed in.
-    by_address: Vec<usize>,
+    /// Which node is a resource's gate.
+    gate_of: GateOf,
+}
+
+/// Picks a resource's gate node: by a hash of its name (FNV-1a) among the
+/// nodes in address order, so that clients listing the same nodes by the
+/// same addresses, in any order, pick the same one.
+#[derive(Debug, Clone)]
+pub(crate) struct GateOf {
+    by_address: Arc<[usize]>,
+}
+
+impl GateOf {
+    fn new(addresses: &[Arc<str>]) -> Self {
+        let mut by_address: Vec<usize> = (0..addresses.len()).collect();
+        by_address.sort_by(|&a, &b| addresses[a].cmp(&addresses[b]));
+        GateOf {
+            by_address: by_address.into(),
+        }
+    }
+
+    /// The gate node's index for `key`.
+    pub(crate) fn gate(&self, key: &str) -> usize {
+        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let n = self.by_address.len().max(1) as u64;
+        self.by_address
+            .get(usize::try_from(hash % n).unwrap_or(0))
+            .copied()
+            .unwrap_or(0)
+    }
 }
 
 /// How long dropping the transport waits for the workers to send what is
@@ -192,7 +221,8 @@ impl Transport {
         });
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         if settings.notifications {
-            transport.hub = Hub::new(subscribers, settings.connect_timeout);
+            let gate_of = transport.gate_of.clone();
+            transport.hub = Hub::new(subscribers, gate_of, settings.connect_timeout);
         }
         Ok(transport)
     }
@@ -219,16 +249,19 @@ impl Transport {
                 })?;
             nodes.push(NodeHandle { shared, queue });
         }
-        let addresses = nodes.iter().map(|n| n.shared.address.clone()).collect();
-        let hub = Hub::new(vec![None; nodes.len()], Duration::from_secs(1));
-        let mut by_address: Vec<usize> = (0..nodes.len()).collect();
-        by_address.sort_by(|&a, &b| nodes[a].shared.address.cmp(&nodes[b].shared.address));
+        let addresses: Arc<[Arc<str>]> = nodes.iter().map(|n| n.shared.address.clone()).collect();
+        let gate_of = GateOf::new(&addresses);
+        let hub = Hub::new(
+            vec![None; nodes.len()],
+            gate_of.clone(),
+            Duration::from_secs(1),
+        );
         Ok(Transport {
             nodes,
             addresses,
             stopped,
             hub,
-            by_address,
+            gate_of,
         })
     }
 
@@ -279,17 +312,19 @@ impl Transport {
     }
 
     /// Like [`start_round`](Self::start_round), but asks one node first —
-    /// the same node for a resource in every client — and the others once
-    /// it granted, failed, or did not answer within a few of its usual round
-    /// trips. `None` when that node refused: another client passed it first,
-    /// and nothing was set anywhere.
+    /// the same node for a resource in every client that lists the nodes by
+    /// the same addresses (see [`GateOf`]) — and the others once it granted,
+    /// failed, or did not answer within a few of its usual round trips (and
+    /// never later than a quarter of the round's time to `by`). `None` when
+    /// that node refused: another client passed it first (or the key is
+    /// still there), and nothing was set anywhere.
     ///
     /// For clients woken together by one release: instead of splitting the
     /// nodes among themselves so that none wins a majority, all but one
     /// stop at the first node. A node that is down or failing is never a
     /// gate (the round goes to every node at once).
-    pub(crate) fn start_gated_round(&self, req: Request) -> Option<PendingRound> {
-        let gate = self.gate_for(req.keys.first().map_or("", |k| &**k));
+    pub(crate) fn start_gated_round(&self, req: Request, by: Instant) -> Option<PendingRound> {
+        let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
         let Some(wait) = self.nodes[gate].shared.gate_wait() else {
             return Some(self.start_round(req));
         };
@@ -299,7 +334,8 @@ impl Transport {
         let req = Arc::new(req);
         let started = Instant::now();
         self.fan_out(&req, &round, |index| index == gate);
-        if round.gate(started + wait) == Gate::No {
+        let quarter = by.saturating_duration_since(started) / 4;
+        if round.gate(started + wait.min(quarter)) == Gate::No {
             return None;
         }
         self.fan_out(&req, &round, |index| index != gate);
@@ -311,14 +347,10 @@ impl Transport {
         })
     }
 
-    /// The gate node for `key`: picked by a hash of the name (FNV-1a) among
-    /// the nodes in address order.
-    fn gate_for(&self, key: &str) -> usize {
-        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-        let n = self.by_address.len().max(1) as u64;
-        self.by_address[usize::try_from(hash % n).unwrap_or(0)]
+    /// The gate node for `key`.
+    #[cfg(test)]
+    pub(crate) fn gate_for(&self, key: &str) -> usize {
+        self.gate_of.gate(key)
     }
 
     /// Queues `req` on every node `which` selects, answers going to `round`.

@@ -41,8 +41,9 @@ use super::codec::{CHANNEL_PREFIX, channel};
 /// Where notices go.
 pub(crate) trait Sink: Send + Sync {
     /// A node announced a release of `key`; `notice` is the same on every
-    /// node for one release.
-    fn released(&self, key: &str, notice: u64);
+    /// node for one release. `gate`: that node is the resource's gate node
+    /// (see `Transport::start_gated_round`), so a woken round can pass it.
+    fn released(&self, key: &str, notice: u64, gate: bool);
     /// A majority of nodes now delivers `key`'s releases.
     fn listening(&self, key: &str);
 }
@@ -71,6 +72,8 @@ pub(crate) struct Hub {
 struct Inner {
     /// Per node: where to subscribe (`None`: a fake node in unit tests).
     nodes: Vec<Option<(Arc<str>, redis::Client)>>,
+    /// Which node is a key's gate.
+    gate_of: super::GateOf,
     connect_timeout: Duration,
     quorum: usize,
     sink: OnceLock<Weak<dyn Sink>>,
@@ -145,6 +148,7 @@ impl Hub {
     /// A hub over these nodes (`None` for a node it cannot subscribe to).
     pub(crate) fn new(
         nodes: Vec<Option<(Arc<str>, redis::Client)>>,
+        gate_of: super::GateOf,
         connect_timeout: Duration,
     ) -> Self {
         let count = nodes.len();
@@ -152,6 +156,7 @@ impl Hub {
             inner: Arc::new(Inner {
                 quorum: crate::algorithm::quorum(count),
                 nodes,
+                gate_of,
                 connect_timeout,
                 sink: OnceLock::new(),
                 state: Mutex::new(State {
@@ -241,11 +246,11 @@ impl Hub {
         self.inner.acked(key, index);
     }
 
-    /// As if a node delivered a release notice for `key`.
+    /// As if node `index` delivered a release notice for `key`.
     #[cfg(test)]
-    pub(crate) fn fake_notice(&self, key: &str, notice: u64) {
+    pub(crate) fn fake_notice(&self, key: &str, notice: u64, index: usize) {
         if let Some(sink) = self.inner.sink() {
-            sink.released(key, notice);
+            sink.released(key, notice, self.inner.gate_of.gate(key) == index);
         }
     }
 }
@@ -422,7 +427,19 @@ fn subscriber(inner: &Inner, index: usize) {
             .get_connection_with_timeout(inner.connect_timeout)
             .and_then(|mut conn| {
                 conn.set_read_timeout(Some(inner.connect_timeout))?;
-                match redis::cmd("SUBSCRIBE").arg(PROBE).exec(&mut conn) {
+                // Under RESP3 the acknowledgement is a push, which a plain
+                // command never reads: no probe (and no refusal detected).
+                let resp3 = client
+                    .get_connection_info()
+                    .redis_settings()
+                    .protocol()
+                    .supports_resp3();
+                let probe = if resp3 {
+                    Ok(())
+                } else {
+                    redis::cmd("SUBSCRIBE").arg(PROBE).exec(&mut conn)
+                };
+                match probe {
                     Err(err)
                         if err.kind()
                             == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm) =>
@@ -500,7 +517,7 @@ fn listen(inner: &Inner, index: usize, conn: &mut redis::Connection) -> redis::R
             polling = true;
         }
         match pubsub.get_message() {
-            Ok(msg) => deliver(inner, &msg),
+            Ok(msg) => deliver(inner, index, &msg),
             Err(err) if err.is_timeout() => {}
             Err(err) => return Err(err),
         }
@@ -508,7 +525,7 @@ fn listen(inner: &Inner, index: usize, conn: &mut redis::Connection) -> redis::R
 }
 
 /// Hands one message to the sink; ignores anything that is not a notice.
-fn deliver(inner: &Inner, msg: &redis::Msg) {
+fn deliver(inner: &Inner, index: usize, msg: &redis::Msg) {
     let Ok(channel) = msg.get_channel::<String>() else {
         return;
     };
@@ -519,6 +536,6 @@ fn deliver(inner: &Inner, msg: &redis::Msg) {
         return;
     };
     if let Some(sink) = inner.sink() {
-        sink.released(key, notice);
+        sink.released(key, notice, inner.gate_of.gate(key) == index);
     }
 }
