@@ -202,7 +202,7 @@ impl RedlockBuilder {
     /// the next release, at most 10 ms, before its first round.
     ///
     /// An ACL user needs `+publish +subscribe +unsubscribe +punsubscribe
-    /// &redlock-release:*` for this (without them, releases still work,
+    /// +pubsub|numsub &redlock-release:*` for this (without them, releases still work,
     /// waiters fall back to their retry delay, and a client that waits warns
     /// once per node whose ACL refuses the subscription). With `false`, releases publish nothing and no subscriber is
     /// ever opened.

@@ -46,7 +46,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The README's line, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-release:* -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select +publish +subscribe +unsubscribe +punsubscribe";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-release:* -@all +set +get +del +pexpire +exists +eval +info +config|get +client|id +client|kill +select +publish +subscribe +unsubscribe +punsubscribe +pubsub|numsub";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {
@@ -143,9 +143,10 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
         assert!(denials.is_empty(), "ACL LOG: {denials:?}");
     }
 
-    let without = ACL
-        .replace(" &redlock-release:*", "")
-        .replace(" +publish +subscribe +unsubscribe +punsubscribe", "");
+    let without = ACL.replace(" &redlock-release:*", "").replace(
+        " +publish +subscribe +unsubscribe +punsubscribe +pubsub|numsub",
+        "",
+    );
     let urls = acl_user(&cluster, "nopubsub", &without);
     capture_logs();
     let quick = || {

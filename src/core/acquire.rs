@@ -17,6 +17,26 @@ use crate::transport::{Keys, Op, Watch};
 const SPLIT_JITTER: Duration = Duration::from_millis(2);
 /// Quick retries after split rounds per wake-up.
 const QUICK_SPLIT_RETRIES: u32 = 2;
+/// The head start a woken waiter gives each one that lost the gate more
+/// often than it did: enough for its gate request to arrive first.
+const STAGGER_STEP: Duration = Duration::from_micros(100);
+/// At most this many steps.
+const STAGGER_MAX_STEPS: u32 = 4;
+
+/// How long a woken waiter that lost the gate `losses` times holds back
+/// when `listeners` clients listened as the release was announced. One of
+/// them is usually the releasing client, which does not contend (it lets the
+/// others go first); of the rest, each waiter holds back one step for every
+/// contender that may have lost more often than it did. With one contender,
+/// or when the count is unknown (0), nobody holds back.
+fn stagger(listeners: u32, losses: u32) -> Duration {
+    let contenders = listeners.saturating_sub(1);
+    let steps = contenders
+        .saturating_sub(1)
+        .saturating_sub(losses)
+        .min(STAGGER_MAX_STEPS);
+    STAGGER_STEP * steps
+}
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -173,6 +193,8 @@ impl Core {
         let mut counted = 0u32;
         // Quick retries after split rounds since the last wake-up.
         let mut splits = 0u32;
+        // Gated rounds lost to other woken clients in this call.
+        let mut losses = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
             if !gated {
@@ -181,6 +203,14 @@ impl Core {
             if patience.cancelled() {
                 metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
                 return Err(cancelled());
+            }
+            // Clients woken together go to the gate in the order of how
+            // often they already lost it: the longest waiter first.
+            if gated && let Some(ticket) = &ticket {
+                let ahead = stagger(ticket.listeners(), losses);
+                if !ahead.is_zero() {
+                    std::thread::sleep(ahead);
+                }
             }
             // Any local release from here on wakes the pause below at once.
             if let Some(ticket) = &mut ticket {
@@ -231,6 +261,9 @@ impl Core {
             // that the next round is not split again — at most twice per
             // wake-up, since a holder missing from one node (restarted
             // empty) looks the same and must not be polled in a loop.
+            if gated && matches!(failed, Failed::Busy { .. }) {
+                losses = losses.saturating_add(1);
+            }
             let split = matches!(failed, Failed::Busy { split: true });
             splits = if gated { 0 } else { splits };
             let pause = if split
@@ -470,6 +503,18 @@ fn new_token() -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn woken_waiters_hold_back_by_how_often_others_may_have_lost() {
+        // Unknown count, or one contender: nobody holds back.
+        assert_eq!(stagger(0, 0), Duration::ZERO);
+        assert_eq!(stagger(2, 0), Duration::ZERO);
+        // Three contenders (four listeners, one of them the releaser).
+        assert_eq!(stagger(4, 0), STAGGER_STEP * 2);
+        assert_eq!(stagger(4, 1), STAGGER_STEP);
+        assert_eq!(stagger(4, 2), Duration::ZERO);
+        assert_eq!(stagger(100, 0), STAGGER_STEP * STAGGER_MAX_STEPS);
+    }
 
     #[test]
     fn tokens_are_long_hex_and_unique() {

@@ -113,6 +113,9 @@ struct SlotState {
     /// `next - 1`; [`LOCAL`] for a release by this client).
     notices: [(u64, usize); NOTICES],
     next: usize,
+    /// How many clients listened when the last release that woke a waiter
+    /// was announced (0: unknown, or not a release announced by a node).
+    listeners: u32,
 }
 
 /// A local release's notice count: its copies from the nodes never count.
@@ -125,8 +128,13 @@ pub(crate) enum Heard {
     /// waiter's `SET` on every node).
     Local(Option<u64>),
     /// One node announced the release with this notice; `gate`: the
-    /// resource's gate node (a woken round passes it only once it deleted).
-    Node { notice: u64, gate: bool },
+    /// resource's gate node (a woken round passes it only once it deleted);
+    /// `listeners`: clients listening there then (0: unknown).
+    Node {
+        notice: u64,
+        gate: bool,
+        listeners: u32,
+    },
     /// Not a release: a subscription reached a majority (one more round).
     Subscribed,
 }
@@ -136,7 +144,11 @@ impl SlotState {
     fn count(&mut self, heard: Heard, quorum: usize) -> bool {
         match heard {
             Heard::Local(Some(notice)) => self.remember(notice, LOCAL),
-            Heard::Node { notice, gate } => {
+            Heard::Node {
+                notice,
+                gate,
+                listeners,
+            } => {
                 match self.notices.iter_mut().find(|(n, _)| *n == notice) {
                     Some((_, LOCAL)) => return false,
                     Some((_, count)) => {
@@ -147,9 +159,13 @@ impl SlotState {
                     }
                     None => self.remember(notice, 1),
                 }
+                self.listeners = listeners;
+                self.releases += 1;
+                return true;
             }
             Heard::Local(None) | Heard::Subscribed => {}
         }
+        self.listeners = 0;
         self.releases += 1;
         true
     }
@@ -269,8 +285,16 @@ impl Waiters {
 }
 
 impl Sink for Waiters {
-    fn released(&self, key: &str, notice: u64, gate: bool) {
-        Waiters::released(self, key, Heard::Node { notice, gate });
+    fn released(&self, key: &str, notice: u64, gate: bool, listeners: u32) {
+        Waiters::released(
+            self,
+            key,
+            Heard::Node {
+                notice,
+                gate,
+                listeners,
+            },
+        );
     }
 
     /// The waiter tries one more round: a release between its busy round
@@ -281,6 +305,12 @@ impl Sink for Waiters {
 }
 
 impl Ticket<'_> {
+    /// How many clients listened when the release that last woke a waiter
+    /// of this resource was announced (0: unknown or not announced).
+    pub(crate) fn listeners(&self) -> u32 {
+        self.slot.state.lock().listeners
+    }
+
     /// Forgets releases seen so far: only later ones end the next wait.
     pub(crate) fn arm(&mut self) {
         self.seen = self.slot.state.lock().releases;
@@ -457,6 +487,7 @@ mod tests {
             Heard::Node {
                 notice: 1,
                 gate: false,
+                listeners: 0,
             },
         );
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "the first copy");
@@ -466,6 +497,7 @@ mod tests {
             Heard::Node {
                 notice: 1,
                 gate: false,
+                listeners: 0,
             },
         );
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "2 of 5");
@@ -474,6 +506,7 @@ mod tests {
             Heard::Node {
                 notice: 1,
                 gate: false,
+                listeners: 0,
             },
         );
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "3 of 5");
@@ -483,6 +516,7 @@ mod tests {
             Heard::Node {
                 notice: 1,
                 gate: false,
+                listeners: 0,
             },
         );
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "4 of 5");
@@ -491,6 +525,7 @@ mod tests {
             Heard::Node {
                 notice: 1,
                 gate: true,
+                listeners: 0,
             },
         );
         assert_eq!(
@@ -507,6 +542,7 @@ mod tests {
                 Heard::Node {
                     notice: 2,
                     gate: false,
+                    listeners: 0,
                 },
             );
         }
@@ -531,6 +567,7 @@ mod tests {
                 Heard::Node {
                     notice: 42,
                     gate: false,
+                    listeners: 0,
                 },
             );
         }
@@ -541,6 +578,7 @@ mod tests {
             Heard::Node {
                 notice: 43,
                 gate: false,
+                listeners: 0,
             },
         ); // someone else's release
         let soon = Instant::now() + Duration::from_millis(2);

@@ -16,16 +16,23 @@ use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
-/// With a notice (`ARGV[2]`), then publishes it on the resource's release
-/// channel (see [`channel`]). `redis.pcall`: a user not allowed to publish
-/// still releases. Answers `1 + subscribers reached` if it deleted, else `0`.
-pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+/// With a notice (`ARGV[2]`), then publishes `"{notice} {subscribers}"` on
+/// the resource's release channel (see [`channel`]; the subscriber count
+/// tells woken waiters how many contend). `redis.pcall`: a user not allowed
+/// to publish (or to count subscribers) still releases. Answers
+/// `1 + subscribers reached` if it deleted, else `0`.
+pub(crate) const RELEASE_SCRIPT: &str = r#"local function announce(key)
+    local channel = "redlock-release:" .. key
+    local subs = redis.pcall("pubsub", "numsub", channel)
+    local waiting = 0
+    if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
+    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. waiting)
+    if type(n) == "number" then return n else return 0 end
+end
+if redis.call("get", KEYS[1]) == ARGV[1] then
     redis.call("del", KEYS[1])
     local heard = 0
-    if ARGV[2] then
-        heard = redis.pcall("publish", "redlock-release:" .. KEYS[1], ARGV[2])
-        if type(heard) ~= "number" then heard = 0 end
-    end
+    if ARGV[2] then heard = announce(KEYS[1]) end
     return 1 + heard
 else
     return 0
@@ -50,14 +57,22 @@ return 1"#;
 /// Deletes every key that holds our token, publishing the notice (if any)
 /// on each deleted key's release channel; `1 + the most subscribers one
 /// channel reached` only if all of them were ours, else `0`.
-pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local ours, heard = 0, 0
+pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local function announce(key)
+    local channel = "redlock-release:" .. key
+    local subs = redis.pcall("pubsub", "numsub", channel)
+    local waiting = 0
+    if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
+    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. waiting)
+    if type(n) == "number" then return n else return 0 end
+end
+local ours, heard = 0, 0
 for _, key in ipairs(KEYS) do
     if redis.call("get", key) == ARGV[1] then
         redis.call("del", key)
         ours = ours + 1
         if ARGV[2] then
-            local n = redis.pcall("publish", "redlock-release:" .. key, ARGV[2])
-            if type(n) == "number" and n > heard then heard = n end
+            local n = announce(key)
+            if n > heard then heard = n end
         end
     end
 end
@@ -347,7 +362,7 @@ mod tests {
             resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok", "7"])
         );
         for script in [RELEASE_SCRIPT, RELEASE_ALL_SCRIPT] {
-            assert!(script.contains(&format!("\"{CHANNEL_PREFIX}\" ..")));
+            assert!(script.contains(&format!("\"{CHANNEL_PREFIX}\" .. key")));
         }
         assert_eq!(channel("a"), "redlock-release:a");
         all.op = Op::Extend { ttl_ms: 9 };

@@ -43,7 +43,9 @@ pub(crate) trait Sink: Send + Sync {
     /// A node announced a release of `key`; `notice` is the same on every
     /// node for one release. `gate`: that node is the resource's gate node
     /// (see `Transport::start_gated_round`), so a woken round can pass it.
-    fn released(&self, key: &str, notice: u64, gate: bool);
+    /// `listeners`: how many clients listened on that node when it
+    /// announced the release (0: unknown).
+    fn released(&self, key: &str, notice: u64, gate: bool, listeners: u32);
     /// A majority of nodes now delivers `key`'s releases.
     fn listening(&self, key: &str);
 }
@@ -250,7 +252,7 @@ impl Hub {
     #[cfg(test)]
     pub(crate) fn fake_notice(&self, key: &str, notice: u64, index: usize) {
         if let Some(sink) = self.inner.sink() {
-            sink.released(key, notice, self.inner.gate_of.gate(key) == index);
+            sink.released(key, notice, self.inner.gate_of.gate(key) == index, 0);
         }
     }
 }
@@ -532,10 +534,16 @@ fn deliver(inner: &Inner, index: usize, msg: &redis::Msg) {
     let Some(key) = channel.strip_prefix(CHANNEL_PREFIX) else {
         return;
     };
-    let Ok(notice) = msg.get_payload::<u64>() else {
+    // `"{notice} {listeners}"` (the count may be missing).
+    let Ok(payload) = msg.get_payload::<String>() else {
         return;
     };
+    let (notice, listeners) = payload.split_once(' ').unwrap_or((&payload, ""));
+    let Ok(notice) = notice.parse::<u64>() else {
+        return;
+    };
+    let listeners = listeners.parse::<u32>().unwrap_or(0);
     if let Some(sink) = inner.sink() {
-        sink.released(key, notice, inner.gate_of.gate(key) == index);
+        sink.released(key, notice, inner.gate_of.gate(key) == index, listeners);
     }
 }
