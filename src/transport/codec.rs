@@ -18,15 +18,17 @@ use crate::error::{FailureKind, NodeFailure};
 /// Compare-and-delete: deletes the key only while it still holds our token.
 /// With a notice (`ARGV[2]`), then publishes `"{notice} {subscribers}"` on
 /// the resource's release channel (see [`channel`]; the subscriber count
-/// tells woken waiters how many contend). `redis.pcall`: a user not allowed
-/// to publish (or to count subscribers) still releases. Answers
+/// tells woken waiters how many contend) — nothing when nobody subscribes.
+/// `redis.pcall`: a user not allowed to publish (or to count subscribers)
+/// still releases. Answers
 /// `1 + subscribers reached` if it deleted, else `0`.
 pub(crate) const RELEASE_SCRIPT: &str = r#"local function announce(key)
     local channel = "redlock-release:" .. key
     local subs = redis.pcall("pubsub", "numsub", channel)
-    local waiting = 0
+    local waiting = -1
     if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
-    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. waiting)
+    if waiting == 0 then return 0 end
+    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. math.max(waiting, 0))
     if type(n) == "number" then return n else return 0 end
 end
 if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -60,9 +62,10 @@ return 1"#;
 pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local function announce(key)
     local channel = "redlock-release:" .. key
     local subs = redis.pcall("pubsub", "numsub", channel)
-    local waiting = 0
+    local waiting = -1
     if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
-    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. waiting)
+    if waiting == 0 then return 0 end
+    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. math.max(waiting, 0))
     if type(n) == "number" then return n else return 0 end
 end
 local ours, heard = 0, 0
