@@ -16,29 +16,27 @@ use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
-/// With a notice (`ARGV[2]`), then publishes `"{notice} {subscribers}"` on
-/// the resource's release channel (see [`channel`]; the subscriber count
-/// tells woken waiters how many contend) — nothing when nobody subscribes.
-/// `redis.pcall`: a user not allowed to publish (or to count subscribers)
-/// still releases. Answers
-/// `1 + subscribers reached` if it deleted, else `0`.
-pub(crate) const RELEASE_SCRIPT: &str = r#"local function announce(key)
-    local channel = "redlock-release:" .. key
-    local subs = redis.pcall("pubsub", "numsub", channel)
-    local waiting = -1
-    if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
-    if waiting == 0 then return 0 end
-    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. math.max(waiting, 0))
-    if type(n) == "number" then return n else return 0 end
-end
-if redis.call("get", KEYS[1]) == ARGV[1] then
-    redis.call("del", KEYS[1])
-    local heard = 0
-    if ARGV[2] then heard = announce(KEYS[1]) end
-    return 1 + heard
+pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
+    return redis.call("del", KEYS[1])
 else
     return 0
 end"#;
+
+/// [`RELEASE_SCRIPT`] that, once it deleted the key, announces the release:
+/// publishes `"{notice} {subscribers}"` (`ARGV[2]`, then how many clients
+/// listen, which tells woken waiters how many contend) on the resource's
+/// release channel (see [`channel`]) — nothing when nobody subscribes.
+/// `redis.pcall`: a user not allowed to publish (or to count subscribers)
+/// still releases. Compact, as it goes out with every release. Answers
+/// `1 + subscribers reached` if it deleted, else `0`.
+pub(crate) const RELEASE_NOTIFY_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+redis.call("del",KEYS[1])
+local c="redlock-release:"..KEYS[1]
+local s=redis.pcall("pubsub","numsub",c)
+local w=type(s)=="table" and s[2] or -1
+if w==0 then return 1 end
+local n=redis.pcall("publish",c,ARGV[2].." "..math.max(w,0))
+return 1+(type(n)=="number" and n or 0)"#;
 
 /// Compare-and-pexpire: extends the key only while it still holds our token.
 pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -172,10 +170,15 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
         }
         Op::Release { notice } => {
             let mut cmd = redis::cmd("EVAL");
-            cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token);
-            if let Some(notice) = notice {
-                cmd.arg(notice);
-            }
+            match notice {
+                Some(notice) => cmd
+                    .arg(RELEASE_NOTIFY_SCRIPT)
+                    .arg(1)
+                    .arg(key)
+                    .arg(token)
+                    .arg(notice),
+                None => cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token),
+            };
             cmd
         }
         Op::Extend { ttl_ms } => {
@@ -332,7 +335,7 @@ mod tests {
         );
         assert_eq!(
             encoded(Op::Release { notice: Some(42) }),
-            resp(&["EVAL", RELEASE_SCRIPT, "1", "res", "tok", "42"])
+            resp(&["EVAL", RELEASE_NOTIFY_SCRIPT, "1", "res", "tok", "42"])
         );
         assert_eq!(
             encoded(Op::Extend { ttl_ms: 30 }),
@@ -364,8 +367,11 @@ mod tests {
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok", "7"])
         );
-        for script in [RELEASE_SCRIPT, RELEASE_ALL_SCRIPT] {
-            assert!(script.contains(&format!("\"{CHANNEL_PREFIX}\" .. key")));
+        for script in [RELEASE_NOTIFY_SCRIPT, RELEASE_ALL_SCRIPT] {
+            assert!(
+                script.contains(&format!("\"{CHANNEL_PREFIX}\".."))
+                    || script.contains(&format!("\"{CHANNEL_PREFIX}\" .."))
+            );
         }
         assert_eq!(channel("a"), "redlock-release:a");
         all.op = Op::Extend { ttl_ms: 9 };
