@@ -258,3 +258,21 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
         );
     });
 }
+
+/// With notifications on but nobody waiting, a release publishes nothing.
+#[test]
+fn a_release_nobody_waits_for_publishes_nothing() {
+    let cluster = Cluster::start(3);
+    let client = Redlock::new(cluster.urls()).unwrap();
+    for i in 0..20 {
+        client
+            .lock(&format!("quiet:{i}"), TTL)
+            .unwrap()
+            .release()
+            .unwrap();
+    }
+    for node in &cluster.nodes {
+        assert_eq!(node.calls("publish"), 0);
+        assert!(node.calls("pubsub|numsub") >= 10, "the release asked");
+    }
+}

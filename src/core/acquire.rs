@@ -210,6 +210,10 @@ impl Core {
                 let ahead = stagger(ticket.listeners(), losses);
                 if !ahead.is_zero() {
                     std::thread::sleep(ahead);
+                    if patience.cancelled() {
+                        metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
+                        return Err(cancelled());
+                    }
                 }
             }
             // Any local release from here on wakes the pause below at once.

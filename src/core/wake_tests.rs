@@ -39,6 +39,17 @@ fn requests_reached(nodes: &[FakeNode], count: usize) {
     }
 }
 
+/// Waits until the waiter on `core` subscribed, then acknowledges the
+/// subscription on every node (the waiter then tries one more round).
+fn subscribed_everywhere(core: &Core) {
+    eventually("the waiter subscribes after its busy round", || {
+        core.transport.hub().watched("r")
+    });
+    for index in 0..5 {
+        core.transport.hub().fake_ack("r", index);
+    }
+}
+
 fn held_by_another_client(nodes: &[FakeNode]) {
     for node in nodes {
         node.put("r", "another client", Duration::from_secs(60));
@@ -127,10 +138,7 @@ fn copies_from_slower_nodes_wake_a_waiter_again_until_the_gate_is_free() {
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);
-        eventually("subscribed", || core.transport.hub().watched("r"));
-        for index in 0..5 {
-            core.transport.hub().fake_ack("r", index);
-        }
+        subscribed_everywhere(core);
         at_gate(2); // the first round, then one more once subscribed
         let hub = core.transport.hub();
         // One node deleted: the first copy wakes the waiter; the gate is
@@ -311,16 +319,19 @@ fn a_holder_missing_from_one_node_is_not_polled_in_a_loop() {
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);
-        eventually("subscribed", || core.transport.hub().watched("r"));
-        for index in 0..5 {
-            core.transport.hub().fake_ack("r", index);
-        }
+        subscribed_everywhere(core);
         let other = (gate + 1) % 5;
         let asked = || acquisitions(&nodes[other]);
-        // The first round, the round once subscribed, two quick retries.
-        eventually("the quick retries", || asked() >= 4);
+        // The first round, the round once subscribed, and up to two quick
+        // retries (a retry counts as split only if the gate node's yes came
+        // in before the refusals decided the round).
+        eventually("the round once subscribed", || asked() >= 2);
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(asked(), 4, "no more rounds until a release or 30 s");
+        assert!(
+            asked() <= 4,
+            "no more rounds until a release or 30 s: {}",
+            asked()
+        );
         assert!(rx.try_recv().is_err());
         for node in &nodes {
             node.remove("r");
@@ -345,10 +356,7 @@ fn lost_gates_do_not_use_up_the_retries() {
             let acquired = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(2));
             tx.send(acquired).unwrap();
         });
-        eventually("subscribed", || core.transport.hub().watched("r"));
-        for index in 0..5 {
-            core.transport.hub().fake_ack("r", index);
-        }
+        subscribed_everywhere(core);
         // Eight releases, each won at once by another client: the gate
         // refuses every woken round.
         for notice in 10..18 {

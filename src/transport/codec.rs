@@ -31,6 +31,7 @@ end"#;
 /// `1 + subscribers reached` if it deleted, else `0`.
 pub(crate) const RELEASE_NOTIFY_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
 redis.call("del",KEYS[1])
+if not ARGV[2] then return 1 end
 local c="redlock-release:"..KEYS[1]
 local s=redis.pcall("pubsub","numsub",c)
 local w=type(s)=="table" and s[2] or -1

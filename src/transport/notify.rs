@@ -528,22 +528,44 @@ fn listen(inner: &Inner, index: usize, conn: &mut redis::Connection) -> redis::R
 
 /// Hands one message to the sink; ignores anything that is not a notice.
 fn deliver(inner: &Inner, index: usize, msg: &redis::Msg) {
-    let Ok(channel) = msg.get_channel::<String>() else {
+    let (Ok(channel), Ok(payload)) = (msg.get_channel::<String>(), msg.get_payload::<String>())
+    else {
         return;
     };
-    let Some(key) = channel.strip_prefix(CHANNEL_PREFIX) else {
+    let Some((key, notice, listeners)) = parse_notice(&channel, &payload) else {
         return;
     };
-    // `"{notice} {listeners}"` (the count may be missing).
-    let Ok(payload) = msg.get_payload::<String>() else {
-        return;
-    };
-    let (notice, listeners) = payload.split_once(' ').unwrap_or((&payload, ""));
-    let Ok(notice) = notice.parse::<u64>() else {
-        return;
-    };
-    let listeners = listeners.parse::<u32>().unwrap_or(0);
     if let Some(sink) = inner.sink() {
         sink.released(key, notice, inner.gate_of.gate(key) == index, listeners);
+    }
+}
+
+/// A release channel's message: the resource, the notice, and how many
+/// clients listened (`"{notice} {listeners}"`; 0 when the count is missing).
+fn parse_notice<'a>(channel: &'a str, payload: &str) -> Option<(&'a str, u64, u32)> {
+    let key = channel.strip_prefix(CHANNEL_PREFIX)?;
+    let (notice, listeners) = payload.split_once(' ').unwrap_or((payload, ""));
+    let notice = notice.parse::<u64>().ok()?;
+    Some((key, notice, listeners.parse::<u32>().unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_notice;
+
+    #[test]
+    fn notices_are_read_with_or_without_the_listener_count() {
+        assert_eq!(
+            parse_notice("redlock-release:jobs:1", "42 3"),
+            Some(("jobs:1", 42, 3))
+        );
+        assert_eq!(
+            parse_notice("redlock-release:a b", "7"),
+            Some(("a b", 7, 0))
+        );
+        assert_eq!(parse_notice("redlock-release:k", "7 x"), Some(("k", 7, 0)));
+        assert_eq!(parse_notice("other:k", "7 1"), None);
+        assert_eq!(parse_notice("redlock-release:k", "tok"), None);
+        assert_eq!(parse_notice("redlock-release:k", ""), None);
     }
 }
