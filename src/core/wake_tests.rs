@@ -278,7 +278,11 @@ fn clients_woken_together_pass_the_gate_one_at_a_time() {
         );
         winner.release(cores[1 - loser]).unwrap();
         // The winner's release is local to its client and was not
-        // announced here: tell the loser's client as the nodes would.
+        // announced here: tell the loser's client as the gate node would,
+        // once it deleted the key (the release returned at a majority).
+        eventually("the gate node deleted the key", || {
+            nodes[gate].holder("r").is_none()
+        });
         cores[loser].transport.hub().fake_notice("r", 10, gate);
         let lease = waiting[loser]
             .recv_timeout(LONG_WAIT)
