@@ -496,12 +496,7 @@ fn main() {
 
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
         // Only the cross-client scenarios (for tuning them).
-        for kind in [
-            cross_client::Kind::Ours(true),
-            cross_client::Kind::Ours(false),
-            cross_client::Kind::Redlock2,
-            cross_client::Kind::Rslock,
-        ] {
+        for kind in cross_client::KINDS {
             let r = cross_client::s3x(kind, &cluster, plan.s3_time);
             println!(
                 "S3x {:<45} {:>5.0}/s p50 {:>6} µs p99 {:>7} µs changes {:>3.0} % rounds {:.2} {:?}",
@@ -648,12 +643,7 @@ fn main() {
     table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | owner changes | rounds per acquisition | per client |".into());
     table("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
     let mut s3x_results = Vec::new();
-    for kind in [
-        cross_client::Kind::Ours(true),
-        cross_client::Kind::Ours(false),
-        cross_client::Kind::Redlock2,
-        cross_client::Kind::Rslock,
-    ] {
+    for kind in cross_client::KINDS {
         let r = cross_client::s3x(kind, &cluster, plan.s3_time);
         table(format!(
             "| {} | {:.0} | {} | {} | {:.0} % | {:.2} | {:?} |",

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use harness::pubsub::heard_by_majority;
+use harness::pubsub::{heard_by_all, heard_by_majority};
 use harness::{Cluster, settles};
 use redlock_sync::Redlock;
 
@@ -46,8 +46,8 @@ fn a_waiter_in_another_client_acquires_right_after_the_release() {
                 tx.send(Instant::now()).unwrap();
                 drop(guard);
             });
-            settles("the waiter listens on a majority", || {
-                heard_by_majority(&cluster, &resource)
+            settles("the waiter listens on every node", || {
+                heard_by_all(&cluster, &resource)
             });
             let released = Instant::now();
             drop(guard);
@@ -108,8 +108,8 @@ fn a_waiter_in_another_process_acquires_right_after_the_release() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("child test process");
-    settles("the child listens on a majority", || {
-        heard_by_majority(&cluster, resource)
+    settles("the child listens on every node", || {
+        heard_by_all(&cluster, resource)
     });
     let released = SystemTime::now();
     drop(guard);
@@ -244,8 +244,8 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
             let guard = waiter.lock_for("wake:resp3", TTL, Duration::from_secs(30));
             (guard.map(drop), Instant::now())
         });
-        settles("the waiter listens on a majority", || {
-            heard_by_majority(&cluster, "wake:resp3")
+        settles("the waiter listens on every node", || {
+            heard_by_all(&cluster, "wake:resp3")
         });
         let released = Instant::now();
         drop(guard);

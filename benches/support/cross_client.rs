@@ -24,6 +24,14 @@ pub(crate) enum Kind {
     Rslock,
 }
 
+/// Every S3x contender, in table order.
+pub(crate) const KINDS: [Kind; 4] = [
+    Kind::Ours(true),
+    Kind::Ours(false),
+    Kind::Redlock2,
+    Kind::Rslock,
+];
+
 impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {

@@ -373,6 +373,15 @@ impl Drop for Ticket<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One node's copy of release `notice` (from the gate node or not).
+    fn copy(notice: u64, gate: bool) -> Heard {
+        Heard::Node {
+            notice,
+            gate,
+            listeners: 0,
+        }
+    }
     use std::time::Duration;
 
     #[test]
@@ -482,52 +491,17 @@ mod tests {
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
         let soon = || Instant::now() + Duration::from_millis(1);
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 1,
-                gate: false,
-                listeners: 0,
-            },
-        );
+        waiters.released("k", copy(1, false));
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "the first copy");
         ticket.arm();
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 1,
-                gate: false,
-                listeners: 0,
-            },
-        );
+        waiters.released("k", copy(1, false));
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "2 of 5");
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 1,
-                gate: false,
-                listeners: 0,
-            },
-        );
+        waiters.released("k", copy(1, false));
         assert_eq!(ticket.wait(soon(), None), Woken::Released, "3 of 5");
         ticket.arm();
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 1,
-                gate: false,
-                listeners: 0,
-            },
-        );
+        waiters.released("k", copy(1, false));
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut, "4 of 5");
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 1,
-                gate: true,
-                listeners: 0,
-            },
-        );
+        waiters.released("k", copy(1, true));
         assert_eq!(
             ticket.wait(soon(), None),
             Woken::Released,
@@ -537,14 +511,7 @@ mod tests {
         waiters.released("k", Heard::Local(Some(2)));
         assert_eq!(ticket.wait(soon(), None), Woken::Released);
         for _ in 0..5 {
-            waiters.released(
-                "k",
-                Heard::Node {
-                    notice: 2,
-                    gate: false,
-                    listeners: 0,
-                },
-            );
+            waiters.released("k", copy(2, false));
         }
         assert_eq!(ticket.wait(soon(), None), Woken::TimedOut);
         // A subscription reaching a majority: one more round.
@@ -562,25 +529,11 @@ mod tests {
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
         for _ in 0..3 {
-            waiters.released(
-                "k",
-                Heard::Node {
-                    notice: 42,
-                    gate: false,
-                    listeners: 0,
-                },
-            );
+            waiters.released("k", copy(42, false));
         }
         let soon = Instant::now() + Duration::from_millis(2);
         assert_eq!(ticket.wait(soon, None), Woken::TimedOut);
-        waiters.released(
-            "k",
-            Heard::Node {
-                notice: 43,
-                gate: false,
-                listeners: 0,
-            },
-        ); // someone else's release
+        waiters.released("k", copy(43, false)); // someone else's release
         let soon = Instant::now() + Duration::from_millis(2);
         assert_eq!(ticket.wait(soon, None), Woken::Released);
     }

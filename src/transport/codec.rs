@@ -22,22 +22,37 @@ else
     return 0
 end"#;
 
-/// [`RELEASE_SCRIPT`] that, once it deleted the key, announces the release:
-/// publishes `"{notice} {subscribers}"` (`ARGV[2]`, then how many clients
-/// listen, which tells woken waiters how many contend) on the resource's
-/// release channel (see [`channel`]) — nothing when nobody subscribes.
-/// `redis.pcall`: a user not allowed to publish (or to count subscribers)
-/// still releases. Compact, as it goes out with every release. Answers
-/// `1 + subscribers reached` if it deleted, else `0`.
-pub(crate) const RELEASE_NOTIFY_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
-redis.call("del",KEYS[1])
-if not ARGV[2] then return 1 end
-local c="redlock-release:"..KEYS[1]
+/// The Lua function both announcing release scripts start with:
+/// `announce(key)` publishes `"{notice} {subscribers}"` (`ARGV[2]`, then how
+/// many clients listen, which tells woken waiters how many contend) on the
+/// key's release channel (see [`channel`]) and answers how many it reached —
+/// nothing and `0` when nobody subscribes. `redis.pcall`: a user not allowed
+/// to publish (or to count subscribers) still releases. Compact, as it goes
+/// out with every release.
+macro_rules! announce_fn {
+    () => {
+        r#"local function announce(key)
+local c="redlock-release:"..key
 local s=redis.pcall("pubsub","numsub",c)
 local w=type(s)=="table" and s[2] or -1
-if w==0 then return 1 end
+if w==0 then return 0 end
 local n=redis.pcall("publish",c,ARGV[2].." "..math.max(w,0))
-return 1+(type(n)=="number" and n or 0)"#;
+return type(n)=="number" and n or 0
+end
+"#
+    };
+}
+
+/// [`RELEASE_SCRIPT`] that, once it deleted the key, announces the release
+/// (see `announce_fn`). Answers `1 + subscribers reached` if it deleted,
+/// else `0`.
+pub(crate) const RELEASE_NOTIFY_SCRIPT: &str = concat!(
+    announce_fn!(),
+    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+redis.call("del",KEYS[1])
+if not ARGV[2] then return 1 end
+return 1+announce(KEYS[1])"#
+);
 
 /// Compare-and-pexpire: extends the key only while it still holds our token.
 pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -58,16 +73,9 @@ return 1"#;
 /// Deletes every key that holds our token, publishing the notice (if any)
 /// on each deleted key's release channel; `1 + the most subscribers one
 /// channel reached` only if all of them were ours, else `0`.
-pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local function announce(key)
-    local channel = "redlock-release:" .. key
-    local subs = redis.pcall("pubsub", "numsub", channel)
-    local waiting = -1
-    if type(subs) == "table" and type(subs[2]) == "number" then waiting = subs[2] end
-    if waiting == 0 then return 0 end
-    local n = redis.pcall("publish", channel, ARGV[2] .. " " .. math.max(waiting, 0))
-    if type(n) == "number" then return n else return 0 end
-end
-local ours, heard = 0, 0
+pub(crate) const RELEASE_ALL_SCRIPT: &str = concat!(
+    announce_fn!(),
+    r#"local ours, heard = 0, 0
 for _, key in ipairs(KEYS) do
     if redis.call("get", key) == ARGV[1] then
         redis.call("del", key)
@@ -78,7 +86,8 @@ for _, key in ipairs(KEYS) do
         end
     end
 end
-if ours == #KEYS then return 1 + heard else return 0 end"#;
+if ours == #KEYS then return 1 + heard else return 0 end"#
+);
 
 /// Extends every key, only if every key holds our token.
 pub(crate) const EXTEND_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do

@@ -23,6 +23,12 @@ pub fn heard_by_majority(cluster: &Cluster, resource: &str) -> bool {
         > cluster.nodes.len() / 2
 }
 
+/// Whether every node has a listener for `resource` (the gate node's copy
+/// of a release then reaches the waiter, whichever node is the gate).
+pub fn heard_by_all(cluster: &Cluster, resource: &str) -> bool {
+    cluster.nodes.iter().all(|n| listeners(n, resource) > 0)
+}
+
 /// Subscriber connections open on any node.
 pub fn subscriber_connections(cluster: &Cluster) -> usize {
     cluster
