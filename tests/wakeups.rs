@@ -271,8 +271,10 @@ fn a_release_nobody_waits_for_publishes_nothing() {
             .release()
             .unwrap();
     }
+    // `release` returns at a majority: the slowest node runs its deletes a
+    // little later.
     for node in &cluster.nodes {
+        settles("the releases asked", || node.calls("pubsub|numsub") >= 10);
         assert_eq!(node.calls("publish"), 0);
-        assert!(node.calls("pubsub|numsub") >= 10, "the release asked");
     }
 }
