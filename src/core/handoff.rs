@@ -232,13 +232,12 @@ impl Waiters {
     /// completes a release (see [`Heard`]).
     pub(crate) fn released(&self, key: &str, heard: Heard) {
         match heard {
-            Heard::Local(Some(notice)) => {
+            // Once per release, not once per resource of a multi-lock.
+            Heard::Local(Some(notice)) if !self.is_own(notice) => {
                 let slot = self.own_next.fetch_add(1, Ordering::Relaxed) % OWN_NOTICES;
                 self.own[slot].store(notice, Ordering::Release);
             }
-            Heard::Node { notice, .. }
-                if self.own.iter().any(|n| n.load(Ordering::Acquire) == notice) =>
-            {
+            Heard::Node { notice, .. } if self.is_own(notice) => {
                 return;
             }
             _ => {}
@@ -252,6 +251,11 @@ impl Waiters {
         {
             slot.wake.notify_one();
         }
+    }
+
+    /// Whether `notice` is one of this client's latest releases.
+    fn is_own(&self, notice: u64) -> bool {
+        self.own.iter().any(|n| n.load(Ordering::Acquire) == notice)
     }
 
     /// Lets other clients go first: until `until`, an acquisition of `key`

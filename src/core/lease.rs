@@ -299,9 +299,7 @@ impl Lease {
             (state.ttl, state.keys_gone_by)
         };
         let notice = super::notice(&core.settings);
-        let release = Op::Release { notice };
-        let request = core.request(release, &self.resources, &self.token, ttl, keys_gone_by);
-        core.transport.broadcast(request);
+        core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by, notice);
         // As for a release: its deletes queue ahead of a local waiter's SET.
         for resource in self.resources.iter() {
             core.waiters.released(resource, Heard::Local(notice));

@@ -166,7 +166,20 @@ impl Core {
         // No notice: waiters that met this round's partial lock retry
         // after their pause anyway (a short one after a split round), and
         // announcing every failed round would wake them all at once again.
-        let release = Op::Release { notice: None };
+        self.release_unawaited(keys, token, ttl, expires, None);
+    }
+
+    /// Queues a release of `token` on every node (announced with `notice`)
+    /// and waits for no answer.
+    fn release_unawaited(
+        &self,
+        keys: &Keys,
+        token: &Arc<str>,
+        ttl: Duration,
+        expires: Instant,
+        notice: Option<u64>,
+    ) {
+        let release = Op::Release { notice };
         self.transport
             .broadcast(self.request(release, keys, token, ttl, expires));
     }

@@ -62,9 +62,9 @@ const BACKOFF: Duration = Duration::from_millis(500);
 const DENIED_BACKOFF: Duration = Duration::from_secs(30);
 /// Subscribed first on every subscriber connection: the server's answer
 /// tells whether the ACL allows the release channels at all (redis-rs does
-/// not report a refused `SUBSCRIBE`). No resource has the empty name, so
-/// nothing is ever published here.
-const PROBE: &str = "redlock-release:";
+/// not report a refused `SUBSCRIBE`). It is the channel of the empty
+/// resource name, which no lock has, so nothing is ever published there.
+const PROBE: &str = CHANNEL_PREFIX;
 
 /// The client's subscriptions. Dropping it stops the subscriber threads.
 pub(crate) struct Hub {
@@ -269,13 +269,21 @@ enum Plan {
     },
 }
 
-/// Drops the keys nobody has watched for [`LINGER`]; whether any went.
-fn prune(state: &mut State, now: Instant) -> bool {
+/// Drops the keys nobody has watched for [`LINGER`] (a new generation if
+/// any went).
+fn prune(state: &mut State, generation: &AtomicU64, now: Instant) {
     let before = state.keys.len();
     state
         .keys
         .retain(|_, entry| entry.watchers > 0 || entry.idle_since.is_none_or(|t| now - t < LINGER));
-    state.keys.len() != before
+    if state.keys.len() != before {
+        generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether a majority of the nodes acknowledged `entry`'s subscription.
+fn majority_acked(entry: &Entry, quorum: usize) -> bool {
+    entry.acked.iter().filter(|&&a| a).count() >= quorum
 }
 
 /// Node `index` no longer delivers anything: clears its acknowledgements.
@@ -284,7 +292,7 @@ fn forget_node(state: &mut State, index: usize, quorum: usize) {
         if let Some(acked) = entry.acked.get_mut(index) {
             *acked = false;
         }
-        if entry.acked.iter().filter(|&&a| a).count() < quorum {
+        if !majority_acked(entry, quorum) {
             entry.heard = false;
         }
     }
@@ -306,8 +314,7 @@ impl Inner {
             if let Some(acked) = entry.acked.get_mut(index) {
                 *acked = true;
             }
-            let count = entry.acked.iter().filter(|&&a| a).count();
-            let newly = count >= self.quorum && !entry.heard;
+            let newly = majority_acked(entry, self.quorum) && !entry.heard;
             entry.heard |= newly;
             newly
         };
@@ -344,9 +351,7 @@ impl Inner {
         if state.stopping {
             return self.stop(&mut state, index);
         }
-        if prune(&mut state, now) {
-            self.generation.fetch_add(1, Ordering::AcqRel);
-        }
+        prune(&mut state, &self.generation, now);
         if state.keys.is_empty() && subscribed.is_empty() {
             let since = *empty_since.get_or_insert(now);
             if now - since >= IDLE {
@@ -391,9 +396,7 @@ impl Inner {
         if !state.stopping {
             let _ = self.changed.wait_for(&mut state, pause);
         }
-        if prune(&mut state, Instant::now()) {
-            self.generation.fetch_add(1, Ordering::AcqRel);
-        }
+        prune(&mut state, &self.generation, Instant::now());
         if state.stopping || state.keys.is_empty() {
             self.stop(&mut state, index);
             return true;
