@@ -5,7 +5,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, client_threads, eventually, threads_per_client};
+use harness::{Cluster, client_threads, eventually, settles, threads_per_client};
 use redlock_sync::Redlock;
 
 #[test]
@@ -43,8 +43,8 @@ fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
     for guard in guards {
         guard.release().unwrap();
     }
-    assert_eq!(
-        cluster.count_key("many:0") + cluster.count_key("many:999"),
-        0
-    );
+    // A release returns at a majority; the last node deletes a moment later.
+    settles("released everywhere", || {
+        cluster.count_key("many:0") + cluster.count_key("many:999") == 0
+    });
 }
