@@ -499,13 +499,15 @@ fn main() {
         for kind in cross_client::KINDS {
             let r = cross_client::s3x(kind, &cluster, plan.s3_time);
             println!(
-                "S3x {:<45} {:>5.0}/s p50 {:>6} µs p99 {:>7} µs changes {:>3.0} % rounds {:.2} {:?}",
+                "S3x {:<45} {:>5.0}/s p50 {:>6} µs p99 {:>7} µs max {:>8} µs changes {:>3.0} % rounds {:.2} cpu {:?} {:?}",
                 kind.name(),
                 r.per_sec,
                 us(r.p50_wait),
                 us(r.p99_wait),
+                us(r.max_wait),
                 100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
                 r.rounds_per_acquisition,
+                r.cpu_per_acquisition.unwrap_or_default(),
                 r.shares
             );
         }
@@ -640,19 +642,23 @@ fn main() {
         s3_results.push((c.name(), r));
     }
 
-    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | owner changes | rounds per acquisition | per client |".into());
-    table("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
+    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | rounds per acquisition | CPU µs per acquisition: clients / nodes | per client |".into());
+    table("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
     let mut s3x_results = Vec::new();
     for kind in cross_client::KINDS {
         let r = cross_client::s3x(kind, &cluster, plan.s3_time);
+        let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
         table(format!(
-            "| {} | {:.0} | {} | {} | {:.0} % | {:.2} | {:?} |",
+            "| {} | {:.0} | {} | {} | {} | {:.0} % | {:.2} | {} / {} | {:?} |",
             kind.name(),
             r.per_sec,
             us(r.p50_wait),
             us(r.p99_wait),
+            us(r.max_wait),
             100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
             r.rounds_per_acquisition,
+            us(client_cpu),
+            us(node_cpu),
             r.shares
         ));
         s3x_results.push((kind, r));
@@ -865,7 +871,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end, owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {

@@ -122,6 +122,50 @@ pub(crate) struct Contention {
     pub(crate) rounds_per_acquisition: f64,
     /// Acquisitions per client (or per process).
     pub(crate) shares: Vec<usize>,
+    /// The longest single wait (a starved client's shows here, not in p99).
+    pub(crate) max_wait: Duration,
+    /// CPU time per acquisition: this process (the clients and their
+    /// threads) and the nodes (`INFO cpu`). `None` where not measured.
+    pub(crate) cpu_per_acquisition: Option<(Duration, Duration)>,
+}
+
+/// CPU time used so far by this process (Linux `/proc/self/stat`: utime +
+/// stime, in clock ticks of 10 ms) and by the nodes (`INFO cpu`, µs
+/// resolution).
+fn cpu_used(cluster: &Cluster) -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat (Linux)");
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th of the whole line.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let process = (ticks(11) + ticks(12)) / 100.0;
+    let nodes = cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            let info: String = redis::cmd("INFO")
+                .arg("cpu")
+                .query(&mut node.conn())
+                .expect("INFO cpu");
+            info.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("used_cpu_sys:")
+                        .or_else(|| l.strip_prefix("used_cpu_user:"))
+                })
+                .filter_map(|v| v.trim().parse::<f64>().ok())
+                .sum::<f64>()
+        })
+        .sum();
+    (process, nodes)
 }
 
 fn set_calls(cluster: &Cluster) -> u64 {
@@ -151,6 +195,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
     let waits = parking_lot::Mutex::new(Vec::new());
     let mut shares = vec![0; clients.len()];
     let sets_before = set_calls(cluster);
+    let cpu_before = cpu_used(cluster);
     let started = Instant::now();
     std::thread::scope(|s| {
         let handles: Vec<_> = clients
@@ -188,11 +233,19 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
         }
     });
     let secs = started.elapsed().as_secs_f64();
+    let cpu_after = cpu_used(cluster);
     let sets = set_calls(cluster) - sets_before;
     let mut waits = waits.into_inner();
     waits.sort();
     let acquisitions: usize = shares.iter().sum();
+    let per_acquisition =
+        |secs: f64| Duration::from_secs_f64(secs.max(0.0) / acquisitions.max(1) as f64);
     Contention {
+        max_wait: waits.last().copied().unwrap_or_default(),
+        cpu_per_acquisition: Some((
+            per_acquisition(cpu_after.0 - cpu_before.0),
+            per_acquisition(cpu_after.1 - cpu_before.1),
+        )),
         acquisitions,
         per_sec: acquisitions as f64 / secs,
         p50_wait: percentile(&waits, 0.5),
@@ -313,6 +366,9 @@ pub(crate) fn s3p(cluster: &Cluster, time: Duration) -> Contention {
     waits.sort();
     let acquisitions: usize = shares.iter().sum();
     Contention {
+        max_wait: waits.last().copied().unwrap_or_default(),
+        // The children's CPU is not visible from here.
+        cpu_per_acquisition: None,
         acquisitions,
         per_sec: acquisitions as f64 / time.as_secs_f64(),
         p50_wait: percentile(&waits, 0.5),
