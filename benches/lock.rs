@@ -513,10 +513,12 @@ fn main() {
         }
         let r = cross_client::s3p(&cluster, plan.s3_time);
         println!(
-            "S3p {:>5.0}/s p50 {} µs p99 {} µs rounds {:.2} {:?}",
+            "S3p {:>5.0}/s p50 {} µs p99 {} µs max {} µs longest run {} rounds {:.2} {:?}",
             r.per_sec,
             us(r.p50_wait),
             us(r.p99_wait),
+            us(r.max_wait),
+            r.longest_run,
             r.rounds_per_acquisition,
             r.shares
         );
@@ -642,20 +644,21 @@ fn main() {
         s3_results.push((c.name(), r));
     }
 
-    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | rounds per acquisition | CPU µs per acquisition: clients / nodes | per client |".into());
-    table("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
+    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | longest run by one client | rounds per acquisition | CPU µs per acquisition: clients / nodes | per client |".into());
+    table("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
     let mut s3x_results = Vec::new();
     for kind in cross_client::KINDS {
         let r = cross_client::s3x(kind, &cluster, plan.s3_time);
         let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
         table(format!(
-            "| {} | {:.0} | {} | {} | {} | {:.0} % | {:.2} | {} / {} | {:?} |",
+            "| {} | {:.0} | {} | {} | {} | {:.0} % | {} | {:.2} | {} / {} | {:?} |",
             kind.name(),
             r.per_sec,
             us(r.p50_wait),
             us(r.p99_wait),
             us(r.max_wait),
             100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
+            r.longest_run,
             r.rounds_per_acquisition,
             us(client_cpu),
             us(node_cpu),
@@ -665,10 +668,12 @@ fn main() {
     }
     let s3p = cross_client::s3p(&cluster, plan.s3_time);
     table(format!(
-        "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | --- |\n| redlock-sync (defaults) | {:.0} | {} | {} | {:.2} | {:?} |",
+        "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n| redlock-sync (defaults) | {:.0} | {} | {} | {} | {} | {:.2} | {:?} |",
         s3p.per_sec,
         us(s3p.p50_wait),
         us(s3p.p99_wait),
+        us(s3p.max_wait),
+        s3p.longest_run,
         s3p.rounds_per_acquisition,
         s3p.shares
     ));
@@ -871,7 +876,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s. Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {

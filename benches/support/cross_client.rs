@@ -127,6 +127,18 @@ pub(crate) struct Contention {
     /// CPU time per acquisition: this process (the clients and their
     /// threads) and the nodes (`INFO cpu`). `None` where not measured.
     pub(crate) cpu_per_acquisition: Option<(Duration, Duration)>,
+    /// The most acquisitions in a row by one client (S3x) or one process
+    /// (S3p).
+    pub(crate) longest_run: usize,
+}
+
+/// The most equal owners in a row.
+fn longest_run<T: PartialEq>(owners: &[T]) -> usize {
+    owners
+        .chunk_by(|a, b| a == b)
+        .map(<[T]>::len)
+        .max()
+        .unwrap_or(0)
 }
 
 /// CPU time used so far by this process (Linux `/proc/self/stat`: utime +
@@ -193,6 +205,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
     let owner = AtomicUsize::new(usize::MAX);
     let changes = AtomicUsize::new(0);
     let waits = parking_lot::Mutex::new(Vec::new());
+    let owners = parking_lot::Mutex::new(Vec::new());
     let mut shares = vec![0; clients.len()];
     let sets_before = set_calls(cluster);
     let cpu_before = cpu_used(cluster);
@@ -202,7 +215,8 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
             .iter()
             .enumerate()
             .map(|(index, client)| {
-                let (stop, owner, changes, waits) = (&stop, &owner, &changes, &waits);
+                let (stop, owner, changes, waits, owners) =
+                    (&stop, &owner, &changes, &waits, &owners);
                 s.spawn(move || {
                     let mut mine = Vec::new();
                     loop {
@@ -217,6 +231,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
                         if owner.swap(index, Ordering::Relaxed) != index {
                             changes.fetch_add(1, Ordering::Relaxed);
                         }
+                        owners.lock().push(index);
                         std::thread::sleep(HOLD);
                         client.release(held);
                     }
@@ -241,6 +256,7 @@ pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
     let per_acquisition =
         |secs: f64| Duration::from_secs_f64(secs.max(0.0) / acquisitions.max(1) as f64);
     Contention {
+        longest_run: longest_run(&owners.into_inner()),
         max_wait: waits.last().copied().unwrap_or_default(),
         cpu_per_acquisition: Some((
             per_acquisition(cpu_after.0 - cpu_before.0),
@@ -297,19 +313,24 @@ pub(crate) fn child_main_if_asked() {
             let (client, stop, done, waits) = (&client, &stop, &done, &waits);
             s.spawn(move || {
                 let mut mine = Vec::new();
+                // A wait lasts until the lock is acquired, across `Busy`
+                // (retries used up), as in S3x.
+                let mut t0 = Instant::now();
                 while !stop.load(Ordering::Relaxed) {
-                    let t0 = Instant::now();
                     match client.lock("bench:s3p", TTL) {
                         Ok(guard) => {
-                            mine.push(t0.elapsed().as_micros());
+                            mine.push((t0.elapsed().as_micros(), Some(wall_micros())));
                             std::thread::sleep(HOLD);
                             guard.release().expect("release");
                             done.fetch_add(1, Ordering::Relaxed);
+                            t0 = Instant::now();
                         }
                         Err(Error::Busy { .. }) => {}
                         Err(err) => panic!("lock: {err}"),
                     }
                 }
+                // The wait still open at the end counts too.
+                mine.push((t0.elapsed().as_micros(), None));
                 waits.lock().extend(mine);
             });
         }
@@ -317,14 +338,16 @@ pub(crate) fn child_main_if_asked() {
         stop.store(true, Ordering::Relaxed);
     });
     let waits = waits.into_inner();
+    let list = |numbers: &mut dyn Iterator<Item = u128>| {
+        numbers.map(|n| n.to_string()).collect::<Vec<_>>().join(",")
+    };
+    // The waits, then when each acquisition happened (for runs by one
+    // process).
     println!(
-        "s3p {} {}",
+        "s3p {} {} {}",
         done.load(Ordering::Relaxed),
-        waits
-            .iter()
-            .map(u128::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
+        list(&mut waits.iter().map(|w| w.0)),
+        list(&mut waits.iter().filter_map(|w| w.1))
     );
     std::process::exit(0);
 }
@@ -346,7 +369,8 @@ pub(crate) fn s3p(cluster: &Cluster, time: Duration) -> Contention {
         .collect();
     let mut shares = Vec::new();
     let mut waits = Vec::new();
-    for child in children {
+    let mut acquired_at = Vec::new();
+    for (process, child) in children.into_iter().enumerate() {
         let out = child.wait_with_output().expect("S3p child output");
         assert!(out.status.success(), "S3p child failed");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -354,18 +378,30 @@ pub(crate) fn s3p(cluster: &Cluster, time: Duration) -> Contention {
             .lines()
             .find_map(|l| l.strip_prefix("s3p "))
             .expect("S3p child report");
-        let (count, list) = line.split_once(' ').unwrap_or((line, ""));
-        shares.push(count.parse().expect("count"));
-        waits.extend(
-            list.split(',')
+        let mut fields = line.split(' ');
+        let numbers = |field: Option<&str>| -> Vec<u64> {
+            field
+                .unwrap_or("")
+                .split(',')
                 .filter(|w| !w.is_empty())
-                .map(|w| Duration::from_micros(w.parse().expect("wait"))),
+                .map(|w| w.parse().expect("S3p child number"))
+                .collect()
+        };
+        shares.push(fields.next().unwrap_or("").parse().expect("count"));
+        waits.extend(
+            numbers(fields.next())
+                .into_iter()
+                .map(Duration::from_micros),
         );
+        acquired_at.extend(numbers(fields.next()).into_iter().map(|at| (at, process)));
     }
     let sets = set_calls(cluster) - sets_before;
     waits.sort();
     let acquisitions: usize = shares.iter().sum();
+    acquired_at.sort_unstable();
+    let owners: Vec<usize> = acquired_at.iter().map(|&(_, process)| process).collect();
     Contention {
+        longest_run: longest_run(&owners),
         max_wait: waits.last().copied().unwrap_or_default(),
         // The children's CPU is not visible from here.
         cpu_per_acquisition: None,
