@@ -3,7 +3,8 @@
 //!
 //! Between two rounds, a waiting thread sleeps on a condition variable rather
 //! than blindly: when another thread of the same client releases that
-//! resource, the longest waiter is woken at once and tries again, instead of
+//! resource, the longest waiter is woken (at once, or once the release is
+//! done if other clients wait too, see below) and tries again, instead of
 //! sleeping out its jittered retry delay. A thread that wants a resource its
 //! own client's threads are already waiting for queues behind them, so
 //! ownership rotates instead of staying with the thread that just released.
@@ -33,16 +34,23 @@
 //! *owes* it to them for a moment ([`Waiters::owe`]): its next acquisition
 //! of that resource waits for the next release or the end of that moment
 //! before its first round, so that a program that locks in a loop hands the
-//! resource on instead of taking it straight back.
+//! resource on instead of taking it straight back. For the same reason, once
+//! other clients listened for one of its releases
+//! ([`Waiters::others_listened`]), its next release wakes its own waiting
+//! thread only when it is done rather than at once: that thread then meets
+//! the other clients' waiters, woken by the nodes, on equal terms instead of
+//! reaching the nodes ahead of them.
 //!
 //! This only shortens waits: every acquisition still goes through the Redis
-//! nodes. With nobody waiting, a release costs one atomic load and two
-//! atomic writes here, and an acquisition one atomic load.
+//! nodes. With nobody waiting, a release costs a few atomic loads and two
+//! atomic writes here (plus one small map update while this client
+//! remembers releases other clients listened for), and an acquisition one
+//! atomic load.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
@@ -62,12 +70,21 @@ pub(crate) struct Waiters {
     /// Resources this client released while others listened, and until when
     /// it lets them go first.
     owed: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Resources whose latest release by this client other clients heard,
+    /// and when (see [`Waiters::others_listened`]).
+    heard: Mutex<HashMap<Arc<str>, Instant>>,
+    /// `heard`'s size: lets releases skip the map.
+    hearing: AtomicUsize,
     /// This client's latest release notices, whether or not anyone waited
     /// then: their copies from the nodes must not wake a waiter of this
     /// client that started afterwards (the releasing thread coming back).
     own: [AtomicU64; OWN_NOTICES],
     own_next: AtomicUsize,
 }
+
+/// How long this client remembers that other clients listened for one of
+/// its releases (a hold longer than this loses the deferred wake-up).
+const HEARD_KEPT: Duration = Duration::from_secs(60);
 
 /// How many of its own release notices a client remembers.
 const OWN_NOTICES: usize = 32;
@@ -228,15 +245,65 @@ impl Waiters {
         }
     }
 
+    /// Remembers `notice` as this client's own release: its copies from
+    /// the nodes never wake a waiter of this client. Before the release is
+    /// sent, so that no copy can arrive first.
+    pub(crate) fn releasing(&self, notice: Option<u64>) {
+        // Once per release, not once per resource of a multi-lock.
+        if let Some(notice) = notice
+            && !self.is_own(notice)
+        {
+            let slot = self.own_next.fetch_add(1, Ordering::Relaxed) % OWN_NOTICES;
+            self.own[slot].store(notice, Ordering::Release);
+        }
+    }
+
+    /// Whether other clients listened when this client last released `key`
+    /// (and threads of this client wait for it now): then a release wakes
+    /// this client's own waiter only once it is done (see
+    /// `Lease::release`), so that the other clients, woken by the nodes,
+    /// are not overtaken by a thread of the releasing client.
+    pub(crate) fn others_listened(&self, key: &str) -> bool {
+        self.hearing.load(Ordering::Acquire) > 0
+            && self.total.load(Ordering::Acquire) > 0
+            && self
+                .heard
+                .lock()
+                .get(key)
+                .is_some_and(|at| at.elapsed() < HEARD_KEPT)
+    }
+
+    /// Records whether other clients listened for this client's release of
+    /// `key`.
+    pub(crate) fn note_listeners(&self, key: &Arc<str>, others: bool) {
+        if !others && self.hearing.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut heard = self.heard.lock();
+        if others {
+            if heard.len() >= 1024 {
+                // An entry forgotten early only gives one later local
+                // hand-off its head start back; never grow forever.
+                heard.retain(|_, at| at.elapsed() < HEARD_KEPT);
+                if heard.len() >= 1024 {
+                    heard.clear();
+                }
+            }
+            heard.insert(key.clone(), Instant::now());
+        } else {
+            heard.remove(key);
+            // Old entries go too, so that the map (and this lock) is skipped
+            // again once contention is over.
+            heard.retain(|_, at| at.elapsed() < HEARD_KEPT);
+        }
+        self.hearing.store(heard.len(), Ordering::Release);
+    }
+
     /// Wakes the longest waiter for `key`, if any, when what was heard
     /// completes a release (see [`Heard`]).
     pub(crate) fn released(&self, key: &str, heard: Heard) {
         match heard {
-            // Once per release, not once per resource of a multi-lock.
-            Heard::Local(Some(notice)) if !self.is_own(notice) => {
-                let slot = self.own_next.fetch_add(1, Ordering::Relaxed) % OWN_NOTICES;
-                self.own[slot].store(notice, Ordering::Release);
-            }
+            Heard::Local(notice) => self.releasing(notice),
             Heard::Node { notice, .. } if self.is_own(notice) => {
                 return;
             }
@@ -251,6 +318,23 @@ impl Waiters {
         {
             slot.wake.notify_one();
         }
+    }
+
+    /// How many releases (and majorities of subscriptions) woke a waiter of
+    /// `key` so far.
+    #[cfg(test)]
+    pub(crate) fn wakes(&self, key: &str) -> u64 {
+        self.slots
+            .lock()
+            .get(key)
+            .map_or(0, |slot| slot.state.lock().releases)
+    }
+
+    /// Whether this client remembers that other clients listened at its
+    /// latest release of `key`.
+    #[cfg(test)]
+    pub(crate) fn remembers_others(&self, key: &str) -> bool {
+        self.heard.lock().contains_key(key)
     }
 
     /// Whether `notice` is one of this client's latest releases.

@@ -299,6 +299,8 @@ impl Lease {
             (state.ttl, state.keys_gone_by)
         };
         let notice = super::notice(&core.settings);
+        // Before it is sent: no copy of it from the nodes may come first.
+        core.waiters.releasing(notice);
         core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by, notice);
         // As for a release: its deletes queue ahead of a local waiter's SET.
         for resource in self.resources.iter() {
@@ -311,10 +313,20 @@ impl Lease {
     /// that this client does not take the resource straight back.
     fn hand_on(&self, core: &Core, listeners: u32) {
         let key = &self.resources[0];
-        let ours = u32::from(listeners > 0 && core.transport.subscribed(key));
-        if listeners > ours {
+        // A multi-resource release reports the most listeners on any of its
+        // channels: this client's own subscription to any of them counts.
+        let ours = u32::from(
+            listeners > 0
+                && self
+                    .resources
+                    .iter()
+                    .any(|resource| core.transport.subscribed(resource)),
+        );
+        let others = listeners > ours;
+        if others {
             core.waiters.owe(key, Instant::now() + HAND_ON);
         }
+        core.waiters.note_listeners(key, others);
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
@@ -335,16 +347,30 @@ impl Lease {
             ttl,
             keys_gone_by.max(by),
         );
+        // If other clients waited at this client's last release, they are
+        // woken by the nodes' notices: a thread of this client waiting too
+        // is woken only once the release is done, not ahead of them.
+        let after = core.waiters.others_listened(&self.resources[0]);
+        core.waiters.releasing(notice);
         let pending = core.transport.start_round(request);
-        // Wake a local waiter now: its SET queues behind our delete on every
-        // node, so it finds the key gone and the hand-off saves a round trip.
-        // (A speed-up only: were the order lost, its SET would just fail.)
-        for resource in self.resources.iter() {
-            core.waiters.released(resource, Heard::Local(notice));
+        // Otherwise wake a local waiter now: its SET queues behind our delete
+        // on every node, so it finds the key gone and the hand-off saves a
+        // round trip. (A speed-up only: were the order lost, its SET would
+        // just fail.)
+        let wake_local = || {
+            for resource in self.resources.iter() {
+                core.waiters.released(resource, Heard::Local(notice));
+            }
+        };
+        if !after {
+            wake_local();
         }
         let outcome = pending.collect(by);
         metrics::round(metrics::RoundOp::Release, start);
         self.hand_on(core, outcome.listeners);
+        if after {
+            wake_local();
+        }
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }

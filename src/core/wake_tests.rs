@@ -8,7 +8,7 @@ use super::tests::{LONG_WAIT, core_with, eventually, lock, settings, waiting_acq
 use super::{Core, Patience};
 use crate::settings::Settings;
 use crate::transport::Op;
-use crate::transport::fake::FakeNode;
+use crate::transport::fake::{Behaviour, FakeNode};
 
 /// A waiter that would sleep 30 s between rounds without a wake-up.
 fn patient() -> Settings {
@@ -381,4 +381,148 @@ fn lost_gates_do_not_use_up_the_retries() {
         let lease = rx.recv_timeout(LONG_WAIT).unwrap().expect("acquired");
         lease.release(core).unwrap();
     });
+}
+
+/// This client's thread releases "r" while another of its threads waits, the
+/// nodes holding every answer; `others` clients listen there. Checks whether
+/// the waiter is woken before the release is done (`early`), and that it is
+/// woken once it is.
+fn local_waiter_during_release(others: u32, early: bool) {
+    let (nodes, core) = core_with(3, patient());
+    for node in &nodes {
+        node.set_listeners(others);
+    }
+    // An earlier release tells this client whether others listen.
+    lock(&core, "r", Duration::from_secs(10))
+        .release(&core)
+        .unwrap();
+    let held = lock(&core, "r", Duration::from_secs(10));
+    std::thread::scope(|s| {
+        let core = &core;
+        let rx = waiting_acquire(s, core);
+        requests_reached(&nodes, 3 * 3);
+        eventually("the waiter sleeps after its busy round", || {
+            core.transport.hub().watched("r")
+        });
+        // Its busy round's clean-up (no notice) has reached every node: a
+        // held node would otherwise sit on it, ahead of the release.
+        for node in &nodes {
+            assert!(node.wait_for(LONG_WAIT, |ops| {
+                ops.iter()
+                    .any(|op| matches!(op, Op::Release { notice: None }))
+            }));
+        }
+        let before = core.waiters.wakes("r");
+        for node in &nodes {
+            node.set(Behaviour::Hold);
+        }
+        let releasing = s.spawn(move || held.release(core));
+        // The second release with a notice (a clean-up has none).
+        let notice = |node: &FakeNode| {
+            node.received().iter().rev().find_map(|op| match op {
+                Op::Release { notice: Some(n) } => Some(*n),
+                _ => None,
+            })
+        };
+        let mut notices = Vec::new();
+        for node in &nodes {
+            assert!(node.wait_for(LONG_WAIT, |ops| {
+                ops.iter()
+                    .filter(|op| matches!(op, Op::Release { notice: Some(_) }))
+                    .count()
+                    == 2
+            }));
+            notices.push(notice(node).expect("a notice"));
+        }
+        if early {
+            eventually("the own waiter woken while the release is held", || {
+                core.waiters.wakes("r") != before
+            });
+        } else {
+            // The nodes announce the release while it is still held: this
+            // client's own notice wakes nobody here either.
+            for (index, notice) in notices.into_iter().enumerate() {
+                core.transport.hub().fake_notice("r", notice, index);
+            }
+            // A local wake comes straight after the release is queued; give
+            // it far longer than it takes.
+            let deadline = Instant::now() + Duration::from_millis(200);
+            while core.waiters.wakes("r") == before && Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            assert_eq!(
+                core.waiters.wakes("r"),
+                before,
+                "others listen: the own waiter gets no head start"
+            );
+        }
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+        releasing.join().unwrap().unwrap();
+        let lease = rx
+            .recv_timeout(LONG_WAIT)
+            .expect("woken by the release, not after its 30 s pause")
+            .expect("acquired");
+        lease.release(core).unwrap();
+    });
+}
+
+/// Review of S3p (3 processes × 2 threads): a thread of the releasing
+/// client, woken at once, reached the nodes ahead of the other clients'
+/// waiters, so one process kept the lock among its own threads for runs of
+/// up to a dozen holds.
+#[test]
+fn a_releasing_client_wakes_its_own_waiter_after_the_release_when_others_listen() {
+    local_waiter_during_release(1, false);
+}
+
+/// Nobody else listens: the local hand-off saves a round trip.
+#[test]
+fn a_releasing_client_wakes_its_own_waiter_at_once_when_nobody_else_listens() {
+    local_waiter_during_release(0, true);
+}
+
+/// Whether others listened is the announced count minus this client's own
+/// subscription — to any of a multi-resource release's channels.
+#[test]
+fn this_clients_own_subscription_is_not_another_listener() {
+    let (nodes, core) = core_with(3, settings());
+    let release = |keys: &[&str]| {
+        core.acquire(keys, Duration::from_secs(10), Patience::attempts(0))
+            .expect("acquired")
+            .release(&core)
+            .unwrap();
+    };
+    let key: std::sync::Arc<str> = "r".into();
+    let _watch = core.transport.watch(&key);
+    for index in 0..3 {
+        core.transport.hub().fake_ack("r", index);
+    }
+    for node in &nodes {
+        node.set_listeners(1);
+    }
+    release(&["r"]);
+    assert!(!core.waiters.remembers_others("r"), "only itself listened");
+    release(&["a", "r"]);
+    assert!(
+        !core.waiters.remembers_others("a"),
+        "its subscription to the second resource is its own too"
+    );
+    for node in &nodes {
+        node.set_listeners(2);
+    }
+    release(&["r"]);
+    assert!(
+        core.waiters.remembers_others("r"),
+        "another client listened"
+    );
+    for node in &nodes {
+        node.set_listeners(1);
+    }
+    release(&["r"]);
+    assert!(
+        !core.waiters.remembers_others("r"),
+        "forgotten when alone again"
+    );
 }
