@@ -42,7 +42,8 @@
 //!   the same for a resource in every client that lists the nodes by the same
 //!   addresses — so that they do not split the
 //!   nodes among themselves; a client that just released a resource others
-//!   wait for lets them go first. A notice only ends a wait early: every
+//!   wait for lets them go first (its own other threads waiting for it
+//!   included). A notice only ends a wait early: every
 //!   acquisition still needs `SET NX` on a majority. See
 //!   [`RedlockBuilder::release_notifications`].
 //!
