@@ -300,14 +300,13 @@ impl Waiters {
     }
 
     /// Wakes the longest waiter for `key`, if any, when what was heard
-    /// completes a release (see [`Heard`]).
+    /// completes a release (see [`Heard`]). A local release's notice was
+    /// recorded by [`Waiters::releasing`] before it was sent.
     pub(crate) fn released(&self, key: &str, heard: Heard) {
-        match heard {
-            Heard::Local(notice) => self.releasing(notice),
-            Heard::Node { notice, .. } if self.is_own(notice) => {
-                return;
-            }
-            _ => {}
+        if let Heard::Node { notice, .. } = heard
+            && self.is_own(notice)
+        {
+            return;
         }
         if self.total.load(Ordering::Acquire) == 0 {
             return;
@@ -596,6 +595,7 @@ mod tests {
             "the gate node's copy, even the last"
         );
         // This client's own release wakes at once; its copies never again.
+        waiters.releasing(Some(2));
         waiters.released("k", Heard::Local(Some(2)));
         assert_eq!(ticket.wait(soon(), None), Woken::Released);
         for _ in 0..5 {
@@ -613,7 +613,7 @@ mod tests {
     #[test]
     fn copies_of_this_clients_own_release_never_wake_its_later_waiters() {
         let waiters = Waiters::new(3);
-        waiters.released("k", Heard::Local(Some(42))); // nobody waiting yet
+        waiters.releasing(Some(42)); // nobody waiting yet
         let key: Arc<str> = Arc::from("k");
         let mut ticket = waiters.enter(&key);
         for _ in 0..3 {
