@@ -426,11 +426,7 @@ fn a_local_release_wakes_a_waiting_thread_long_before_its_retry_delay() {
         let rx = waiting_acquire(s, core);
         eventually("the second thread waits", || core.waiters.has_waiters("r"));
         held.release(core).unwrap();
-        let lease = rx
-            .recv_timeout(LONG_WAIT)
-            .expect("woken by the release, not after its 30 s pause")
-            .expect("acquired");
-        lease.release(core).unwrap();
+        acquired_and_released(&rx, core, "woken by the release, not after its 30 s pause");
     });
 }
 
@@ -451,6 +447,17 @@ pub(super) fn waiting_acquire<'s>(
         tx.send(acquired).unwrap();
     });
     rx
+}
+
+/// The lease [`waiting_acquire`] got, within [`LONG_WAIT`] (`why` says what
+/// should have woken it); released at once.
+pub(super) fn acquired_and_released(
+    rx: &crossbeam_channel::Receiver<Result<Lease, Error>>,
+    core: &Core,
+    why: &str,
+) {
+    let lease = rx.recv_timeout(LONG_WAIT).expect(why).expect("acquired");
+    lease.release(core).unwrap();
 }
 
 /// Review finding: a release that lands while the waiter's *first* round is

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::tests::{LONG_WAIT, core_with, eventually, lock, settings, waiting_acquire};
+use super::tests::{
+    LONG_WAIT, acquired_and_released, core_with, eventually, lock, settings, waiting_acquire,
+};
 use super::{Core, Patience};
 use crate::settings::Settings;
 use crate::transport::Op;
@@ -78,11 +80,7 @@ fn a_release_announced_by_the_nodes_wakes_a_waiter() {
         for index in 0..3 {
             core.transport.hub().fake_notice("r", 77, index);
         }
-        let lease = rx
-            .recv_timeout(LONG_WAIT)
-            .expect("woken by the notices, not after its 30 s pause")
-            .expect("acquired");
-        lease.release(core).unwrap();
+        acquired_and_released(&rx, core, "woken by the notices, not after its 30 s pause");
     });
 }
 
@@ -110,11 +108,11 @@ fn a_release_before_the_subscription_is_caught_by_one_more_round() {
             "two acknowledgements of five are not a majority"
         );
         core.transport.hub().fake_ack("r", 2);
-        let lease = rx
-            .recv_timeout(LONG_WAIT)
-            .expect("one more round once a majority listens, not a 30 s pause")
-            .expect("acquired");
-        lease.release(core).unwrap();
+        acquired_and_released(
+            &rx,
+            core,
+            "one more round once a majority listens, not a 30 s pause",
+        );
     });
 }
 
@@ -155,11 +153,11 @@ fn copies_from_slower_nodes_wake_a_waiter_again_until_the_gate_is_free() {
         // The gate deletes last (the fifth node never answers).
         nodes[gate].remove("r");
         hub.fake_notice("r", 5, gate);
-        let lease = rx
-            .recv_timeout(LONG_WAIT)
-            .expect("woken by the gate node's copy, not after its 30 s pause")
-            .expect("acquired");
-        lease.release(core).unwrap();
+        acquired_and_released(
+            &rx,
+            core,
+            "woken by the gate node's copy, not after its 30 s pause",
+        );
     });
 }
 
@@ -460,11 +458,7 @@ fn local_waiter_during_release(others: u32, early: bool) {
             node.set(Behaviour::Normal);
         }
         releasing.join().unwrap().unwrap();
-        let lease = rx
-            .recv_timeout(LONG_WAIT)
-            .expect("woken by the release, not after its 30 s pause")
-            .expect("acquired");
-        lease.release(core).unwrap();
+        acquired_and_released(&rx, core, "woken by the release, not after its 30 s pause");
     });
 }
 
