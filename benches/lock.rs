@@ -191,6 +191,43 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+const S3X_HEADER: &str = "\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | longest run by one client | rounds per acquisition | CPU µs per acquisition: clients / nodes | per client |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |";
+
+/// One contender's S3x table row.
+fn s3x_row(kind: cross_client::Kind, r: &cross_client::Contention) -> String {
+    let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
+    format!(
+        "| {} | {:.0} | {} | {} | {} | {:.0} % | {} | {:.2} | {} / {} | {:?} |",
+        kind.name(),
+        r.per_sec,
+        us(r.p50_wait),
+        us(r.p99_wait),
+        us(r.max_wait),
+        100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
+        r.longest_run,
+        r.rounds_per_acquisition,
+        us(client_cpu),
+        us(node_cpu),
+        r.shares
+    )
+}
+
+const S3P_HEADER: &str = "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |";
+
+/// The S3p table row.
+fn s3p_row(r: &cross_client::Contention) -> String {
+    format!(
+        "| redlock-sync (defaults) | {:.0} | {} | {} | {} | {} | {:.2} | {:?} |",
+        r.per_sec,
+        us(r.p50_wait),
+        us(r.p99_wait),
+        us(r.max_wait),
+        r.longest_run,
+        r.rounds_per_acquisition,
+        r.shares
+    )
+}
+
 fn us(d: Duration) -> String {
     format!("{:.0}", d.as_secs_f64() * 1e6)
 }
@@ -496,32 +533,13 @@ fn main() {
 
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
         // Only the cross-client scenarios (for tuning them).
+        println!("{S3X_HEADER}");
         for kind in cross_client::KINDS {
             let r = cross_client::s3x(kind, &cluster, plan.s3_time);
-            println!(
-                "S3x {:<45} {:>5.0}/s p50 {:>6} µs p99 {:>7} µs max {:>8} µs changes {:>3.0} % rounds {:.2} cpu {:?} {:?}",
-                kind.name(),
-                r.per_sec,
-                us(r.p50_wait),
-                us(r.p99_wait),
-                us(r.max_wait),
-                100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
-                r.rounds_per_acquisition,
-                r.cpu_per_acquisition.unwrap_or_default(),
-                r.shares
-            );
+            println!("{}", s3x_row(kind, &r));
         }
-        let r = cross_client::s3p(&cluster, plan.s3_time);
-        println!(
-            "S3p {:>5.0}/s p50 {} µs p99 {} µs max {} µs longest run {} rounds {:.2} {:?}",
-            r.per_sec,
-            us(r.p50_wait),
-            us(r.p99_wait),
-            us(r.max_wait),
-            r.longest_run,
-            r.rounds_per_acquisition,
-            r.shares
-        );
+        println!("{S3P_HEADER}");
+        println!("{}", s3p_row(&cross_client::s3p(&cluster, plan.s3_time)));
         return;
     }
 
@@ -644,39 +662,16 @@ fn main() {
         s3_results.push((c.name(), r));
     }
 
-    table("\n| S3x: 4 separate clients, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | longest run by one client | rounds per acquisition | CPU µs per acquisition: clients / nodes | per client |".into());
-    table("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |".into());
+    table(S3X_HEADER.into());
     let mut s3x_results = Vec::new();
     for kind in cross_client::KINDS {
         let r = cross_client::s3x(kind, &cluster, plan.s3_time);
-        let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
-        table(format!(
-            "| {} | {:.0} | {} | {} | {} | {:.0} % | {} | {:.2} | {} / {} | {:?} |",
-            kind.name(),
-            r.per_sec,
-            us(r.p50_wait),
-            us(r.p99_wait),
-            us(r.max_wait),
-            100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
-            r.longest_run,
-            r.rounds_per_acquisition,
-            us(client_cpu),
-            us(node_cpu),
-            r.shares
-        ));
+        table(s3x_row(kind, &r));
         s3x_results.push((kind, r));
     }
     let s3p = cross_client::s3p(&cluster, plan.s3_time);
-    table(format!(
-        "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n| redlock-sync (defaults) | {:.0} | {} | {} | {} | {} | {:.2} | {:?} |",
-        s3p.per_sec,
-        us(s3p.p50_wait),
-        us(s3p.p99_wait),
-        us(s3p.max_wait),
-        s3p.longest_run,
-        s3p.rounds_per_acquisition,
-        s3p.shares
-    ));
+    table(S3P_HEADER.into());
+    table(s3p_row(&s3p));
 
     cluster.nodes[2].pause();
     table(
