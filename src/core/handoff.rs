@@ -249,10 +249,9 @@ impl Waiters {
     /// the nodes never wake a waiter of this client. Before the release is
     /// sent, so that no copy can arrive first.
     pub(crate) fn releasing(&self, notice: Option<u64>) {
-        // Once per release, not once per resource of a multi-lock.
-        if let Some(notice) = notice
-            && !self.is_own(notice)
-        {
+        // Called once per release, and every release has a fresh random
+        // notice: nothing to look up first.
+        if let Some(notice) = notice {
             let slot = self.own_next.fetch_add(1, Ordering::Relaxed) % OWN_NOTICES;
             self.own[slot].store(notice, Ordering::Release);
         }

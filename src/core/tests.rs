@@ -451,6 +451,7 @@ pub(super) fn waiting_acquire<'s>(
 
 /// The lease [`waiting_acquire`] got, within [`LONG_WAIT`] (`why` says what
 /// should have woken it); released at once.
+#[track_caller]
 pub(super) fn acquired_and_released(
     rx: &crossbeam_channel::Receiver<Result<Lease, Error>>,
     core: &Core,
