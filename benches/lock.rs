@@ -212,6 +212,37 @@ fn s3x_row(kind: cross_client::Kind, r: &cross_client::Contention) -> String {
     )
 }
 
+const S3N_HEADER: &str = "\n| S3n: N separate clients, one key, hold 1 ms | clients | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | spread (max − min) / mean | rounds per acquisition | CPU µs per acquisition: clients / nodes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
+
+/// S3 with 4, 8, 16 and 32 separate clients, each contender side by side
+/// at each count.
+fn s3n(cluster: &Cluster, time: Duration) -> Vec<String> {
+    let mut rows = Vec::new();
+    for count in cross_client::MANY_COUNTS {
+        for kind in cross_client::MANY_KINDS {
+            let r = cross_client::s3x_with(kind, cluster, time, count);
+            let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
+            let mean = r.acquisitions as f64 / r.shares.len().max(1) as f64;
+            let spread = r.shares.iter().max().copied().unwrap_or(0)
+                - r.shares.iter().min().copied().unwrap_or(0);
+            rows.push(format!(
+                "| {} | {count} | {:.0} | {} | {} | {} | {:.0} % | {:.0} % | {:.2} | {} / {} |",
+                kind.name(),
+                r.per_sec,
+                us(r.p50_wait),
+                us(r.p99_wait),
+                us(r.max_wait),
+                100.0 * r.owner_changes as f64 / r.acquisitions.max(1) as f64,
+                100.0 * spread as f64 / mean.max(1.0),
+                r.rounds_per_acquisition,
+                us(client_cpu),
+                us(node_cpu),
+            ));
+        }
+    }
+    rows
+}
+
 const S3P_HEADER: &str = "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |";
 
 /// The S3p table row.
@@ -531,6 +562,13 @@ fn main() {
             .unwrap();
     }
 
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "many") {
+        println!("{S3N_HEADER}");
+        for row in s3n(&cluster, plan.s3_time) {
+            println!("{row}");
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
         // Only the cross-client scenarios (for tuning them).
         println!("{S3X_HEADER}");
@@ -672,6 +710,10 @@ fn main() {
     let s3p = cross_client::s3p(&cluster, plan.s3_time);
     table(S3P_HEADER.into());
     table(s3p_row(&s3p));
+    table(S3N_HEADER.into());
+    for row in s3n(&cluster, plan.s3_time) {
+        table(row);
+    }
 
     cluster.nodes[2].pause();
     table(

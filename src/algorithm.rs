@@ -84,21 +84,22 @@ pub(crate) type Answer = Result<Vote, NodeFailure>;
 pub(crate) struct Vote {
     pub(crate) yes: bool,
     pub(crate) fence: Option<u64>,
-    /// For a release that deleted our key: how many clients listened on
-    /// the resource's release channel on that node (ours included).
-    pub(crate) listeners: u32,
+    /// From the resource's gate node (see `transport/codec.rs`): others
+    /// wait for the resource. With an acquisition's no: the key is free but
+    /// others queued first. With a release's yes: it woke the next waiter.
+    pub(crate) queued: bool,
 }
 
 impl Vote {
     pub(crate) const YES: Vote = Vote {
         yes: true,
         fence: None,
-        listeners: 0,
+        queued: false,
     };
     pub(crate) const NO: Vote = Vote {
         yes: false,
         fence: None,
-        listeners: 0,
+        queued: false,
     };
 
     /// A yes that reports a fence value.
@@ -106,15 +107,18 @@ impl Vote {
         Vote {
             yes: true,
             fence: Some(fence),
-            listeners: 0,
+            queued: false,
         }
     }
 
-    /// A release's yes, heard by `listeners` subscribers.
-    pub(crate) fn heard(listeners: u32) -> Vote {
+    /// The gate node's word that others wait: a release's yes that woke
+    /// the next waiter (`yes`), or an acquisition's no while others queued
+    /// first.
+    pub(crate) fn queued(yes: bool) -> Vote {
         Vote {
-            listeners,
-            ..Vote::YES
+            yes,
+            fence: None,
+            queued: true,
         }
     }
 }
@@ -155,8 +159,6 @@ pub(crate) struct Outcome {
     pub(crate) permanent: bool,
     /// The largest fence value the yes votes counted here reported.
     pub(crate) fence: Option<u64>,
-    /// The most listeners a yes vote counted here reported.
-    pub(crate) listeners: u32,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -169,8 +171,6 @@ pub(crate) struct Tally {
     failures: Vec<NodeFailure>,
     /// The largest fence value reported with a yes.
     fence: Option<u64>,
-    /// The most listeners reported with a yes.
-    listeners: u32,
 }
 
 impl Tally {
@@ -182,20 +182,16 @@ impl Tally {
             no: 0,
             failures: Vec::new(),
             fence: None,
-            listeners: 0,
         }
     }
 
     pub(crate) fn record(&mut self, answer: Answer) {
         match answer {
             Ok(Vote {
-                yes: true,
-                fence,
-                listeners,
+                yes: true, fence, ..
             }) => {
                 self.yes += 1;
                 self.fence = self.fence.max(fence);
-                self.listeners = self.listeners.max(listeners);
             }
             Ok(Vote { yes: false, .. }) => self.no += 1,
             Err(failure) => self.failures.push(failure),
@@ -225,7 +221,6 @@ impl Tally {
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
             fence: self.fence,
-            listeners: self.listeners,
         }
     }
 

@@ -365,7 +365,11 @@ fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
     );
     // Wait until it is waiting: its first attempt has reached the nodes.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.nodes[0].calls("set") < 2 {
+    let asked = || -> u64 {
+        let all = cluster.nodes.iter();
+        all.map(|n| n.calls("set") + n.calls("eval")).sum()
+    };
+    while asked() < 2 * cluster.nodes.len() as u64 {
         assert!(Instant::now() < deadline, "flock never tried");
         std::thread::sleep(Duration::from_millis(5));
     }

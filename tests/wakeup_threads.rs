@@ -6,7 +6,7 @@ mod harness;
 
 use std::time::Duration;
 
-use harness::pubsub::{heard_by_majority, subscriber_connections, subscriber_threads};
+use harness::pubsub::{self, subscriber_connections, subscriber_threads};
 use harness::{Cluster, client_threads, settles, threads_per_client};
 use redlock_sync::Redlock;
 
@@ -42,8 +42,8 @@ fn subscribers_stay_one_per_node_however_many_resources_and_close_when_idle() {
                 })
             })
             .collect();
-        settles("every resource listened for", || {
-            (0..RESOURCES).all(|i| heard_by_majority(&cluster, &format!("many:{i}")))
+        settles("every resource waited for", || {
+            (0..RESOURCES).all(|i| pubsub::waiting(&cluster, &format!("many:{i}"), 1))
         });
         assert_eq!(subscriber_threads(), 5, "one subscriber thread per node");
         assert_eq!(

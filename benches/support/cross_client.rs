@@ -24,6 +24,13 @@ pub(crate) enum Kind {
     Rslock,
 }
 
+/// The contenders of the many-clients table (redlock 2.0 is left out: its
+/// waits grow to seconds there).
+pub(crate) const MANY_KINDS: [Kind; 3] = [Kind::Ours(true), Kind::Ours(false), Kind::Rslock];
+
+/// The client counts of the many-clients table.
+pub(crate) const MANY_COUNTS: [usize; 4] = [4, 8, 16, 32];
+
 /// Every S3x contender, in table order.
 pub(crate) const KINDS: [Kind; 4] = [
     Kind::Ours(true),
@@ -193,8 +200,13 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// S3x: 4 separate clients of `kind`, one thread each, one key, hold 1 ms.
 pub(crate) fn s3x(kind: Kind, cluster: &Cluster, time: Duration) -> Contention {
+    s3x_with(kind, cluster, time, 4)
+}
+
+/// S3x with `count` separate clients.
+pub(crate) fn s3x_with(kind: Kind, cluster: &Cluster, time: Duration, count: usize) -> Contention {
     let urls = cluster.urls();
-    let clients: Vec<Client> = (0..4).map(|_| Client::new(kind, &urls)).collect();
+    let clients: Vec<Client> = (0..count).map(|_| Client::new(kind, &urls)).collect();
     // Connect every client before the clock starts.
     let warm = AtomicBool::new(false);
     for client in &clients {

@@ -5,38 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::handoff::Woken;
+use super::handoff::{Ticket, Woken};
 use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
-use crate::transport::{Keys, Op, Watch};
-
-/// The longest pause after a split round, before trying again.
-const SPLIT_JITTER: Duration = Duration::from_millis(2);
-/// Quick retries after split rounds per wake-up.
-const QUICK_SPLIT_RETRIES: u32 = 2;
-/// The head start a woken waiter gives each one that lost the gate more
-/// often than it did: enough for its gate request to arrive first.
-const STAGGER_STEP: Duration = Duration::from_micros(100);
-/// At most this many steps.
-const STAGGER_MAX_STEPS: u32 = 4;
-
-/// How long a woken waiter that lost the gate `losses` times holds back
-/// when `listeners` clients listened as the release was announced. One of
-/// them is usually the releasing client, which does not contend (it lets the
-/// others go first); of the rest, each waiter holds back one step for every
-/// contender that may have lost more often than it did. With one contender,
-/// or when the count is unknown (0), nobody holds back.
-fn stagger(listeners: u32, losses: u32) -> Duration {
-    let contenders = listeners.saturating_sub(1);
-    let steps = contenders
-        .saturating_sub(1)
-        .saturating_sub(losses)
-        .min(STAGGER_MAX_STEPS);
-    STAGGER_STEP * steps
-}
+use crate::transport::{Keys, Op, QUEUE_REFRESH};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -81,9 +56,9 @@ impl Patience {
 
 /// Why one acquisition round failed; the partial lock has been released.
 enum Failed {
-    /// Enough nodes hold the key for someone else. `split`: some nodes
-    /// granted it to us, so it may be that nobody won the round.
-    Busy { split: bool },
+    /// Enough nodes hold the key for someone else, or the gate node says
+    /// others queued first.
+    Busy,
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
     NoQuorum { outcome: Outcome, permanent: bool },
@@ -94,7 +69,7 @@ enum Failed {
 impl Failed {
     fn kind(&self) -> metrics::Acquired {
         match self {
-            Failed::Busy { .. } => metrics::Acquired::Busy,
+            Failed::Busy => metrics::Acquired::Busy,
             Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
             Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
         }
@@ -102,7 +77,7 @@ impl Failed {
 
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
-            Failed::Busy { .. } => Error::Busy {
+            Failed::Busy => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
             },
@@ -119,6 +94,13 @@ impl Failed {
 impl Core {
     /// Acquires every one of `resources` for `ttl` (all or none), retrying
     /// as `patience` allows.
+    ///
+    /// A caller that may retry waits in the first resource's queue on its
+    /// gate node (see `transport/codec.rs`): its busy rounds queue it there,
+    /// and the node wakes it when its turn comes. Once queued it asks the
+    /// gate node first, and between rounds it sleeps until woken, its retry
+    /// pause (at most [`QUEUE_REFRESH`], which keeps its place alive) or its
+    /// deadline. Every round counts against the retries.
     pub(crate) fn acquire(
         &self,
         resources: &[&str],
@@ -129,106 +111,43 @@ impl Core {
         let ttl = self.whole_ttl(ttl)?;
         let name: Arc<str> = Arc::from(display_name(&keys));
         let started = metrics::Started::now();
-        let cancelled = || Error::Cancelled {
-            resource: name.to_string(),
+        let cancelled = |attempts| {
+            metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
+            Err(Error::Cancelled {
+                resource: name.to_string(),
+            })
         };
         if patience.cancelled() {
-            metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
-            return Err(cancelled());
+            return cancelled(0);
         }
-        // Local waiters queue on the first resource.
-        let key = keys[0].clone();
-        let settings = &self.settings;
-        // A caller that may retry registers as a waiter before its first
-        // round, so that a local release at any moment from now on ends its
-        // next pause at once. If this client's threads already wait for the
-        // resource, queue behind them (bounded by one retry pause), so that
-        // ownership rotates.
-        //
-        // Likewise, if this client just released the resource while other
-        // clients waited for it, let one of them have it first: wait (for a
-        // moment at most) for the next release.
-        let mut ticket = None;
+        let queues = self.settings.notifications;
+        // A caller that may retry sleeps on a ticket between rounds; with
+        // queues on, the ticket is also its place in the gate node's queue.
+        let mut ticket = (patience.retries != Some(0))
+            .then(|| self.waiters.enter(self.transport.gate_index(&keys[0])));
         let mut watch = None;
-        // Whether the next round follows a release that may have woken
-        // waiters in other clients too (see `Transport::start_gated_round`).
-        let mut gated = false;
-        if patience.retries != Some(0) {
-            let queued = self.waiters.has_waiters(&key);
-            let owed = self.waiters.owed(&key);
-            let mut entered = self.waiters.enter(&key);
-            if queued || owed.is_some() {
-                let pause = algorithm::retry_delay(settings.retry_delay, settings.retry_jitter);
-                let mut until = pause_until(pause, &patience);
-                // No subscription of its own for this wait: its
-                // acknowledgement would end the wait early. A release heard
-                // through a subscription still lingering from an earlier
-                // wait ends it.
-                if let Some(owed) = owed
-                    && !queued
-                {
-                    until = patience.deadline.map_or(owed, |d| d.min(owed));
-                }
-                let woken = entered.wait(until, patience.cancel.as_ref());
-                gated = woken == Woken::Released && settings.notifications;
-                if woken == Woken::Cancelled {
-                    metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
-                    return Err(cancelled());
-                }
-            }
-            ticket = Some(entered);
-        }
-        // Rounds right after a release (gated) do not count against the
-        // retries: losing the gate to another woken client is not a try of
-        // its own. The wait stays bounded as before: by what the counted
-        // rounds and their pauses could take at most.
-        let budget = patience.retries.and_then(|retries| {
-            let per_try = settings
-                .retry_delay
-                .saturating_add(settings.retry_jitter)
-                .saturating_add(self.node_timeout(ttl).value);
-            Instant::now().checked_add(per_try.checked_mul(retries.saturating_add(1))?)
-        });
+        // After this client's release woke a waiter, it queues behind.
+        let mut gated = queues && self.waiters.yields(&keys[0]);
         let mut attempts = 0u32;
-        let mut counted = 0u32;
-        // Quick retries after split rounds since the last wake-up.
-        let mut splits = 0u32;
-        // Gated rounds lost to other woken clients in this call.
-        let mut losses = 0u32;
         loop {
             attempts = attempts.saturating_add(1);
-            if !gated {
-                counted = counted.saturating_add(1);
-            }
-            if patience.cancelled() {
-                metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
-                return Err(cancelled());
-            }
-            // Clients woken together go to the gate in the order of how
-            // often they already lost it: the longest waiter first.
-            if gated && let Some(ticket) = &ticket {
-                let ahead = stagger(ticket.listeners(), losses);
-                if !ahead.is_zero() {
-                    std::thread::sleep(ahead);
-                    if patience.cancelled() {
-                        metrics::acquired(metrics::Acquired::Cancelled, attempts - 1, &started);
-                        return Err(cancelled());
-                    }
-                }
-            }
-            // Any local release from here on wakes the pause below at once.
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let round = self.attempt(&keys, &name, ttl, gated);
+            let member = queues.then(|| {
+                ticket
+                    .as_ref()
+                    .map_or_else(|| Arc::from(""), |t| t.member().clone())
+            });
+            let round = self.attempt(&keys, &name, ttl, gated, member);
             if patience.cancelled() {
-                // Cancelled during the round: what it took is released like
+                // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
                 if let Ok(lease) = round {
                     lease.abandon(self);
                 }
-                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
-                return Err(cancelled());
+                self.leave(&keys, ticket.as_ref());
+                return cancelled(attempts);
             }
             let failed = match round {
                 Ok(lease) => {
@@ -244,71 +163,67 @@ impl Core {
                     ..
                 }
             );
-            let out_of_time = budget.is_some_and(|b| Instant::now() >= b);
-            if permanent || patience.exhausted(counted) || out_of_time {
+            if permanent || patience.exhausted(attempts) {
+                self.leave(&keys, ticket.as_ref());
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
-            // Held by someone: hear its release from now on. Until a majority
-            // of nodes has the subscription, a release would go unheard; the
-            // subscription's acknowledgement wakes the pause below for one
-            // more round, which catches such a release.
-            if watch.is_none() && ticket.is_some() && matches!(failed, Failed::Busy { .. }) {
-                watch = self.watch(&key);
+            if queues && matches!(failed, Failed::Busy) {
+                // Queued now: hear the gate node when the turn comes, and
+                // ask it first from now on.
+                watch.get_or_insert_with(|| self.transport.watch());
+                gated = true;
             }
-            // Sleep until the pause is over, until the resource is released
-            // (by this client or, heard through the nodes, by another), or
-            // until cancelled.
-            // A split round right after a release (several clients woken
-            // together, each won some nodes) may leave the resource free, and
-            // nobody will announce it: retry soon, after a random pause so
-            // that the next round is not split again — at most twice per
-            // wake-up, since a holder missing from one node (restarted
-            // empty) looks the same and must not be polled in a loop.
-            if gated && matches!(failed, Failed::Busy { .. }) {
-                losses = losses.saturating_add(1);
-            }
-            let split = matches!(failed, Failed::Busy { split: true });
-            splits = if gated { 0 } else { splits };
-            let pause = if split
-                && watch.is_some()
-                && splits < QUICK_SPLIT_RETRIES
-                && (gated || splits > 0)
-            {
-                splits += 1;
-                algorithm::retry_delay(Duration::ZERO, SPLIT_JITTER)
+            let pause =
+                algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
+            let pause = if queues {
+                pause.min(QUEUE_REFRESH)
             } else {
-                algorithm::retry_delay(settings.retry_delay, settings.retry_jitter)
+                pause
             };
             let until = pause_until(pause, &patience);
             let woken = match &mut ticket {
                 Some(ticket) => ticket.wait(until, patience.cancel.as_ref()),
+                // Only a caller that may not retry has none.
                 None => Woken::TimedOut,
             };
             if woken == Woken::Cancelled {
-                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
-                return Err(cancelled());
+                self.leave(&keys, ticket.as_ref());
+                return cancelled(attempts);
             }
-            gated = woken == Woken::Released && settings.notifications;
         }
     }
 
-    /// Subscribes to `key`'s releases, if this client listens for them.
-    fn watch(&self, key: &Arc<str>) -> Option<Watch> {
-        self.settings
-            .notifications
-            .then(|| self.transport.watch(key))
+    /// Takes `ticket`'s waiter out of its gate node's queue (without
+    /// waiting); the node wakes the next waiter if the resource is free.
+    fn leave(&self, keys: &Keys, ticket: Option<&Ticket<'_>>) {
+        if let Some(ticket) = ticket
+            && self.settings.notifications
+        {
+            self.leave_as(keys, ticket.member().clone());
+        }
     }
 
-    /// One acquisition round (two on a fencing client), `gated` after a
-    /// release. On failure the partial lock is released everywhere (without
-    /// waiting).
+    /// Takes `member` out of the gate node's queue for `keys` (unawaited).
+    fn leave_as(&self, keys: &Keys, member: Arc<str>) {
+        let ttl = Duration::from_secs(1);
+        let expires = Instant::now() + self.node_timeout(ttl).value;
+        let mut request = self.request(Op::Leave, keys, &Arc::from(""), ttl, expires);
+        request.queue = Some(member);
+        self.transport.broadcast(request);
+    }
+
+    /// One acquisition round (two on a fencing client), sent to the gate
+    /// node first if `gated`, in the queue as `member` (`None`: this client
+    /// keeps no queues; `""`: not waiting). On failure the partial lock is
+    /// released everywhere (without waiting).
     fn attempt(
         &self,
         keys: &Keys,
         name: &Arc<str>,
         ttl: Duration,
         gated: bool,
+        member: Option<Arc<str>>,
     ) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
@@ -320,20 +235,26 @@ impl Core {
         } else {
             Op::Acquire { ttl_ms }
         };
-        let request = self.request(op, keys, &token, ttl, by);
+        let mut request = self.request(op, keys, &token, ttl, by);
+        request.queue = member.clone();
         let pending = if gated {
-            // Refused by the gate node: another client passed it first and
-            // nothing was set anywhere.
+            // Refused by the gate node: held, or others queued first;
+            // nothing was set anywhere, and a waiter keeps its place.
             self.transport
                 .start_gated_round(request, by)
-                .ok_or(Failed::Busy { split: false })?
+                .ok_or(Failed::Busy)?
         } else {
             self.transport.start_round(request)
         };
-        let outcome = pending.collect(by);
+        let gate_until = self.transport.gate_healthy(&keys[0]).then_some(by);
+        let (outcome, gate) = pending.collect_with_gate(by, gate_until);
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
+        // The gate node's word that others queued first outweighs a
+        // majority of the other nodes: the resource is theirs next.
+        let behind = gate.is_some_and(|vote| vote.queued && !vote.yes);
         let failed = match outcome.verdict {
+            Verdict::Confirmed if behind => Failed::Busy,
             Verdict::Confirmed if Instant::now() < valid_until => {
                 let fence = if self.settings.fencing {
                     self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
@@ -343,6 +264,12 @@ impl Core {
                 match fence {
                     Ok(fence) => {
                         log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
+                        if let Some(member) = member.filter(|m| !m.is_empty())
+                            && !gate.is_some_and(|vote| vote.yes)
+                        {
+                            // Won without the gate node: still queued there.
+                            self.leave_as(keys, member);
+                        }
                         let gone_by = self.keys_gone_by(start, ttl);
                         let lease = Lease::new(
                             keys.clone(),
@@ -361,14 +288,14 @@ impl Core {
                 elapsed: start.elapsed(),
                 ttl,
             },
-            Verdict::Refused => Failed::Busy {
-                split: outcome.confirmed > 0,
-            },
+            Verdict::Refused => Failed::Busy,
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
                 outcome,
             },
         };
+        // Where the gate node granted it, this release also wakes the next
+        // waiter: a round others deferred to hands the resource on.
         self.clean_up(keys, &token, start, ttl);
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
@@ -507,18 +434,6 @@ fn new_token() -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn woken_waiters_hold_back_by_how_often_others_may_have_lost() {
-        // Unknown count, or one contender: nobody holds back.
-        assert_eq!(stagger(0, 0), Duration::ZERO);
-        assert_eq!(stagger(2, 0), Duration::ZERO);
-        // Three contenders (four listeners, one of them the releaser).
-        assert_eq!(stagger(4, 0), STAGGER_STEP * 2);
-        assert_eq!(stagger(4, 1), STAGGER_STEP);
-        assert_eq!(stagger(4, 2), Duration::ZERO);
-        assert_eq!(stagger(100, 0), STAGGER_STEP * STAGGER_MAX_STEPS);
-    }
 
     #[test]
     fn tokens_are_long_hex_and_unique() {

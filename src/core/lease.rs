@@ -26,17 +26,11 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::acquire::millis;
-use super::handoff::Heard;
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
 use crate::metrics;
 use crate::transport::{Keys, Op, PendingRound};
-
-/// How long a client that released a resource other clients wait for lets
-/// them go first: long enough for one of them to hear the release and win a
-/// round, short enough that a listener that no longer waits costs little.
-pub(super) const HAND_ON: Duration = Duration::from_millis(10);
 
 pub(crate) struct Lease {
     resources: Keys,
@@ -298,39 +292,12 @@ impl Lease {
             state.released = true;
             (state.ttl, state.keys_gone_by)
         };
-        let notice = super::notice(&core.settings);
-        // Before it is sent: no copy of it from the nodes may come first.
-        core.waiters.releasing(notice);
-        core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by, notice);
-        // As for a release: its deletes queue ahead of a local waiter's SET.
-        for resource in self.resources.iter() {
-            core.waiters.released(resource, Heard::Local(notice));
-        }
-    }
-
-    /// Other clients listened for the release (`listeners` counts this
-    /// client's own subscription too): let them go first for a moment, so
-    /// that this client does not take the resource straight back.
-    fn hand_on(&self, core: &Core, listeners: u32) {
-        let key = &self.resources[0];
-        // A multi-resource release reports the most listeners on any of its
-        // channels: this client's own subscription to any of them counts.
-        let ours = u32::from(
-            listeners > 0
-                && self
-                    .resources
-                    .iter()
-                    .any(|resource| core.transport.subscribed(resource)),
-        );
-        let others = listeners > ours;
-        if others {
-            core.waiters.owe(key, Instant::now() + HAND_ON);
-        }
-        core.waiters.note_listeners(key, others);
+        core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by);
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
-    /// Stops any keep-alive.
+    /// Stops any keep-alive. If the gate node woke the next waiter, this
+    /// client lets the waiters go first (see `handoff.rs`).
     pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
         let (ttl, keys_gone_by, was_lost) = {
             let mut state = self.state.lock();
@@ -339,37 +306,14 @@ impl Lease {
         };
         let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), None);
-        let notice = super::notice(&core.settings);
-        let request = core.request(
-            Op::Release { notice },
-            &self.resources,
-            &self.token,
-            ttl,
-            keys_gone_by.max(by),
-        );
-        // If other clients waited at this client's last release, they are
-        // woken by the nodes' notices: a thread of this client waiting too
-        // is woken only once the release is done, not ahead of them.
-        let after = core.waiters.others_listened(&self.resources[0]);
-        core.waiters.releasing(notice);
+        let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
         let pending = core.transport.start_round(request);
-        // Otherwise wake a local waiter now: its SET queues behind our delete
-        // on every node, so it finds the key gone and the hand-off saves a
-        // round trip. (A speed-up only: were the order lost, its SET would
-        // just fail.)
-        let wake_local = || {
-            for resource in self.resources.iter() {
-                core.waiters.released(resource, Heard::Local(notice));
-            }
-        };
-        if !after {
-            wake_local();
-        }
-        let outcome = pending.collect(by);
+        let key = &self.resources[0];
+        let gate_until = core.transport.gate_healthy(key).then_some(by);
+        let (outcome, gate) = pending.collect_with_gate(by, gate_until);
         metrics::round(metrics::RoundOp::Release, start);
-        self.hand_on(core, outcome.listeners);
-        if after {
-            wake_local();
+        if gate.is_some_and(|vote| vote.queued) {
+            core.waiters.yield_to(key);
         }
         if was_lost {
             return Err(lock_lost(&self.name, outcome));

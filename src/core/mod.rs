@@ -54,8 +54,8 @@ pub(crate) use lease::Lease;
 pub(crate) struct Core {
     transport: Transport,
     settings: Settings,
-    /// This client's threads waiting between rounds, woken by releases
-    /// (local ones, and other clients' through the transport's notices).
+    /// This client's threads waiting between rounds, woken by the gate
+    /// nodes through the transport's subscribers.
     waiters: Arc<Waiters>,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
@@ -80,7 +80,7 @@ impl Core {
     }
 
     pub(crate) fn new(transport: Transport, settings: Settings) -> Arc<Core> {
-        let waiters = Arc::new(Waiters::new(transport.len()));
+        let waiters = Arc::new(Waiters::new(transport.client_id().clone()));
         let sink: Arc<dyn Sink> = waiters.clone();
         transport.set_sink(Arc::downgrade(&sink));
         Arc::new(Core {
@@ -148,6 +148,7 @@ impl Core {
             token: token.clone(),
             timeout: self.node_timeout(ttl),
             expires,
+            queue: None,
         }
     }
 
@@ -162,35 +163,31 @@ impl Core {
     /// that failed or did not answer (their `SET` may still have landed),
     /// without making the caller wait.
     fn clean_up(&self, keys: &Keys, token: &Arc<str>, start: Instant, ttl: Duration) {
-        let expires = self.keys_gone_by(start, ttl);
-        // No notice: waiters that met this round's partial lock retry
-        // after their pause anyway (a short one after a split round), and
-        // announcing every failed round would wake them all at once again.
-        self.release_unawaited(keys, token, ttl, expires, None);
+        self.release_unawaited(keys, token, ttl, self.keys_gone_by(start, ttl));
     }
 
-    /// Queues a release of `token` on every node (announced with `notice`)
-    /// and waits for no answer.
-    fn release_unawaited(
+    /// Queues a release of `token` on every node and waits for no answer.
+    /// Where it deletes the key on the gate node, the next waiter is woken.
+    fn release_unawaited(&self, keys: &Keys, token: &Arc<str>, ttl: Duration, expires: Instant) {
+        let request = self.release_request(keys, token, ttl, expires);
+        self.transport.broadcast(request);
+    }
+
+    /// A release: on the gate node it also wakes the next waiter (when this
+    /// client keeps queues).
+    fn release_request(
         &self,
         keys: &Keys,
         token: &Arc<str>,
         ttl: Duration,
         expires: Instant,
-        notice: Option<u64>,
-    ) {
-        let release = Op::Release { notice };
-        self.transport
-            .broadcast(self.request(release, keys, token, ttl, expires));
+    ) -> Request {
+        let mut request = self.request(Op::Release, keys, token, ttl, expires);
+        if self.settings.notifications {
+            request.queue = Some(Arc::from(""));
+        }
+        request
     }
-}
-
-/// A release's notice, published on the resource's release channel when
-/// this client publishes releases: random, so that copies of one release
-/// from several nodes can be told apart from the next release.
-fn notice(settings: &Settings) -> Option<u64> {
-    // Never 0: that is what an unused slot of `Waiters`' memory holds.
-    settings.notifications.then(|| rand::random::<u64>() | 1)
 }
 
 /// When to stop waiting for a round started at `start`: one per-node

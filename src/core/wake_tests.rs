@@ -1,18 +1,21 @@
-//! Wake-ups by other clients' releases, driven through the fake-node seam:
-//! the orders in which a waiter's rounds, its subscription's
-//! acknowledgements and the nodes' notices can arrive.
+//! The queue of waiters on a resource's gate node, driven through the
+//! fake-node seam: who is woken by a release, a failed round and a waiter
+//! that gives up, and who the gate node lets in.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::tests::{
-    LONG_WAIT, acquired_and_released, core_with, eventually, lock, settings, waiting_acquire,
-};
-use super::{Core, Patience};
+use parking_lot::Mutex;
+
+use super::tests::{LONG_WAIT, eventually, lock, settings, wire};
+use super::{Core, Lease, Patience};
+use crate::error::Error;
 use crate::settings::Settings;
 use crate::transport::Op;
-use crate::transport::fake::{Behaviour, FakeNode};
+use crate::transport::fake::{self, FakeNode};
 
-/// A waiter that would sleep 30 s between rounds without a wake-up.
+/// A waiter that would sleep 30 s between rounds without a wake-up (a
+/// queued one still confirms its place every `QUEUE_REFRESH`).
 fn patient() -> Settings {
     Settings {
         retry_delay: Duration::from_secs(30),
@@ -20,503 +23,326 @@ fn patient() -> Settings {
     }
 }
 
-/// Waits until the nodes together have received `count` acquisition
-/// requests (a round after a wake-up asks one gate node first).
-fn requests_reached(nodes: &[FakeNode], count: usize) {
-    let deadline = Instant::now() + LONG_WAIT;
-    let sent = || -> usize {
-        nodes
-            .iter()
-            .map(|n| {
-                n.received()
-                    .iter()
-                    .filter(|op| matches!(op, Op::Acquire { .. }))
-                    .count()
-            })
-            .sum()
-    };
-    while sent() < count {
-        assert!(Instant::now() < deadline, "{count} requests never sent");
-        std::thread::yield_now();
+/// `count` clients over the same `n` fake nodes, wired for wake-ups.
+fn clients(n: usize, count: usize, settings: &Settings) -> (Vec<FakeNode>, Vec<Arc<Core>>) {
+    let (nodes, transport) = fake::cluster(n);
+    let mut cores = vec![Core::new(transport, settings.clone())];
+    for _ in 1..count {
+        cores.push(Core::new(fake::transport_for(&nodes), settings.clone()));
     }
+    wire(&nodes, &cores.iter().collect::<Vec<_>>());
+    (nodes, cores)
 }
 
-/// Waits until the waiter on `core` subscribed, then acknowledges the
-/// subscription on every node (the waiter then tries one more round).
-fn subscribed_everywhere(core: &Core) {
-    eventually("the waiter subscribes after its busy round", || {
-        core.transport.hub().watched("r")
-    });
-    for index in 0..5 {
-        core.transport.hub().fake_ack("r", index);
-    }
+/// Every member the gate node of "r" woke, and by what.
+type Wakes = Arc<Mutex<Vec<(String, Op)>>>;
+
+/// The members in `wakes`.
+fn members(wakes: &Wakes) -> Vec<String> {
+    wakes.lock().iter().map(|(m, _)| m.clone()).collect()
 }
 
-fn held_by_another_client(nodes: &[FakeNode]) {
-    for node in nodes {
-        node.put("r", "another client", Duration::from_secs(60));
-    }
-}
-
-#[test]
-fn a_release_announced_by_the_nodes_wakes_a_waiter() {
-    let (nodes, core) = core_with(5, patient());
-    held_by_another_client(&nodes);
-    std::thread::scope(|s| {
-        let core = &core;
-        let rx = waiting_acquire(s, core);
-        eventually("the waiter subscribes after its busy round", || {
-            core.transport.hub().watched("r")
-        });
-        // The subscription reaches a majority: one more round, still busy.
-        for index in 0..3 {
-            core.transport.hub().fake_ack("r", index);
-        }
-        requests_reached(&nodes, 6);
-        // The other client releases; the nodes announce it.
-        for node in &nodes {
-            node.remove("r");
-        }
-        for index in 0..3 {
-            core.transport.hub().fake_notice("r", 77, index);
-        }
-        acquired_and_released(&rx, core, "woken by the notices, not after its 30 s pause");
-    });
-}
-
-/// The release lands after the waiter's busy round but before its
-/// subscription exists: nobody announces it to the waiter. The
-/// acknowledgement by a majority must trigger one more round.
-#[test]
-fn a_release_before_the_subscription_is_caught_by_one_more_round() {
-    let (nodes, core) = core_with(5, patient());
-    held_by_another_client(&nodes);
-    std::thread::scope(|s| {
-        let core = &core;
-        let rx = waiting_acquire(s, core);
-        eventually("the waiter subscribes after its busy round", || {
-            core.transport.hub().watched("r")
-        });
-        for node in &nodes {
-            node.remove("r"); // unheard: not subscribed yet
-        }
-        for index in [4, 0] {
-            core.transport.hub().fake_ack("r", index);
-        }
-        assert!(
-            rx.recv_timeout(Duration::from_millis(50)).is_err(),
-            "two acknowledgements of five are not a majority"
-        );
-        core.transport.hub().fake_ack("r", 2);
-        acquired_and_released(
-            &rx,
-            core,
-            "one more round once a majority listens, not a 30 s pause",
-        );
-    });
-}
-
-/// The nodes delete at different times, the gate node last: the first copy
-/// wakes the waiter too early (refused at the gate), so does the copy that
-/// completes a majority, and the gate node's own copy must wake it again.
-#[test]
-fn copies_from_slower_nodes_wake_a_waiter_again_until_the_gate_is_free() {
-    let (nodes, core) = core_with(5, patient());
-    held_by_another_client(&nodes);
-    let gate = core.transport.gate_for("r");
-    let others: Vec<usize> = (0..5).filter(|&i| i != gate).collect();
-    let at_gate = |count: usize| {
-        assert!(nodes[gate].wait_for(LONG_WAIT, |ops| {
-            ops.iter()
-                .filter(|op| matches!(op, Op::Acquire { .. }))
-                .count()
-                >= count
-        }));
-    };
-    std::thread::scope(|s| {
-        let core = &core;
-        let rx = waiting_acquire(s, core);
-        subscribed_everywhere(core);
-        at_gate(2); // the first round, then one more once subscribed
-        let hub = core.transport.hub();
-        // One node deleted: the first copy wakes the waiter; the gate is
-        // still held and refuses.
-        nodes[others[0]].remove("r");
-        hub.fake_notice("r", 5, others[0]);
-        at_gate(3);
-        // A majority deleted, the gate still not: woken again, refused again.
-        for &index in &others[1..3] {
-            nodes[index].remove("r");
-            hub.fake_notice("r", 5, index);
-        }
-        at_gate(4);
-        // The gate deletes last (the fifth node never answers).
-        nodes[gate].remove("r");
-        hub.fake_notice("r", 5, gate);
-        acquired_and_released(
-            &rx,
-            core,
-            "woken by the gate node's copy, not after its 30 s pause",
-        );
-    });
-}
-
-fn acquire_timed(core: &Core) -> Duration {
-    let started = Instant::now();
-    let lease = core
-        .acquire(
-            &["r"],
-            Duration::from_secs(10),
-            Patience::until(Some(started + LONG_WAIT)),
-        )
-        .expect("acquired");
-    let took = started.elapsed();
-    lease.release(core).unwrap();
-    took
-}
-
-#[test]
-fn a_client_that_released_while_others_listened_lets_them_go_first() {
-    let (nodes, core) = core_with(3, settings());
-    for node in &nodes {
-        node.set_listeners(1);
-    }
-    lock(&core, "r", Duration::from_secs(10))
-        .release(&core)
-        .unwrap();
-    for node in &nodes {
-        node.set_listeners(0);
-    }
-    // Nobody took it: the next acquisition waited out the hand-on moment
-    // (a lower bound: it cannot pass by being slow).
-    assert!(acquire_timed(&core) >= super::lease::HAND_ON);
-    assert!(
-        core.waiters.owed("r").is_none(),
-        "owed once, and not after a release nobody else heard"
-    );
-}
-
-#[test]
-fn a_client_that_only_heard_itself_does_not_hold_back() {
-    let (nodes, core) = core_with(3, settings());
-    for node in &nodes {
-        node.set_listeners(1);
-    }
-    let key = std::sync::Arc::from("r");
-    let _watch = core.transport.watch(&key);
-    core.transport.hub().fake_ack("r", 1);
-    lock(&core, "r", Duration::from_secs(10))
-        .release(&core)
-        .unwrap();
-    assert!(
-        core.waiters.owed("r").is_none(),
-        "its own subscription only"
-    );
-    // A second listener: someone else waits.
-    for node in &nodes {
-        node.set_listeners(2);
-    }
-    lock(&core, "r", Duration::from_secs(10))
-        .release(&core)
-        .unwrap();
-    assert!(core.waiters.owed("r").is_some());
-}
-
-/// Two clients woken by one release: only one gets past the gate node, so
-/// the nodes are never split between them; the other asked one node only
-/// and waits for the next release.
-#[test]
-fn clients_woken_together_pass_the_gate_one_at_a_time() {
-    let (nodes, first) = core_with(5, patient());
-    let second = Core::new(crate::transport::fake::transport_for(&nodes), patient());
-    held_by_another_client(&nodes);
-    let cores = [&first, &second];
-    std::thread::scope(|s| {
-        let waiting: Vec<_> = cores
-            .iter()
-            .map(|core| {
-                let core: &Core = core;
-                eventually_waiting(s, core)
-            })
-            .collect();
-        for core in cores {
-            for index in 0..5 {
-                core.transport.hub().fake_ack("r", index);
+/// Records every member the gate node of "r" wakes (and still delivers the
+/// wake-ups to `cores`).
+fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
+    let woken = Arc::new(Mutex::new(Vec::new()));
+    let gate = &nodes[cores[0].transport.gate_index("r")];
+    let weak: Vec<_> = cores.iter().map(Arc::downgrade).collect();
+    let log = woken.clone();
+    gate.on_wake(move |member, op| {
+        log.lock().push((member.to_owned(), op));
+        let (client, ticket) = member.rsplit_once(':').expect("client:ticket");
+        for core in weak.iter().filter_map(std::sync::Weak::upgrade) {
+            if **core.transport.client_id() == *client {
+                core.transport.hub().fake_wake(ticket.parse().unwrap());
             }
         }
-        // Both clients' extra rounds (refused at the gate) are done.
-        requests_reached(&nodes, 5 + 5 + 1 + 1);
-        let before: Vec<usize> = nodes.iter().map(acquisitions).collect();
-        for node in &nodes {
-            node.remove("r");
-        }
-        let gate = first.transport.gate_for("r");
-        for core in cores {
-            core.transport.hub().fake_notice("r", 9, gate);
-        }
-        let (winner, loser) = loop {
-            if let Ok(lease) = waiting[0].try_recv() {
-                break (lease.expect("acquired"), 1);
-            }
-            if let Ok(lease) = waiting[1].try_recv() {
-                break (lease.expect("acquired"), 0);
-            }
-            std::thread::yield_now();
-        };
-        // The loser's round stopped at the gate: every node but one got
-        // exactly one more request (the winner's).
-        requests_reached(&nodes, before.iter().sum::<usize>() + 5 + 1);
-        let after: Vec<usize> = nodes.iter().map(acquisitions).collect();
-        let extra: Vec<usize> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
-        let mut sorted = extra.clone();
-        sorted.sort_unstable();
-        assert!(
-            sorted == [1, 1, 1, 1, 2],
-            "requests per node after the wake: {extra:?}"
-        );
-        winner.release(cores[1 - loser]).unwrap();
-        // The winner's release is local to its client and was not
-        // announced here: tell the loser's client as the gate node would,
-        // once it deleted the key (the release returned at a majority).
-        eventually("the gate node deleted the key", || {
-            nodes[gate].holder("r").is_none()
-        });
-        cores[loser].transport.hub().fake_notice("r", 10, gate);
-        let lease = waiting[loser]
-            .recv_timeout(LONG_WAIT)
-            .expect("the loser is woken by the winner's release")
-            .expect("acquired");
-        lease.release(cores[loser]).unwrap();
     });
+    woken
 }
 
-fn acquisitions(node: &FakeNode) -> usize {
-    node.received()
-        .iter()
-        .filter(|op| matches!(op, Op::Acquire { .. }))
-        .count()
-}
-
-/// `waiting_acquire` for `core`, returned once it has subscribed.
-fn eventually_waiting<'s>(
+/// On another thread: `core` acquires "r", waiting up to 60 s.
+fn waiter<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     core: &'s Core,
-) -> crossbeam_channel::Receiver<Result<super::Lease, crate::error::Error>> {
-    let rx = waiting_acquire(s, core);
-    eventually("the waiter subscribes", || {
-        core.transport.hub().watched("r")
+) -> crossbeam_channel::Receiver<Result<Lease, Error>> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    s.spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let acquired = core.acquire(
+            &["r"],
+            Duration::from_secs(10),
+            Patience::until(Some(deadline)),
+        );
+        let _ = tx.send(acquired);
     });
     rx
 }
 
-/// A holder missing from one node (it restarted empty) makes a woken round
-/// "split": the waiter wins that node. It retries quickly at most twice per
-/// wake-up, instead of polling the nodes every few milliseconds all along.
+/// Waits until `count` members are queued for "r" on its gate node.
+fn queued(nodes: &[FakeNode], core: &Core, count: usize) -> Vec<String> {
+    let gate = &nodes[core.transport.gate_index("r")];
+    eventually("waiters queued on the gate node", || {
+        gate.queue("r").len() == count
+    });
+    gate.queue("r")
+}
+
+/// Acquisition requests node `node` received.
+fn acquisitions(node: &FakeNode) -> usize {
+    node.received()
+        .iter()
+        .filter(|op| matches!(op, Op::Acquire { .. } | Op::AcquireFenced { .. }))
+        .count()
+}
+
+/// Issue 18's herd: every release woke every waiting client. Now one
+/// release wakes one waiter, the first queued, however many wait.
 #[test]
-fn a_holder_missing_from_one_node_is_not_polled_in_a_loop() {
-    let (nodes, core) = core_with(5, patient());
-    held_by_another_client(&nodes);
-    let gate = core.transport.gate_for("r");
-    nodes[gate].remove("r"); // the gate passes; the others refuse
+fn a_release_wakes_only_the_head_of_the_queue() {
+    const WAITERS: usize = 6;
+    let (nodes, cores) = clients(3, WAITERS + 1, &patient());
+    let woken = record_wakes(&nodes, &cores);
+    let holder = lock(&cores[0], "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let core = &core;
-        let rx = waiting_acquire(s, core);
-        subscribed_everywhere(core);
-        let other = (gate + 1) % 5;
-        let asked = || acquisitions(&nodes[other]);
-        // The first round, the round once subscribed, and up to two quick
-        // retries (a retry counts as split only if the gate node's yes came
-        // in before the refusals decided the round).
-        eventually("the round once subscribed", || asked() >= 2);
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(
-            asked() <= 4,
-            "no more rounds until a release or 30 s: {}",
-            asked()
-        );
-        assert!(rx.try_recv().is_err());
-        for node in &nodes {
-            node.remove("r");
+        let mut waits = Vec::new();
+        for (index, core) in cores[1..].iter().enumerate() {
+            waits.push((waiter(s, core), core));
+            // Queued one after the other: a known order.
+            queued(&nodes, &cores[0], index + 1);
         }
-        core.transport.hub().fake_notice("r", 3, gate);
-        let lease = rx.recv_timeout(LONG_WAIT).unwrap().expect("acquired");
+        let order = queued(&nodes, &cores[0], WAITERS);
+        holder.release(&cores[0]).unwrap();
+        eventually("the release woke a waiter", || !woken.lock().is_empty());
+        assert_eq!(members(&woken)[0], order[0], "the head");
+        let (head, core) = &waits[0];
+        let lease = head
+            .recv_timeout(LONG_WAIT)
+            .unwrap()
+            .expect("the head acquired");
+        assert_eq!(woken.lock().len(), 1, "one wake-up: {:?}", woken.lock());
         lease.release(core).unwrap();
+        // Every waiter gets its turn, each release waking one (a round that
+        // found a node still holding the key hands on once more).
+        let mut releases = 2;
+        let mut pending: Vec<_> = waits[1..].iter().collect();
+        while !pending.is_empty() {
+            let mut select = crossbeam_channel::Select::new();
+            for (rx, _) in &pending {
+                select.recv(rx);
+            }
+            let ready = select
+                .select_timeout(LONG_WAIT)
+                .expect("every waiter in turn");
+            let index = ready.index();
+            let (rx, core) = pending.remove(index);
+            let lease = ready.recv(rx).unwrap().expect("acquired");
+            lease.release(core).unwrap();
+            releases += 1;
+        }
+        let wakes = woken.lock().len();
+        assert!(
+            wakes <= 2 * releases,
+            "{wakes} wake-ups for {releases} releases: a herd"
+        );
     });
 }
 
-/// Losing the gate to another woken client is not a try of the caller's
-/// own: a `lock` with few retries keeps waiting through many lost releases.
+/// Finding 6: a waiter refused at the gate slept its whole retry delay when
+/// the winner's round then failed (the clean-up announced nothing). Now
+/// the clean-up deletes the winner's key on the gate node, which wakes the
+/// next waiter.
 #[test]
-fn lost_gates_do_not_use_up_the_retries() {
-    let (nodes, core) = core_with(5, patient());
-    held_by_another_client(&nodes);
-    let gate = core.transport.gate_for("r");
+fn a_winner_whose_round_fails_hands_the_resource_on() {
+    let (nodes, transport) = fake::cluster(3);
+    // A fences (its write-back will fail); B does not.
+    let a = Core::new(
+        transport,
+        Settings {
+            fencing: true,
+            ..patient()
+        },
+    );
+    let b = Core::new(fake::transport_for(&nodes), patient());
+    let holder = Core::new(fake::transport_for(&nodes), patient());
+    let cores = [a.clone(), b.clone(), holder.clone()];
+    wire(&nodes, &cores.iter().collect::<Vec<_>>());
+    let woken = record_wakes(&nodes, &cores);
+    let held = lock(&holder, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let core = &core;
+        // A keeps trying (it does not leave the queue, which would also
+        // wake B): only its failed round's clean-up can wake B.
+        let a_wait = waiter(s, &a);
+        queued(&nodes, &a, 1);
+        let b_wait = waiter(s, &b);
+        let order = queued(&nodes, &a, 2);
+        // A's write-back will fail on two of three nodes.
+        for node in &nodes[..2] {
+            node.fail_fence(true);
+        }
+        held.release(&holder).unwrap();
+        let lease = b_wait
+            .recv_timeout(LONG_WAIT)
+            .expect("B acquired")
+            .expect("B acquired");
+        let woken: Vec<_> = woken.lock().iter().take(2).cloned().collect();
+        assert_eq!(
+            woken,
+            [
+                (order[0].clone(), Op::Release),
+                (order[1].clone(), Op::Release)
+            ],
+            "A woken by the release, then B by A's failed round's clean-up"
+        );
+        for node in &nodes[..2] {
+            node.fail_fence(false);
+        }
+        lease.release(&b).unwrap();
+        let lease = a_wait
+            .recv_timeout(LONG_WAIT)
+            .unwrap()
+            .expect("A in the end");
+        lease.release(&a).unwrap();
+    });
+}
+
+/// A waiter that gives up leaves the queue: the next release wakes the
+/// waiter behind it instead of a member nobody answers for.
+#[test]
+fn a_waiter_that_gives_up_leaves_the_queue() {
+    let (nodes, cores) = clients(3, 3, &patient());
+    let woken = record_wakes(&nodes, &cores);
+    let held = lock(&cores[0], "r", Duration::from_secs(10));
+    let token = crate::cancel::CancelToken::new();
+    std::thread::scope(|s| {
+        let gives_up = s.spawn(|| {
+            let patience = Patience {
+                cancel: Some(token.clone()),
+                ..Patience::until(None)
+            };
+            cores[1].acquire(&["r"], Duration::from_secs(10), patience)
+        });
+        queued(&nodes, &cores[0], 1);
+        let stays = waiter(s, &cores[2]);
+        let order = queued(&nodes, &cores[0], 2);
+        token.cancel();
+        assert!(matches!(
+            gives_up.join().unwrap(),
+            Err(Error::Cancelled { .. })
+        ));
+        assert_eq!(queued(&nodes, &cores[0], 1), order[1..]);
+        held.release(&cores[0]).unwrap();
+        let lease = stays.recv_timeout(LONG_WAIT).unwrap().unwrap();
+        assert_eq!(members(&woken), order[1..], "the one still waiting");
+        lease.release(&cores[2]).unwrap();
+    });
+}
+
+/// The gate node's "others queued first" outweighs a majority of the other
+/// nodes: a newcomer does not take a free resource from the head of the
+/// queue, and what it took elsewhere is released.
+#[test]
+fn a_newcomer_yields_to_the_queue_even_with_a_majority_elsewhere() {
+    let (nodes, cores) = clients(5, 1, &patient());
+    let gate = cores[0].transport.gate_index("r");
+    // A waiter of another client is queued (its wake-up on its way).
+    nodes[gate].enqueue("r", "elsewhere:1");
+    let newcomer = cores[0].acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
+    assert!(matches!(newcomer, Err(Error::Busy { .. })), "{newcomer:?}");
+    let others: Vec<_> = (0..5).filter(|&i| i != gate).collect();
+    assert!(
+        others.iter().all(|&i| acquisitions(&nodes[i]) == 1),
+        "the other nodes were asked (and granted)"
+    );
+    eventually("the newcomer's partial lock released", || {
+        nodes.iter().all(|n| n.holder("r").is_none())
+    });
+    assert_eq!(
+        nodes[gate].queue("r"),
+        ["elsewhere:1"],
+        "not queued: it did not wait"
+    );
+}
+
+/// A client whose release woke a waiter asks the gate node first on its
+/// next acquisition: refused there, it sends nothing to the other nodes,
+/// where its `SET`s would get in the woken waiter's way.
+#[test]
+fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
+    let (nodes, cores) = clients(3, 1, &patient());
+    let core = &cores[0];
+    let gate = core.transport.gate_index("r");
+    let held = lock(core, "r", Duration::from_secs(10));
+    // A waiter of another client is queued; its wake-up goes elsewhere.
+    nodes[gate].enqueue("r", "elsewhere:1");
+    nodes[gate].on_wake(|_, _| {});
+    held.release(core).unwrap();
+    let others: Vec<usize> = (0..3).filter(|&i| i != gate).collect();
+    let asked = || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
+    let before = asked();
+    let again = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
+    assert!(matches!(again, Err(Error::Busy { .. })), "{again:?}");
+    assert_eq!(before, asked(), "nothing sent past the gate node");
+    // Once: the next acquisition is an ordinary round again.
+    let _ = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
+    assert_ne!(before, asked());
+}
+
+/// Finding 7 by construction: no listener counts and no echoes of a
+/// client's own releases. Releases nobody waits for wake nobody, however
+/// many, and a client's own waiter on another resource sleeps through them.
+#[test]
+fn releases_nobody_waits_for_wake_nobody() {
+    let (nodes, cores) = clients(3, 1, &patient());
+    let woken = record_wakes(&nodes, &cores);
+    for node in &nodes {
+        node.put("other", "someone else", Duration::from_secs(60));
+    }
+    std::thread::scope(|s| {
+        let core = &cores[0];
         let (tx, rx) = crossbeam_channel::bounded(1);
         s.spawn(move || {
-            let acquired = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(2));
-            tx.send(acquired).unwrap();
+            let patience = Patience::until(Some(Instant::now() + Duration::from_millis(300)));
+            let _ = tx.send(core.acquire(&["other"], Duration::from_secs(10), patience));
         });
-        subscribed_everywhere(core);
-        // Eight releases, each won at once by another client: the gate
-        // refuses every woken round.
-        for notice in 10..18 {
-            let before = acquisitions(&nodes[gate]);
-            core.transport.hub().fake_notice("r", notice, gate);
-            assert!(nodes[gate].wait_for(LONG_WAIT, |ops| {
-                ops.iter()
-                    .filter(|op| matches!(op, Op::Acquire { .. }))
-                    .count()
-                    > before
-            }));
+        eventually("the other waiter queued", || {
+            let gate = &nodes[core.transport.gate_index("other")];
+            gate.queue("other").len() == 1
+        });
+        let before = nodes.iter().map(acquisitions).sum::<usize>();
+        for _ in 0..100 {
+            lock(core, "r", Duration::from_secs(10))
+                .release(core)
+                .unwrap();
         }
-        assert!(rx.try_recv().is_err(), "still waiting after 8 lost gates");
-        for node in &nodes {
-            node.remove("r");
-        }
-        core.transport.hub().fake_notice("r", 99, gate);
-        let lease = rx.recv_timeout(LONG_WAIT).unwrap().expect("acquired");
-        lease.release(core).unwrap();
+        assert!(woken.lock().is_empty(), "{:?}", woken.lock());
+        // The waiter slept through them: at most its place-keeping rounds.
+        let result = rx.recv_timeout(LONG_WAIT).unwrap();
+        assert!(matches!(result, Err(Error::Busy { .. })), "{result:?}");
+        let rounds = nodes.iter().map(acquisitions).sum::<usize>() - before - 100 * 3;
+        assert!(rounds <= 3, "the waiter was woken {rounds} times");
     });
 }
 
-/// This client's thread releases "r" while another of its threads waits, the
-/// nodes holding every answer; `others` clients listen there. Checks whether
-/// the waiter is woken before the release is done (`early`), and that it is
-/// woken once it is.
-fn local_waiter_during_release(others: u32, early: bool) {
-    let (nodes, core) = core_with(3, patient());
-    for node in &nodes {
-        node.set_listeners(others);
-    }
-    // An earlier release tells this client whether others listen.
-    lock(&core, "r", Duration::from_secs(10))
-        .release(&core)
-        .unwrap();
-    let held = lock(&core, "r", Duration::from_secs(10));
+/// A wake-up published while this client's subscriber on the gate node was
+/// not subscribed (first wait, reconnect) is lost; when the subscription
+/// comes (back), the waiters that node gates try one more round.
+#[test]
+fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
+    let (nodes, cores) = clients(3, 2, &patient());
+    let gate = cores[0].transport.gate_index("r");
+    nodes[gate].on_wake(|_, _| {}); // lost
+    let held = lock(&cores[0], "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let core = &core;
-        let rx = waiting_acquire(s, core);
-        requests_reached(&nodes, 3 * 3);
-        eventually("the waiter sleeps after its busy round", || {
-            core.transport.hub().watched("r")
-        });
-        // Its busy round's clean-up (no notice) has reached every node: a
-        // held node would otherwise sit on it, ahead of the release.
-        for node in &nodes {
-            assert!(node.wait_for(LONG_WAIT, |ops| {
-                ops.iter()
-                    .any(|op| matches!(op, Op::Release { notice: None }))
-            }));
-        }
-        let before = core.waiters.wakes("r");
-        for node in &nodes {
-            node.set(Behaviour::Hold);
-        }
-        let releasing = s.spawn(move || held.release(core));
-        // The second release with a notice (a clean-up has none).
-        let notice = |node: &FakeNode| {
-            node.received().iter().rev().find_map(|op| match op {
-                Op::Release { notice: Some(n) } => Some(*n),
-                _ => None,
-            })
-        };
-        let mut notices = Vec::new();
-        for node in &nodes {
-            assert!(node.wait_for(LONG_WAIT, |ops| {
-                ops.iter()
-                    .filter(|op| matches!(op, Op::Release { notice: Some(_) }))
-                    .count()
-                    == 2
-            }));
-            notices.push(notice(node).expect("a notice"));
-        }
-        if early {
-            eventually("the own waiter woken while the release is held", || {
-                core.waiters.wakes("r") != before
-            });
-        } else {
-            // The nodes announce the release while it is still held: this
-            // client's own notice wakes nobody here either.
-            for (index, notice) in notices.into_iter().enumerate() {
-                core.transport.hub().fake_notice("r", notice, index);
-            }
-            // A local wake comes straight after the release is queued; give
-            // it far longer than it takes.
-            let deadline = Instant::now() + Duration::from_millis(200);
-            while core.waiters.wakes("r") == before && Instant::now() < deadline {
-                std::thread::yield_now();
-            }
-            assert_eq!(
-                core.waiters.wakes("r"),
-                before,
-                "others listen: the own waiter gets no head start"
-            );
-        }
-        for node in &nodes {
-            node.set(Behaviour::Normal);
-        }
-        releasing.join().unwrap().unwrap();
-        acquired_and_released(&rx, core, "woken by the release, not after its 30 s pause");
+        let waits = waiter(s, &cores[1]);
+        queued(&nodes, &cores[0], 1);
+        held.release(&cores[0]).unwrap();
+        assert!(waits.recv_timeout(Duration::from_millis(50)).is_err());
+        cores[1].transport.hub().fake_subscribed(gate);
+        let lease = waits
+            .recv_timeout(LONG_WAIT)
+            .expect("one more round when the subscription came")
+            .expect("acquired");
+        lease.release(&cores[1]).unwrap();
     });
-}
-
-/// Review of S3p (3 processes × 2 threads): a thread of the releasing
-/// client, woken at once, reached the nodes ahead of the other clients'
-/// waiters, so one process kept the lock among its own threads for runs of
-/// up to a dozen holds.
-#[test]
-fn a_releasing_client_wakes_its_own_waiter_after_the_release_when_others_listen() {
-    local_waiter_during_release(1, false);
-}
-
-/// Nobody else listens: the local hand-off saves a round trip.
-#[test]
-fn a_releasing_client_wakes_its_own_waiter_at_once_when_nobody_else_listens() {
-    local_waiter_during_release(0, true);
-}
-
-/// Whether others listened is the announced count minus this client's own
-/// subscription — to any of a multi-resource release's channels.
-#[test]
-fn this_clients_own_subscription_is_not_another_listener() {
-    let (nodes, core) = core_with(3, settings());
-    let release = |keys: &[&str]| {
-        core.acquire(keys, Duration::from_secs(10), Patience::attempts(0))
-            .expect("acquired")
-            .release(&core)
-            .unwrap();
-    };
-    let key: std::sync::Arc<str> = "r".into();
-    let _watch = core.transport.watch(&key);
-    for index in 0..3 {
-        core.transport.hub().fake_ack("r", index);
-    }
-    for node in &nodes {
-        node.set_listeners(1);
-    }
-    release(&["r"]);
-    assert!(!core.waiters.remembers_others("r"), "only itself listened");
-    release(&["a", "r"]);
-    assert!(
-        !core.waiters.remembers_others("a"),
-        "its subscription to the second resource is its own too"
-    );
-    for node in &nodes {
-        node.set_listeners(2);
-    }
-    release(&["r"]);
-    assert!(
-        core.waiters.remembers_others("r"),
-        "another client listened"
-    );
-    for node in &nodes {
-        node.set_listeners(1);
-    }
-    release(&["r"]);
-    assert!(
-        !core.waiters.remembers_others("r"),
-        "forgotten when alone again"
-    );
 }

@@ -8,12 +8,42 @@
 //! they were queued (across a reconnect, see `redis_link.rs`). Redis caches
 //! the compiled script by its hash, so `EVAL` costs the node a SHA-1 of ~120
 //! bytes more than `EVALSHA`: nothing measurable.
+//!
+//! # The queue of waiters
+//!
+//! A resource's gate node (one node, the same in every client, see
+//! `Transport`) keeps the resource's waiters in arrival order:
+//! `redlock-queue:{resource}` (a sorted set, member → arrival time) and
+//! `redlock-alive:{resource}` (member → until when it counts as alive). A
+//! member is `"{client id}:{ticket}"`; its client listens on
+//! `redlock-wake:{client id}` (see [`wake_channel`]). On the gate node only:
+//!
+//! * an acquisition sets the key only while the key is free **and** nobody
+//!   alive queued before the caller (it is the head, or the queue is empty);
+//!   otherwise it queues the caller (when it will wait) and refuses — "held"
+//!   (`0`) or "others queued first" (`2`). A free key whose head did not
+//!   come yet gets the head woken again.
+//! * a release that deleted the key wakes the head: one `PUBLISH` to one
+//!   client, whatever the number of waiters (`2`: handed on, `1`: nobody
+//!   waited).
+//! * a waiter that gives up leaves the queue, and wakes the next head if
+//!   the key is free.
+//!
+//! Members that stopped refreshing their place (crashed, or gone without
+//! leaving) drop out after their alive period. The other nodes run the plain
+//! commands: the queue only orders waiters and wakes one; every acquisition
+//! still needs `SET NX` on a majority.
 
 use std::sync::Arc;
 
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
+
+/// The longest a queued waiter sleeps between two rounds: each round
+/// confirms its place, which it keeps for four times as long without one
+/// (`ALIVE`, 2 s, in the gate scripts).
+pub(crate) const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
 pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -22,36 +52,135 @@ else
     return 0
 end"#;
 
-/// The Lua function both announcing release scripts start with:
-/// `announce(key)` publishes `"{notice} {subscribers}"` (`ARGV[2]`, then how
-/// many clients listen, which tells woken waiters how many contend) on the
-/// key's release channel (see [`channel`]) and answers how many it reached —
-/// nothing and `0` when nobody subscribes. `redis.pcall`: a user not allowed
-/// to publish (or to count subscribers) still releases. Compact, as it goes
-/// out with every release.
-macro_rules! announce_fn {
+/// The Lua every gate script starts with. The queue keys are the last two
+/// `KEYS`. `wake(m)` publishes member `m`'s ticket on its client's wake
+/// channel (`redis.pcall`: a user not allowed to publish still releases);
+/// `head()` drops members past their alive time and answers the first
+/// member left (or nil).
+macro_rules! queue_fns {
     () => {
-        r#"local function announce(key)
-local c="redlock-release:"..key
-local s=redis.pcall("pubsub","numsub",c)
-local w=type(s)=="table" and s[2] or -1
-if w==0 then return 0 end
-local n=redis.pcall("publish",c,ARGV[2].." "..math.max(w,0))
-return type(n)=="number" and n or 0
+        r#"local q,a=KEYS[#KEYS-1],KEYS[#KEYS]
+local t=redis.call("time")
+local now=t[1]*1000+math.floor(t[2]/1000)
+local function wake(m)
+local c,n=string.match(m,"^(.*):(%d+)$")
+if c then redis.pcall("publish","redlock-wake:"..c,n) end
+end
+local function head()
+local dead=redis.call("zrangebyscore",a,"-inf",now,"limit",0,16)
+if #dead>0 then redis.call("zrem",q,unpack(dead)) redis.call("zrem",a,unpack(dead)) end
+return redis.call("zrange",q,0,0)[1]
 end
 "#
     };
 }
 
-/// [`RELEASE_SCRIPT`] that, once it deleted the key, announces the release
-/// (see `announce_fn`). Answers `1 + subscribers reached` if it deleted,
-/// else `0`.
-pub(crate) const RELEASE_NOTIFY_SCRIPT: &str = concat!(
-    announce_fn!(),
-    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
-redis.call("del",KEYS[1])
-if not ARGV[2] then return 1 end
-return 1+announce(KEYS[1])"#
+/// The gate node's turn rule for an acquisition, after [`queue_fns`]:
+/// `ARGV[#ARGV]` is the caller's member (`""`: it will not wait).
+/// `turn(held)` answers `1` (the caller may set the key; it leaves the
+/// queue), `0` (held) or `2` (free, but others queued first), queueing a
+/// waiting caller (keeping its place) and refreshing its alive time.
+macro_rules! turn_fn {
+    () => {
+        r#"local me=ARGV[#ARGV]
+local function turn(held)
+local h=head()
+if not held and (not h or h==me) then
+if h then redis.call("zrem",q,me) redis.call("zrem",a,me) end
+return 1
+end
+if me~="" then
+redis.call("zadd",q,"NX",now,me)
+redis.call("zadd",a,now+ALIVE,me)
+for _,k in ipairs({q,a}) do
+if redis.call("pttl",k)<ALIVE then redis.call("pexpire",k,ALIVE) end
+end
+end
+if held then return 0 end
+if h~=me then wake(h) end
+return 2
+end
+"#
+    };
+}
+
+/// A gate script: the queue functions, the turn rule with the alive period
+/// filled in, then `body`.
+macro_rules! gate_script {
+    ($body:expr) => {
+        concat!("local ALIVE=2000\n", queue_fns!(), turn_fn!(), $body)
+    };
+}
+
+/// The gate node's acquisition of one or several keys: `KEYS` = the lock
+/// keys, then the queue keys; `ARGV` = token, ttl ms, member. `1` set, `0`
+/// held, `2` free but others queued first.
+pub(crate) const GATE_ACQUIRE_SCRIPT: &str = gate_script!(
+    r#"local n=#KEYS-2
+local held=false
+for i=1,n do if redis.call("exists",KEYS[i])==1 then held=true break end end
+local r=turn(held)
+if r~=1 then return r end
+for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
+return 1"#
+);
+
+/// The gate node's fenced acquisition: `KEYS` = the lock keys, their fence
+/// keys, then the queue keys; `ARGV` = token, ttl ms, number of lock keys,
+/// member. As [`ACQUIRE_FENCED_SCRIPT`], and `-2` for "free but others
+/// queued first".
+pub(crate) const GATE_ACQUIRE_FENCED_SCRIPT: &str = gate_script!(
+    r#"local n=tonumber(ARGV[3])
+local held=false
+for i=1,n do if redis.call("exists",KEYS[i])==1 then held=true break end end
+local fence=0
+for i=1,n do
+local raw=redis.call("get",KEYS[n+i])
+if raw then
+local s=tonumber(raw)
+if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
+return redis.error_reply("ERR redlock: "..KEYS[n+i].." holds no fence value")
+end
+if s>fence then fence=s end
+end
+end
+local r=turn(held)
+if r==0 then return -1 elseif r==2 then return -2 end
+for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
+return fence"#
+);
+
+/// The gate node's release: deletes every lock key that holds our token
+/// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token) and, if
+/// it deleted the first, wakes the head of the queue. `0` unless every key
+/// was ours; else `2` if it woke a waiter, `1` if nobody waited.
+pub(crate) const GATE_RELEASE_SCRIPT: &str = concat!(
+    queue_fns!(),
+    r#"local ours=0
+for i=1,#KEYS-2 do
+if redis.call("get",KEYS[i])==ARGV[1] then redis.call("del",KEYS[i]) ours=ours+1 end
+end
+local woke=0
+if ours>0 and redis.call("exists",KEYS[1])==0 then
+local h=head()
+if h then wake(h) woke=1 end
+end
+if ours<#KEYS-2 then return 0 end
+return 1+woke"#
+);
+
+/// A waiter leaves the queue (`KEYS` = the first lock key, then the queue
+/// keys; `ARGV` = member) and, if the key is free, the next head is woken:
+/// a waiter that gives up after it was woken hands its turn on. `1`.
+pub(crate) const LEAVE_SCRIPT: &str = concat!(
+    queue_fns!(),
+    r#"redis.call("zrem",q,ARGV[1])
+redis.call("zrem",a,ARGV[1])
+if redis.call("exists",KEYS[1])==0 then
+local h=head()
+if h then wake(h) end
+end
+return 1"#
 );
 
 /// Compare-and-pexpire: extends the key only while it still holds our token.
@@ -70,24 +199,16 @@ for _, key in ipairs(KEYS) do
 end
 return 1"#;
 
-/// Deletes every key that holds our token, publishing the notice (if any)
-/// on each deleted key's release channel; `1 + the most subscribers one
-/// channel reached` only if all of them were ours, else `0`.
-pub(crate) const RELEASE_ALL_SCRIPT: &str = concat!(
-    announce_fn!(),
-    r#"local ours, heard = 0, 0
+/// Deletes every key that holds our token; `1` only if all of them were
+/// ours, else `0`.
+pub(crate) const RELEASE_ALL_SCRIPT: &str = r#"local ours = 0
 for _, key in ipairs(KEYS) do
     if redis.call("get", key) == ARGV[1] then
         redis.call("del", key)
         ours = ours + 1
-        if ARGV[2] then
-            local n = announce(key)
-            if n > heard then heard = n end
-        end
     end
 end
-if ours == #KEYS then return 1 + heard else return 0 end"#
-);
+if ours == #KEYS then return 1 else return 0 end"#;
 
 /// Extends every key, only if every key holds our token.
 pub(crate) const EXTEND_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
@@ -149,75 +270,129 @@ for i = 1, n do
 end
 return 1"#;
 
-/// The channel a release of `key` is announced on: `redlock-release:{key}`.
-pub(crate) fn channel(key: &str) -> String {
-    format!("{CHANNEL_PREFIX}{key}")
+/// The channel a client's queued waiters are woken on:
+/// `redlock-wake:{client id}`.
+pub(crate) fn wake_channel(client: &str) -> String {
+    format!("{WAKE_PREFIX}{client}")
 }
 
-/// What every release channel's name starts with.
-pub(crate) const CHANNEL_PREFIX: &str = "redlock-release:";
+/// What every wake channel's name starts with.
+pub(crate) const WAKE_PREFIX: &str = "redlock-wake:";
 
 /// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
 pub(crate) fn fence_key(key: &str) -> String {
     format!("redlock-fence:{key}")
 }
 
+/// The gate node's queue keys for `key`: arrival order, and alive times.
+fn queue_keys(key: &str) -> [String; 2] {
+    [
+        format!("redlock-queue:{key}"),
+        format!("redlock-alive:{key}"),
+    ]
+}
+
 /// Appends the RESP encoding of `req` to `out`.
 pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
+    let first = req.keys.first().map_or("", |k| &**k);
+    if req.queue.is_some() || req.op == Op::Leave {
+        let member = req.queue.as_deref().unwrap_or("");
+        return encode_gate(req, first, member, out);
+    }
     if let Op::AcquireFenced { .. } | Op::Fence { .. } = req.op {
-        return encode_fenced(req, out);
+        return encode_fenced(req, None, out);
     }
     if req.keys.len() > 1 {
         return encode_all(req, out);
     }
-    let key = req.keys.first().map_or(&b""[..], |k| k.as_bytes());
+    let key = first.as_bytes();
     let token = req.token.as_bytes();
-    let cmd = match req.op {
+    let mut cmd = redis::cmd("EVAL");
+    match req.op {
         Op::Acquire { ttl_ms } => {
-            let mut cmd = redis::cmd("SET");
+            cmd = redis::cmd("SET");
             cmd.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms);
-            cmd
         }
-        Op::Release { notice } => {
-            let mut cmd = redis::cmd("EVAL");
-            match notice {
-                Some(notice) => cmd
-                    .arg(RELEASE_NOTIFY_SCRIPT)
-                    .arg(1)
-                    .arg(key)
-                    .arg(token)
-                    .arg(notice),
-                None => cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token),
-            };
-            cmd
+        Op::Release => {
+            cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token);
         }
         Op::Extend { ttl_ms } => {
-            let mut cmd = redis::cmd("EVAL");
             cmd.arg(EXTEND_SCRIPT)
                 .arg(1)
                 .arg(key)
                 .arg(token)
                 .arg(ttl_ms);
-            cmd
         }
-        Op::AcquireFenced { .. } | Op::Fence { .. } => return encode_fenced(req, out),
-    };
+        Op::AcquireFenced { .. } | Op::Fence { .. } | Op::Leave => {
+            return encode_fenced(req, None, out);
+        }
+    }
     cmd.write_packed_command(out);
 }
 
-/// The fenced scripts: lock keys, then fence keys.
-fn encode_fenced(req: &Request, out: &mut Vec<u8>) {
+/// The gate node's copy of a request that takes part in the queue of
+/// `first` (the first key), for the waiter `member` (`""`: not waiting).
+fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
+    let [queue, alive] = queue_keys(first);
     let mut cmd = redis::cmd("EVAL");
-    let script = match req.op {
-        Op::Fence { .. } => FENCE_SCRIPT,
-        _ => ACQUIRE_FENCED_SCRIPT,
-    };
-    cmd.arg(script).arg(req.keys.len() * 2);
+    let token = req.token.as_bytes();
+    let keys = req.keys.len() + 2;
+    match req.op {
+        Op::Acquire { ttl_ms } => {
+            cmd.arg(GATE_ACQUIRE_SCRIPT).arg(keys);
+            all_keys(&mut cmd, req).arg(queue).arg(alive);
+            cmd.arg(token).arg(ttl_ms).arg(member);
+        }
+        Op::AcquireFenced { .. } => return encode_fenced(req, Some((queue, alive, member)), out),
+        Op::Release => {
+            cmd.arg(GATE_RELEASE_SCRIPT).arg(keys);
+            all_keys(&mut cmd, req).arg(queue).arg(alive).arg(token);
+        }
+        Op::Leave => {
+            cmd.arg(LEAVE_SCRIPT)
+                .arg(3)
+                .arg(first)
+                .arg(queue)
+                .arg(alive)
+                .arg(member);
+        }
+        // Nothing to queue for: the plain command.
+        Op::Extend { .. } | Op::Fence { .. } => {
+            let plain = Request {
+                queue: None,
+                ..req.clone()
+            };
+            return encode(&plain, out);
+        }
+    }
+    cmd.write_packed_command(out);
+}
+
+/// Adds every lock key to `cmd`.
+fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request) -> &'c mut redis::Cmd {
     for key in req.keys.iter() {
         cmd.arg(key.as_bytes());
     }
+    cmd
+}
+
+/// The fenced scripts: lock keys, then fence keys (then, on the gate node,
+/// the queue keys and the member).
+fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut Vec<u8>) {
+    let mut cmd = redis::cmd("EVAL");
+    let script = match (req.op, &gate) {
+        (Op::Fence { .. }, _) => FENCE_SCRIPT,
+        (_, Some(_)) => GATE_ACQUIRE_FENCED_SCRIPT,
+        (_, None) => ACQUIRE_FENCED_SCRIPT,
+    };
+    let queue_keys = if gate.is_some() { 2 } else { 0 };
+    cmd.arg(script).arg(req.keys.len() * 2 + queue_keys);
+    all_keys(&mut cmd, req);
     for key in req.keys.iter() {
         cmd.arg(fence_key(key));
+    }
+    if let Some((queue, alive, _)) = &gate {
+        cmd.arg(queue).arg(alive);
     }
     cmd.arg(req.token.as_bytes());
     match req.op {
@@ -226,6 +401,9 @@ fn encode_fenced(req: &Request, out: &mut Vec<u8>) {
         _ => &mut cmd,
     };
     cmd.arg(req.keys.len());
+    if let Some((_, _, member)) = gate {
+        cmd.arg(member);
+    }
     cmd.write_packed_command(out);
 }
 
@@ -234,23 +412,16 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
     let (script, ttl_ms) = match req.op {
         Op::Acquire { ttl_ms } => (ACQUIRE_ALL_SCRIPT, Some(ttl_ms)),
         Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
-        Op::Release { .. } => (RELEASE_ALL_SCRIPT, None),
-        Op::AcquireFenced { .. } | Op::Fence { .. } => return encode_fenced(req, out),
+        Op::Release => (RELEASE_ALL_SCRIPT, None),
+        Op::AcquireFenced { .. } | Op::Fence { .. } | Op::Leave => {
+            return encode_fenced(req, None, out);
+        }
     };
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(req.keys.len());
-    for key in req.keys.iter() {
-        cmd.arg(key.as_bytes());
-    }
-    cmd.arg(req.token.as_bytes());
+    all_keys(&mut cmd, req).arg(req.token.as_bytes());
     if let Some(ttl_ms) = ttl_ms {
         cmd.arg(ttl_ms);
-    }
-    if let Op::Release {
-        notice: Some(notice),
-    } = req.op
-    {
-        cmd.arg(notice);
     }
     cmd.write_packed_command(out);
 }
@@ -258,21 +429,27 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
 /// Reads a node's reply to one request as a vote.
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
-    let several = req.keys.len() > 1;
+    let scripted = req.keys.len() > 1 || req.queue.is_some();
     match (req.op, value) {
-        (Op::Acquire { .. }, Value::Okay) if !several => Ok(Vote::YES),
-        (Op::Acquire { .. }, Value::SimpleString(s)) if !several && s == "OK" => Ok(Vote::YES),
-        (Op::Acquire { .. }, Value::Nil) if !several => Ok(Vote::NO),
-        // The all-or-nothing script for several keys.
-        (Op::Acquire { .. }, Value::Int(n)) if several => Ok((n == 1).into()),
-        (Op::Extend { .. } | Op::Fence { .. }, Value::Int(n)) => Ok((n == 1).into()),
-        // `1 + subscribers reached` when deleted.
-        (Op::Release { .. }, Value::Int(n)) if n >= 1 => {
-            Ok(Vote::heard(u32::try_from(n - 1).unwrap_or(u32::MAX)))
-        }
-        (Op::Release { .. }, Value::Int(_)) => Ok(Vote::NO),
-        // The largest fence value stored, or -1 when a key was held.
+        (Op::Acquire { .. }, Value::Okay) if !scripted => Ok(Vote::YES),
+        (Op::Acquire { .. }, Value::SimpleString(s)) if !scripted && s == "OK" => Ok(Vote::YES),
+        (Op::Acquire { .. }, Value::Nil) if !scripted => Ok(Vote::NO),
+        // The scripts: 1 set, 0 held, 2 (gate node) others queued first.
+        (Op::Acquire { .. }, Value::Int(n @ 0..=2)) if scripted => Ok(match n {
+            1 => Vote::YES,
+            2 => Vote::queued(false),
+            _ => Vote::NO,
+        }),
+        (Op::Extend { .. } | Op::Fence { .. } | Op::Leave, Value::Int(n)) => Ok((n == 1).into()),
+        // 1 deleted, 2 (gate node) deleted and woke the next waiter.
+        (Op::Release, Value::Int(2)) if req.queue.is_some() => Ok(Vote::queued(true)),
+        (Op::Release, Value::Int(n)) => Ok((n == 1).into()),
+        // The largest fence value stored, -1 when a key was held, -2 (gate
+        // node) free but others queued first.
         (Op::AcquireFenced { .. }, Value::Int(-1)) => Ok(Vote::NO),
+        (Op::AcquireFenced { .. }, Value::Int(-2)) if req.queue.is_some() => {
+            Ok(Vote::queued(false))
+        }
         (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
@@ -312,6 +489,7 @@ mod tests {
             token: Arc::from("tok"),
             timeout: NodeTimeout::fixed(Duration::from_millis(5)),
             expires: Instant::now(),
+            queue: None,
         }
     }
 
@@ -340,12 +518,8 @@ mod tests {
     #[test]
     fn scripts_go_out_as_eval_with_their_source() {
         assert_eq!(
-            encoded(Op::Release { notice: None }),
+            encoded(Op::Release),
             resp(&["EVAL", RELEASE_SCRIPT, "1", "res", "tok"])
-        );
-        assert_eq!(
-            encoded(Op::Release { notice: Some(42) }),
-            resp(&["EVAL", RELEASE_NOTIFY_SCRIPT, "1", "res", "tok", "42"])
         );
         assert_eq!(
             encoded(Op::Extend { ttl_ms: 30 }),
@@ -363,27 +537,13 @@ mod tests {
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", ACQUIRE_ALL_SCRIPT, "2", "a", "b", "tok", "70"])
         );
-        all.op = Op::Release { notice: None };
+        all.op = Op::Release;
         let mut out = Vec::new();
         encode(&all, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok"])
         );
-        all.op = Op::Release { notice: Some(7) };
-        let mut out = Vec::new();
-        encode(&all, &mut out);
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            resp(&["EVAL", RELEASE_ALL_SCRIPT, "2", "a", "b", "tok", "7"])
-        );
-        for script in [RELEASE_NOTIFY_SCRIPT, RELEASE_ALL_SCRIPT] {
-            assert!(
-                script.contains(&format!("\"{CHANNEL_PREFIX}\".."))
-                    || script.contains(&format!("\"{CHANNEL_PREFIX}\" .."))
-            );
-        }
-        assert_eq!(channel("a"), "redlock-release:a");
         all.op = Op::Extend { ttl_ms: 9 };
         let mut out = Vec::new();
         encode(&all, &mut out);
@@ -391,6 +551,82 @@ mod tests {
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", EXTEND_ALL_SCRIPT, "2", "a", "b", "tok", "9"])
         );
+    }
+
+    #[test]
+    fn the_gate_nodes_copy_carries_the_queue_keys_and_the_member() {
+        let gate = |op: Op, keys: &[&str]| {
+            let mut r = req(op);
+            r.keys = keys.iter().map(|k| Arc::from(*k)).collect();
+            r.queue = Some(Arc::from("c:7"));
+            let mut out = Vec::new();
+            encode(&r, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let (q, a) = ("redlock-queue:res", "redlock-alive:res");
+        assert_eq!(
+            gate(Op::Acquire { ttl_ms: 9 }, &["res"]),
+            resp(&[
+                "EVAL",
+                GATE_ACQUIRE_SCRIPT,
+                "3",
+                "res",
+                q,
+                a,
+                "tok",
+                "9",
+                "c:7"
+            ])
+        );
+        assert_eq!(
+            gate(Op::Acquire { ttl_ms: 9 }, &["res", "b"]),
+            resp(&[
+                "EVAL",
+                GATE_ACQUIRE_SCRIPT,
+                "4",
+                "res",
+                "b",
+                q,
+                a,
+                "tok",
+                "9",
+                "c:7"
+            ])
+        );
+        assert_eq!(
+            gate(Op::AcquireFenced { ttl_ms: 9 }, &["res"]),
+            resp(&[
+                "EVAL",
+                GATE_ACQUIRE_FENCED_SCRIPT,
+                "4",
+                "res",
+                "redlock-fence:res",
+                q,
+                a,
+                "tok",
+                "9",
+                "1",
+                "c:7"
+            ])
+        );
+        assert_eq!(
+            gate(Op::Release, &["res"]),
+            resp(&["EVAL", GATE_RELEASE_SCRIPT, "3", "res", q, a, "tok"])
+        );
+        assert_eq!(
+            gate(Op::Leave, &["res", "b"]),
+            resp(&["EVAL", LEAVE_SCRIPT, "3", "res", q, a, "c:7"])
+        );
+        // Nothing to queue for: the plain command.
+        assert_eq!(
+            gate(Op::Extend { ttl_ms: 30 }, &["res"]),
+            resp(&["EVAL", EXTEND_SCRIPT, "1", "res", "tok", "30"])
+        );
+        assert_eq!(wake_channel("c"), "redlock-wake:c");
+        // The alive period in the scripts is four refresh periods.
+        let alive = QUEUE_REFRESH.as_millis() * 4;
+        assert!(GATE_ACQUIRE_SCRIPT.starts_with(&format!("local ALIVE={alive}\n")));
+        assert!(LEAVE_SCRIPT.contains("\"redlock-wake:\".."));
     }
 
     #[test]
@@ -411,11 +647,24 @@ mod tests {
             Ok(Vote::YES)
         );
         assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::NO));
-        let release = Op::Release { notice: None };
+        let release = Op::Release;
         assert_eq!(read(release, 1, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(read(release, 1, Value::Int(4)), Ok(Vote::heard(3)));
-        assert_eq!(read(release, 2, Value::Int(2)), Ok(Vote::heard(1)));
         assert_eq!(read(release, 1, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(read(release, 1, Value::Int(2)), Ok(Vote::NO));
+        // The gate node's copies.
+        let gate = |op: Op, value: Value| {
+            let mut r = req(op);
+            r.queue = Some(Arc::from(""));
+            interpret(&r, value, &node)
+        };
+        assert_eq!(gate(release, Value::Int(2)), Ok(Vote::queued(true)));
+        assert_eq!(gate(release, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(gate(acquire, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(gate(acquire, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(gate(acquire, Value::Int(2)), Ok(Vote::queued(false)));
+        let fenced = Op::AcquireFenced { ttl_ms: 1 };
+        assert_eq!(gate(fenced, Value::Int(-2)), Ok(Vote::queued(false)));
+        assert_eq!(gate(fenced, Value::Int(3)), Ok(Vote::fenced(3)));
         assert_eq!(
             read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
             Ok(Vote::YES)

@@ -17,6 +17,9 @@ use super::{NodeShared, Transport};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
+/// What a fake node calls with every member it wakes.
+type OnWake = Arc<dyn Fn(&str, Op) + Send + Sync>;
+
 /// How a fake node treats requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Behaviour {
@@ -29,7 +32,6 @@ pub(crate) enum Behaviour {
     Hold,
 }
 
-#[derive(Debug)]
 struct Inner {
     keys: HashMap<String, (String, Instant)>,
     behaviour: Behaviour,
@@ -37,8 +39,21 @@ struct Inner {
     received: Vec<Op>,
     /// Fence write-backs fail (the node granted the lock just before).
     fail_fence: bool,
-    /// Subscribers a release reports reaching.
-    listeners: u32,
+    /// Queues of waiters by first key, as on a gate node: members in
+    /// arrival order, with until when each counts as alive.
+    queues: HashMap<String, Vec<(String, Instant)>>,
+    /// Called with every member this node wakes, and the operation that
+    /// woke it.
+    on_wake: Option<OnWake>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("keys", &self.keys.len())
+            .field("behaviour", &self.behaviour)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -64,7 +79,8 @@ impl FakeNode {
                     delay: Duration::ZERO,
                     received: Vec::new(),
                     fail_fence: false,
-                    listeners: 0,
+                    queues: HashMap::new(),
+                    on_wake: None,
                 }),
                 changed: Condvar::new(),
             }),
@@ -83,13 +99,28 @@ impl FakeNode {
     }
 
     /// Releases report reaching this many subscribers.
-    pub(crate) fn set_listeners(&self, listeners: u32) {
-        self.shared.inner.lock().listeners = listeners;
+    /// Calls `wake` with every queue member this node wakes (and the
+    /// operation that woke it).
+    pub(crate) fn on_wake(&self, wake: impl Fn(&str, Op) + Send + Sync + 'static) {
+        self.shared.inner.lock().on_wake = Some(Arc::new(wake));
     }
 
-    /// Another client's release of `key`.
-    pub(crate) fn remove(&self, key: &str) {
-        self.shared.inner.lock().keys.remove(key);
+    /// Queues `member` for `key` (as its busy round would, alive for 60 s).
+    pub(crate) fn enqueue(&self, key: &str, member: &str) {
+        let alive = Instant::now() + Duration::from_secs(60);
+        let mut inner = self.shared.inner.lock();
+        let queue = inner.queues.entry(key.to_owned()).or_default();
+        queue.push((member.to_owned(), alive));
+    }
+
+    /// The members queued for `key`, first first.
+    pub(crate) fn queue(&self, key: &str) -> Vec<String> {
+        let inner = self.shared.inner.lock();
+        inner
+            .queues
+            .get(key)
+            .map(|q| q.iter().map(|(m, _)| m.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Every answer comes this much later (the request is applied at once).
@@ -219,8 +250,9 @@ impl Link for FakeLink {
                 })
                 .collect(),
             _ => {
-                let (fail_fence, listeners) = (inner.fail_fence, inner.listeners);
-                batch
+                let fail_fence = inner.fail_fence;
+                let mut woken = Vec::new();
+                let answers = batch
                     .iter()
                     .map(|req| match req.op {
                         Op::Fence { .. } if fail_fence => Err(NodeFailure::new(
@@ -228,16 +260,18 @@ impl Link for FakeLink {
                             FailureKind::Connection,
                             "scripted failure",
                         )),
-                        Op::Release { .. } => apply(&mut inner.keys, req).map(|vote| {
-                            if vote.yes {
-                                Vote::heard(listeners)
-                            } else {
-                                vote
-                            }
-                        }),
-                        _ => apply(&mut inner.keys, req),
+                        _ => match &req.queue {
+                            Some(member) => queued(&mut inner, req, member, &mut woken),
+                            None => apply(&mut inner.keys, req),
+                        },
                     })
-                    .collect()
+                    .collect();
+                if let Some(wake) = inner.on_wake.clone() {
+                    for (member, op) in woken {
+                        wake(&member, op);
+                    }
+                }
+                answers
             }
         };
         let delay = inner.delay;
@@ -305,7 +339,8 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             Ok(Vote::YES)
         }
-        Op::Release { .. } => {
+        Op::Leave => Ok(Vote::YES),
+        Op::Release => {
             let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
             let all = mine.len() == req.keys.len();
             for key in mine {
@@ -313,5 +348,56 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             Ok(all.into())
         }
+    }
+}
+
+/// What a gate node does with a request that takes part in the first key's
+/// queue (as the gate scripts in `codec.rs`); members it wakes go to
+/// `woken`.
+fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
+    const ALIVE: Duration = Duration::from_secs(2);
+    let now = Instant::now();
+    let first = req.keys.first().map_or("", |k| &**k).to_owned();
+    let queue = inner.queues.entry(first.clone()).or_default();
+    queue.retain(|(_, alive)| *alive > now);
+    let head = queue.first().map(|(m, _)| m.clone());
+    let free = |keys: &HashMap<String, (String, Instant)>| live(keys, &first, now).is_none();
+    match req.op {
+        Op::Acquire { .. } | Op::AcquireFenced { .. } => {
+            let held = req
+                .keys
+                .iter()
+                .any(|key| live(&inner.keys, key, now).is_some());
+            if !held && head.as_deref().is_none_or(|h| h == member) {
+                queue.retain(|(m, _)| m != member);
+                return apply(&mut inner.keys, req);
+            }
+            if !member.is_empty() {
+                match queue.iter_mut().find(|(m, _)| m == member) {
+                    Some((_, alive)) => *alive = now + ALIVE,
+                    None => queue.push((member.to_owned(), now + ALIVE)),
+                }
+            }
+            if held {
+                return Ok(Vote::NO);
+            }
+            woken.extend(head.filter(|h| h != member).map(|h| (h, req.op)));
+            Ok(Vote::queued(false))
+        }
+        Op::Release => {
+            let vote = apply(&mut inner.keys, req)?;
+            let handed = vote.yes && free(&inner.keys) && head.is_some();
+            woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
+            Ok(if handed { Vote::queued(true) } else { vote })
+        }
+        Op::Leave => {
+            queue.retain(|(m, _)| m != member);
+            let next = queue.first().map(|(m, _)| m.clone());
+            if free(&inner.keys) {
+                woken.extend(next.map(|h| (h, req.op)));
+            }
+            Ok(Vote::YES)
+        }
+        Op::Extend { .. } | Op::Fence { .. } => apply(&mut inner.keys, req),
     }
 }

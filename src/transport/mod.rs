@@ -28,6 +28,7 @@ use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
+pub(crate) use codec::QUEUE_REFRESH;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use link::Link;
 use notify::Hub;
@@ -102,10 +103,12 @@ pub(crate) struct Transport {
     addresses: Arc<[Arc<str>]>,
     /// Disconnected once every worker has stopped.
     stopped: Receiver<()>,
-    /// Release notifications, subscribed while callers wait.
+    /// Wake-ups, subscribed while callers wait.
     hub: Hub,
     /// Which node is a resource's gate.
     gate_of: GateOf,
+    /// This client's name in the gate nodes' queues (random).
+    client_id: Arc<str>,
 }
 
 /// Picks a resource's gate node: by a hash of its name (FNV-1a) among the
@@ -221,8 +224,7 @@ impl Transport {
         });
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         if settings.notifications {
-            let gate_of = transport.gate_of.clone();
-            transport.hub = Hub::new(subscribers, gate_of, settings.connect_timeout);
+            transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
         }
         Ok(transport)
     }
@@ -251,34 +253,48 @@ impl Transport {
         }
         let addresses: Arc<[Arc<str>]> = nodes.iter().map(|n| n.shared.address.clone()).collect();
         let gate_of = GateOf::new(&addresses);
-        let hub = Hub::new(
-            vec![None; nodes.len()],
-            gate_of.clone(),
-            Duration::from_secs(1),
-        );
+        let client_id: Arc<str> = Arc::from(format!("{:016x}", rand::random::<u64>()).as_str());
+        let hub = Hub::new(vec![None; nodes.len()], &client_id, Duration::from_secs(1));
         Ok(Transport {
             nodes,
             addresses,
             stopped,
             hub,
             gate_of,
+            client_id,
         })
     }
 
-    /// Where release notices go (set once, by the core).
+    /// Where wake-ups go (set once, by the core).
     pub(crate) fn set_sink(&self, sink: std::sync::Weak<dyn Sink>) {
         self.hub.set_sink(sink);
     }
 
-    /// Listens for releases of `key` on every node while the [`Watch`]
-    /// lives. No connection or thread exists before the first watch.
-    pub(crate) fn watch(&self, key: &Arc<str>) -> Watch {
-        self.hub.watch(key)
+    /// This client's name in the gate nodes' queues of waiters.
+    pub(crate) fn client_id(&self) -> &Arc<str> {
+        &self.client_id
     }
 
-    /// Whether this client itself listens for `key`'s releases on some node.
-    pub(crate) fn subscribed(&self, key: &str) -> bool {
-        self.hub.subscribed(key)
+    /// Listens for wake-ups on every node while the [`Watch`] lives. No
+    /// connection or thread exists before the first watch.
+    pub(crate) fn watch(&self) -> Watch {
+        self.hub.watch()
+    }
+
+    /// The index of `key`'s gate node.
+    pub(crate) fn gate_index(&self, key: &str) -> usize {
+        self.gate_of.gate(key)
+    }
+
+    /// Whether `key`'s gate node is up and answering: a round waits for
+    /// its vote after the verdict only then (never past the round's
+    /// deadline), so that a dead or stalled gate node costs nothing once
+    /// its failures are seen.
+    pub(crate) fn gate_healthy(&self, key: &str) -> bool {
+        self.nodes[self.gate_of.gate(key)]
+            .shared
+            .gate_wait()
+            .is_some()
     }
 
     /// The notification hub, for tests that play a node's part.
@@ -298,11 +314,21 @@ impl Transport {
 
     /// Sends `req` to every node; collect the answers with
     /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
+    ///
+    /// A request that takes part in a queue of waiters goes so to the
+    /// first key's gate node only (and the round keeps that node's vote,
+    /// see [`PendingRound::collect_with_gate`]); the others get the plain
+    /// command.
     pub(crate) fn start_round(&self, req: Request) -> PendingRound {
         let round = RoundShared::new(self.nodes.len());
         let timeout = req.timeout;
-        let req = Arc::new(req);
-        self.fan_out(&req, &round, |_| true);
+        let (gate, plain) = self.split(req);
+        if let Some((index, at_gate)) = &gate {
+            round.gate_on(*index);
+            self.fan_out(at_gate, &round, |i| i == *index);
+        }
+        let skip = gate.as_ref().map(|(index, _)| *index);
+        self.fan_out(&plain, &round, |i| Some(i) != skip);
         PendingRound {
             round,
             started: Instant::now(),
@@ -331,26 +357,21 @@ impl Transport {
         let round = RoundShared::new(self.nodes.len());
         round.gate_on(gate);
         let timeout = req.timeout;
-        let req = Arc::new(req);
+        let (at_gate, plain) = self.split(req);
+        let at_gate = at_gate.map_or_else(|| plain.clone(), |(_, req)| req);
         let started = Instant::now();
-        self.fan_out(&req, &round, |index| index == gate);
+        self.fan_out(&at_gate, &round, |index| index == gate);
         let quarter = by.saturating_duration_since(started) / 4;
         if round.gate(started + wait.min(quarter)) == Gate::No {
             return None;
         }
-        self.fan_out(&req, &round, |index| index != gate);
+        self.fan_out(&plain, &round, |index| index != gate);
         Some(PendingRound {
             round,
             started,
             timeout,
             nodes: self.addresses.clone(),
         })
-    }
-
-    /// The gate node for `key`.
-    #[cfg(test)]
-    pub(crate) fn gate_for(&self, key: &str) -> usize {
-        self.gate_of.gate(key)
     }
 
     /// Queues `req` on every node `which` selects, answers going to `round`.
@@ -363,11 +384,34 @@ impl Transport {
         }
     }
 
-    /// Sends `req` to every node without waiting for any answer.
+    /// The gate node's copy of `req` (if it takes part in a queue), and the
+    /// plain one for the other nodes.
+    fn split(&self, req: Request) -> (Option<(usize, Arc<Request>)>, Arc<Request>) {
+        match &req.queue {
+            Some(_) => {
+                let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
+                let plain = Request {
+                    queue: None,
+                    ..req.clone()
+                };
+                (Some((gate, Arc::new(req))), Arc::new(plain))
+            }
+            None => (None, Arc::new(req)),
+        }
+    }
+
+    /// Sends `req` to every node (a [`Op::Leave`] to the gate node only)
+    /// without waiting for any answer.
     pub(crate) fn broadcast(&self, req: Request) {
-        let req = Arc::new(req);
+        let leave = req.op == Op::Leave;
+        let (gate, plain) = self.split(req);
         for (index, node) in self.nodes.iter().enumerate() {
-            if let Err(failure) = enqueue(node, &req, index, None) {
+            let req = match &gate {
+                Some((g, at_gate)) if *g == index => at_gate,
+                _ if leave => continue,
+                _ => &plain,
+            };
+            if let Err(failure) = enqueue(node, req, index, None) {
                 log::warn!(
                     "redlock: could not queue {:?} {:?}: {failure}",
                     req.op,

@@ -151,7 +151,7 @@ impl Link for RedisLink {
                 Ok(value) => match (interpret(req, value, &self.shared.address), quarantined) {
                     // Its votes to take or keep a lock do not count yet;
                     // releases do.
-                    (Ok(_), Some((left, cause))) if !matches!(req.op, Op::Release { .. }) => {
+                    (Ok(_), Some((left, cause))) if !matches!(req.op, Op::Release) => {
                         Err(NodeFailure::new(
                             self.shared.address.clone(),
                             FailureKind::Quarantined,

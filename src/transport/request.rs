@@ -17,9 +17,11 @@ pub(crate) enum Op {
     /// Compare-and-pexpire (several keys: only if every key is ours).
     Extend { ttl_ms: u64 },
     /// Compare-and-delete (several keys: yes only if every key was ours).
-    /// With a notice, each deleted key's release is published with it (the
-    /// notice tells copies of one release from different nodes apart).
-    Release { notice: Option<u64> },
+    /// On the gate node it also wakes the next queued waiter.
+    Release,
+    /// Leave the queue of waiters (gate node only), waking the next waiter
+    /// if the resource is free.
+    Leave,
     /// `SET NX PX` on every key (all or none, one script) that also reports
     /// the largest fence value stored for the keys.
     AcquireFenced { ttl_ms: u64 },
@@ -29,6 +31,7 @@ pub(crate) enum Op {
 }
 
 /// One operation, shared by the jobs sent to every node.
+#[derive(Clone)]
 pub(crate) struct Request {
     pub(crate) op: Op,
     /// The keys, at least one; a lock on several is atomic on each node.
@@ -38,6 +41,10 @@ pub(crate) struct Request {
     pub(crate) timeout: NodeTimeout,
     /// After this instant the job is pointless and a worker skips it.
     pub(crate) expires: Instant,
+    /// Takes part in the first key's queue of waiters, as this member
+    /// (`""`: not waiting). The transport sends it so to the gate node
+    /// only; the other nodes get the plain command (see `codec.rs`).
+    pub(crate) queue: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -46,6 +53,7 @@ impl std::fmt::Debug for Request {
             .field("op", &self.op)
             .field("keys", &self.keys)
             .field("token", &"<redacted>")
+            .field("queue", &self.queue)
             .finish_non_exhaustive()
     }
 }

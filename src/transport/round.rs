@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::algorithm::{Answer, Outcome, Tally, Verdict};
+use crate::algorithm::{Answer, Outcome, Tally, Verdict, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::human::Human;
 use crate::settings::NodeTimeout;
@@ -21,9 +21,9 @@ pub(crate) struct RoundShared {
 struct RoundState {
     tally: Tally,
     answered: Vec<bool>,
-    /// The node a gated round waits for first, and its vote once it came
+    /// The resource's gate node (see `codec.rs`), and its vote once it came
     /// (`None` inside: it failed).
-    gate: Option<(usize, Option<Option<bool>>)>,
+    gate: Option<(usize, Option<Option<Vote>>)>,
     /// Set once the caller has taken the outcome: later answers are ignored.
     closed: bool,
 }
@@ -41,22 +41,24 @@ impl RoundShared {
         })
     }
 
-    /// Records node `index`'s answer (only its first, and only while the
-    /// caller still waits).
+    /// Records node `index`'s answer (only its first; once the caller took
+    /// the outcome, only the gate node's vote).
     pub(crate) fn record(&self, index: usize, answer: Answer) {
         let mut state = self.state.lock();
-        if state.closed || std::mem::replace(&mut state.answered[index], true) {
+        if std::mem::replace(&mut state.answered[index], true) {
             return;
         }
         let gate_answered = match &mut state.gate {
             Some((gate, vote)) if *gate == index => {
-                *vote = Some(answer.as_ref().ok().map(|v| v.yes));
+                *vote = Some(answer.as_ref().ok().copied());
                 true
             }
             _ => false,
         };
-        state.tally.record(answer);
-        if gate_answered || state.tally.verdict().is_some() {
+        if !state.closed {
+            state.tally.record(answer);
+        }
+        if gate_answered || (!state.closed && state.tally.verdict().is_some()) {
             self.decided.notify_one();
         }
     }
@@ -82,29 +84,52 @@ pub(crate) enum Gate {
 }
 
 impl RoundShared {
-    /// Marks node `index` as the one a gated round asks first.
+    /// Marks node `index` as the resource's gate node: its vote is kept.
     pub(crate) fn gate_on(&self, index: usize) {
         self.state.lock().gate = Some((index, None));
     }
 
     /// Waits (until `until` at most) for the gate node's answer.
     pub(crate) fn gate(&self, until: Instant) -> Gate {
+        match self.gate_vote(until) {
+            Some(vote) if vote.yes => Gate::Yes,
+            Some(_) => Gate::No,
+            None => Gate::Unknown,
+        }
+    }
+
+    /// The gate node's vote, waiting for it until `until` at most (`None`:
+    /// no gate, it failed, or no answer by then).
+    fn gate_vote(&self, until: Instant) -> Option<Vote> {
         let mut state = self.state.lock();
         loop {
             match state.gate {
-                Some((_, Some(Some(true)))) => return Gate::Yes,
-                Some((_, Some(Some(false)))) => return Gate::No,
-                Some((_, Some(None))) | None => return Gate::Unknown,
+                Some((_, Some(vote))) => return vote,
+                None => return None,
                 Some((_, None)) => {}
             }
             if self.decided.wait_until(&mut state, until).timed_out() {
-                return Gate::Unknown;
+                return None;
             }
         }
     }
 }
 
 impl PendingRound {
+    /// Like [`collect`](Self::collect), then waits for the gate node's vote
+    /// until `gate_until` at most (never past `wait_until`), and returns it
+    /// too (`None`: no gate, it failed, or no answer by then).
+    pub(crate) fn collect_with_gate(
+        self,
+        wait_until: Instant,
+        gate_until: Option<Instant>,
+    ) -> (Outcome, Option<Vote>) {
+        let round = self.round.clone();
+        let outcome = self.collect(wait_until);
+        let until = gate_until.map_or(Instant::now(), |g| g.min(wait_until));
+        (outcome, round.gate_vote(until))
+    }
+
     /// Waits until the outcome is decided or `wait_until` passes; nodes that
     /// have not answered by then count as timed out.
     pub(crate) fn collect(self, wait_until: Instant) -> Outcome {

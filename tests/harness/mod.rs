@@ -107,7 +107,12 @@ impl Node {
 
     /// A direct connection for assertions (bypasses the lock client).
     pub fn conn(&self) -> redis::Connection {
-        let client = redis::Client::open(self.url()).expect("node url");
+        self.conn_db(0)
+    }
+
+    /// A direct connection to this node, in database `db`.
+    pub fn conn_db(&self, db: u32) -> redis::Connection {
+        let client = redis::Client::open(format!("{}/{db}", self.url())).expect("node url");
         let conn = client
             .get_connection_with_timeout(Duration::from_secs(5))
             .expect("direct connection to node");

@@ -1,7 +1,8 @@
 //! A TCP proxy in front of a node, to inject network faults.
 
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// What a [`Proxy`] does to the traffic it forwards.
@@ -21,6 +22,9 @@ struct ProxyShared {
     fault: std::sync::Mutex<Fault>,
     stop: std::sync::atomic::AtomicBool,
     sockets: std::sync::Mutex<Vec<TcpStream>>,
+    /// Per connection: whether it went silent (see
+    /// [`Proxy::silence_existing`]).
+    silenced: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
 }
 
 /// A TCP proxy in front of a node, to inject network faults. Dropping it
@@ -46,6 +50,7 @@ impl Proxy {
             fault: std::sync::Mutex::new(Fault::Pass),
             stop: std::sync::atomic::AtomicBool::new(false),
             sockets: std::sync::Mutex::new(Vec::new()),
+            silenced: std::sync::Mutex::new(Vec::new()),
         });
         let accept_shared = shared.clone();
         std::thread::spawn(move || {
@@ -64,11 +69,18 @@ impl Proxy {
                     sockets.push(client.try_clone().unwrap());
                     sockets.push(server.try_clone().unwrap());
                 }
+                let silenced = Arc::new(AtomicBool::new(false));
+                accept_shared
+                    .silenced
+                    .lock()
+                    .unwrap()
+                    .push(silenced.clone());
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let up = accept_shared.clone();
-                std::thread::spawn(move || pump(client, server, &up, false));
+                let up_silenced = silenced.clone();
+                std::thread::spawn(move || pump(client, server, &up, &up_silenced, false));
                 let down = accept_shared.clone();
-                std::thread::spawn(move || pump(s2, c2, &down, true));
+                std::thread::spawn(move || pump(s2, c2, &down, &silenced, true));
             }
         });
         Proxy {
@@ -90,6 +102,15 @@ impl Proxy {
         *self.shared.fault.lock().unwrap() = fault;
     }
 
+    /// Every connection open now goes silent for good, both ways, without
+    /// closing (a NAT or firewall that forgot it: half-open); new
+    /// connections pass.
+    pub fn silence_existing(&self) {
+        for flag in self.shared.silenced.lock().unwrap().iter() {
+            flag.store(true, Ordering::SeqCst);
+        }
+    }
+
     /// Closes every connection through the proxy (new ones are accepted).
     pub fn cut_connections(&self) {
         for socket in self.shared.sockets.lock().unwrap().drain(..) {
@@ -107,7 +128,13 @@ impl Drop for Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, shared: &ProxyShared, replies: bool) {
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    shared: &ProxyShared,
+    silenced: &AtomicBool,
+    replies: bool,
+) {
     use std::io::{Read, Write};
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -118,6 +145,11 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &ProxyShared, replies: b
         loop {
             if shared.stop.load(Ordering::SeqCst) {
                 break;
+            }
+            if silenced.load(Ordering::SeqCst) {
+                // Swallowed: nothing arrives, nothing is closed.
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
             }
             let fault = *shared.fault.lock().unwrap();
             match fault {

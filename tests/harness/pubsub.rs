@@ -1,32 +1,39 @@
-//! Release-channel subscriptions as the nodes see them, and the client's
-//! subscriber threads as this process sees them.
+//! Queues of waiters and wake-up subscriptions as the nodes see them, and
+//! the client's subscriber threads as this process sees them.
 
 use super::{Cluster, Node};
 
-/// How many clients listen for `resource`'s releases on `node`.
-pub fn listeners(node: &Node, resource: &str) -> usize {
-    let reply: (String, usize) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(format!("redlock-release:{resource}"))
+/// How many waiters are queued for `resource` on `node` (only its gate
+/// node keeps a queue).
+pub fn queued(node: &Node, resource: &str) -> usize {
+    redis::cmd("ZCARD")
+        .arg(format!("redlock-queue:{resource}"))
         .query(&mut node.conn())
-        .expect("PUBSUB NUMSUB");
-    reply.1
+        .expect("ZCARD")
 }
 
-/// Whether a majority of the nodes has a listener for `resource`.
-pub fn heard_by_majority(cluster: &Cluster, resource: &str) -> bool {
+/// How many clients listen for wake-ups on `node`.
+pub fn wake_listeners(node: &Node) -> usize {
+    let channels: Vec<String> = redis::cmd("PUBSUB")
+        .arg("CHANNELS")
+        .arg("redlock-wake:*")
+        .query(&mut node.conn())
+        .expect("PUBSUB CHANNELS");
+    channels.len()
+}
+
+/// Whether `count` waiters are queued for `resource` on its gate node, and
+/// that node delivers wake-ups (a release now wakes the first of them).
+pub fn waiting(cluster: &Cluster, resource: &str, count: usize) -> bool {
     cluster
         .nodes
         .iter()
-        .filter(|n| listeners(n, resource) > 0)
-        .count()
-        > cluster.nodes.len() / 2
+        .any(|n| queued(n, resource) == count && wake_listeners(n) > 0)
 }
 
-/// Whether every node has a listener for `resource` (the gate node's copy
-/// of a release then reaches the waiter, whichever node is the gate).
-pub fn heard_by_all(cluster: &Cluster, resource: &str) -> bool {
-    cluster.nodes.iter().all(|n| listeners(n, resource) > 0)
+/// How many `PUBLISH`es every node ran together (scripts' included).
+pub fn publishes(cluster: &Cluster) -> u64 {
+    cluster.nodes.iter().map(|n| n.calls("publish")).sum()
 }
 
 /// Subscriber connections open on any node.
