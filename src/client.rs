@@ -166,12 +166,11 @@ impl Redlock {
     /// `ensure_valid`, `release` and `Drop` act on every key: an extension or
     /// release confirms only where every key still held our token.
     ///
-    /// Local hand-off (see [`lock`](Self::lock)) is keyed by the **first**
-    /// resource: a waiter is woken early, and queues behind this client's
-    /// other waiters, only for that one; a release of another of its
-    /// resources is noticed at the next retry, and a thread re-locking one
-    /// of the other resources does not queue behind it. Put the most
-    /// contended resource first.
+    /// Waiting (see
+    /// [`release_notifications`](crate::RedlockBuilder::release_notifications))
+    /// is keyed by the **first** resource: a waiter queues, and is woken
+    /// early, only for that one; a release of another of its resources is
+    /// noticed at the next retry. Put the most contended resource first.
     ///
     /// ```no_run
     /// use std::time::Duration;

@@ -174,38 +174,45 @@ impl RedlockBuilder {
         self
     }
 
-    /// Wakes waiting callers as soon as another client releases the
-    /// resource, instead of after their retry delay. Defaults to `true`.
+    /// Wakes waiting callers, one at a time and in the order they came, as
+    /// soon as the resource is released, instead of after their retry
+    /// delay. Defaults to `true`.
     ///
-    /// A release publishes a random notice on the channel
-    /// `redlock-release:{resource}` on every node where it deleted the key;
-    /// a caller that waits for a held resource subscribes to that channel
-    /// (through at most one extra connection and thread per node, opened on
-    /// the first wait and closed about 2 s after the last). A release wakes
-    /// one waiting thread of each listening client once a majority of nodes
-    /// announced it; the waiter then tries a normal round, so a notice never
-    /// stands in for the quorum. Lost notices (a dropped subscriber
-    /// connection, a release by a client that does not publish, an expiry)
-    /// only mean the waiter retries after its retry delay, as without this.
+    /// Each resource has a *gate node*: one of the nodes, picked by a hash
+    /// of the resource name (the same node in every client that lists the
+    /// nodes by the same addresses). It keeps the resource's waiters in
+    /// arrival order, in `redlock-queue:{resource}` and
+    /// `redlock-alive:{resource}`. A caller whose round finds the resource
+    /// held is queued there and sleeps; a release that deletes the key there
+    /// wakes the first waiter only — one `PUBLISH` on that client's own
+    /// channel, `redlock-wake:{client id}` (a random id per client), however
+    /// many wait — and the gate node grants a free resource only to the
+    /// first waiter. Each client subscribes once per node (at most one extra
+    /// connection and thread per node, opened on the first wait and closed
+    /// about 2 s after the last), pings a node it heard nothing from for a
+    /// second, and replaces a connection that does not answer.
     ///
-    /// Clients woken by the same release do not split the nodes among
-    /// themselves: their next round asks one node first (the same for a
-    /// resource in every client that lists the nodes by the same addresses),
-    /// and only the client it granted asks the others — unless that node is
-    /// down, failing or slow to answer, when every woken client asks every
-    /// node at once. Such rounds do not count against
-    /// [`retry_count`](Self::retry_count); the wait stays bounded by what the
-    /// counted rounds and their pauses could take.
+    /// A woken waiter then tries a normal round, so a wake-up never stands in
+    /// for the quorum: every acquisition still needs `SET NX` on a majority.
+    /// A queued waiter confirms its place with a round at least every 500 ms
+    /// and keeps it for 2 s without one, so a crashed waiter holds the queue
+    /// up for 2 s at most; a waiter that gives up (deadline, retries,
+    /// cancel) leaves the queue at once. Lost wake-ups (a dropped subscriber
+    /// connection, a gate node that is down) only mean the waiter tries
+    /// again after its retry delay (at most 500 ms while queued).
     ///
-    /// A client that released a resource while other clients waited for it
-    /// lets them go first: its next acquisition of that resource waits for
-    /// the next release, at most 10 ms, before its first round.
+    /// A client whose release woke a waiter lets the waiters go first: its
+    /// next acquisition of that resource asks the gate node first and
+    /// queues behind them.
     ///
-    /// An ACL user needs `+publish +subscribe +unsubscribe +punsubscribe
-    /// +pubsub|numsub &redlock-release:*` for this (without them, releases still work,
-    /// waiters fall back to their retry delay, and a client that waits warns
-    /// once per node whose ACL refuses the subscription). With `false`, releases publish nothing and no subscriber is
-    /// ever opened.
+    /// Clients with notifications off take no part in the queues: they may
+    /// take a free resource ahead of queued waiters. An ACL user needs
+    /// `+time +zadd +zrange +zrangebyscore +zrem +pttl +publish +subscribe
+    /// +unsubscribe +punsubscribe +ping &redlock-wake:*` for this (without the
+    /// pub/sub rights, releases still work, waiters fall back to their retry
+    /// delay, and a client that waits warns once per node whose ACL refuses
+    /// the subscription). With `false`, no queue is kept, nothing is
+    /// published and no subscriber is ever opened.
     pub fn release_notifications(mut self, on: bool) -> Self {
         self.settings.notifications = on;
         self

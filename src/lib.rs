@@ -33,18 +33,16 @@
 //!   cache never needs a second round trip), sent to every node; success needs
 //!   a majority.
 //!
-//! * waiting: a caller that finds the resource held subscribes to its release
-//!   channel, `redlock-release:{resource}`, on every node (one connection and
-//!   thread per node for the whole client, opened on the first wait and closed
-//!   when nobody waits), and a release publishes a notice there, so a waiter
-//!   in another process tries again as soon as the resource is free instead
-//!   of after its retry delay. Waiters woken together ask one node first —
-//!   the same for a resource in every client that lists the nodes by the same
-//!   addresses — so that they do not split the
-//!   nodes among themselves; a client that just released a resource others
-//!   wait for lets them go first (its own other threads waiting for it
-//!   included). A notice only ends a wait early: every
-//!   acquisition still needs `SET NX` on a majority. See
+//! * waiting: a caller that finds the resource held is queued on the
+//!   resource's *gate node* (one of the nodes, the same in every client that
+//!   lists the nodes by the same addresses), and a release there wakes the
+//!   first waiter only — in any client, any process — so a waiter tries
+//!   again as soon as the resource is free instead of after its retry delay,
+//!   waiters get the resource in the order they came, and a release costs
+//!   the same however many wait. One connection and thread per node for the
+//!   whole client hears the wake-ups (opened on the first wait, closed when
+//!   nobody waits). A wake-up only ends a wait early: every acquisition
+//!   still needs `SET NX` on a majority. See
 //!   [`RedlockBuilder::release_notifications`].
 //!
 //! Each node request has a short socket timeout derived from the TTL (a 10 s

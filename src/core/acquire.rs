@@ -366,8 +366,9 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
             "the resource name is empty; name what you lock",
         )),
         _ if resources.iter().any(|r| reserved(r)) => Err(Error::config(
-            "resource names starting with `redlock-fence:`, and `redlock:admitted`, are \
-             reserved for the client's own keys; choose another name",
+            "resource names starting with `redlock-fence:`, `redlock-queue:` or \
+             `redlock-alive:`, and `redlock:admitted`, are reserved for the client's own \
+             keys; choose another name",
         )),
         [one] => Ok(Arc::from([Arc::from(*one)])),
         _ if resources.len() > MAX_RESOURCES => Err(Error::config(format!(
@@ -395,7 +396,10 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
 
 /// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
-    resource.starts_with("redlock-fence:") || resource == "redlock:admitted"
+    ["redlock-fence:", "redlock-queue:", "redlock-alive:"]
+        .iter()
+        .any(|prefix| resource.starts_with(prefix))
+        || resource == "redlock:admitted"
 }
 
 /// How errors name a lock: its resource, or its resources joined by `, `.
@@ -434,6 +438,20 @@ fn new_token() -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clients_own_key_names_are_refused_as_resources() {
+        for name in [
+            "redlock-fence:a",
+            "redlock-queue:a",
+            "redlock-alive:a",
+            "redlock:admitted",
+        ] {
+            assert!(checked_keys(&[name]).is_err(), "{name}");
+            assert!(checked_keys(&["ok", name]).is_err(), "{name}");
+        }
+        assert!(checked_keys(&["redlock-queue"]).is_ok());
+    }
 
     #[test]
     fn tokens_are_long_hex_and_unique() {
