@@ -3,15 +3,16 @@
 use std::time::{Duration, Instant};
 
 use crate::cancel::CancelToken;
-use crate::client::Redlock;
-use crate::core::Patience;
+use std::sync::Arc;
+
+use crate::core::{Core, Patience};
 use crate::error::Error;
 use crate::guard::LockGuard;
 
-/// An acquisition to configure and then run, from [`Redlock::acquire`] or
-/// [`Redlock::acquire_all`]: how long to keep trying, what may cancel the
+/// An acquisition to configure and then run, from [`Redlock::acquire`](crate::Redlock::acquire) or
+/// [`Redlock::acquire_all`](crate::Redlock::acquire_all): how long to keep trying, what may cancel the
 /// wait, whether the guard starts kept alive. Every option has a default, so
-/// `redlock.acquire(r, ttl).lock()` is [`Redlock::lock`].
+/// `redlock.acquire(r, ttl).lock()` is [`Redlock::lock`](crate::Redlock::lock).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -37,7 +38,7 @@ use crate::guard::LockGuard;
 /// whichever limit comes first ends the attempts.
 #[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
 pub struct Acquire<'a> {
-    client: &'a Redlock,
+    core: &'a Arc<Core>,
     resources: Vec<String>,
     ttl: Duration,
     wait: Option<Duration>,
@@ -62,9 +63,9 @@ impl std::fmt::Debug for Acquire<'_> {
 }
 
 impl<'a> Acquire<'a> {
-    pub(crate) fn new(client: &'a Redlock, resources: Vec<String>, ttl: Duration) -> Self {
+    pub(crate) fn new(core: &'a Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
         Acquire {
-            client,
+            core,
             resources,
             ttl,
             wait: None,
@@ -123,7 +124,7 @@ impl<'a> Acquire<'a> {
     ///
     /// # Errors
     ///
-    /// As [`Redlock::lock`] / [`Redlock::lock_all`], and
+    /// As [`Redlock::lock`](crate::Redlock::lock) / [`Redlock::lock_all`](crate::Redlock::lock_all), and
     /// [`Error::Cancelled`] if the token was cancelled.
     pub fn lock(self) -> Result<LockGuard, Error> {
         let now = Instant::now();
@@ -134,7 +135,7 @@ impl<'a> Acquire<'a> {
         };
         let patience = match (deadline, self.retries) {
             // The client's policy.
-            (None, None) => Patience::attempts(self.client.retry_count()),
+            (None, None) => Patience::attempts(self.core.retry_count()),
             (None, Some(retries)) => Patience::attempts(retries),
             // An overflowing wait never ends: no deadline.
             (Some(deadline), retries) => Patience {
@@ -145,7 +146,7 @@ impl<'a> Acquire<'a> {
         self.run(patience)
     }
 
-    /// One round, as [`Redlock::try_lock`]: `Ok(None)` when someone else
+    /// One round, as [`Redlock::try_lock`](crate::Redlock::try_lock): `Ok(None)` when someone else
     /// holds (one of) the resources.
     ///
     /// # Errors
@@ -165,7 +166,8 @@ impl<'a> Acquire<'a> {
             ..patience
         };
         let resources: Vec<&str> = self.resources.iter().map(String::as_str).collect();
-        let mut guard = self.client.acquire_with(&resources, self.ttl, patience)?;
+        let lease = self.core.acquire(&resources, self.ttl, patience)?;
+        let mut guard = LockGuard::new(self.core.clone(), lease);
         if self.keep_alive {
             guard.keep_alive();
         }

@@ -280,14 +280,14 @@ impl Redlock {
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn acquire(&self, resource: &str, ttl: Duration) -> Acquire<'_> {
-        Acquire::new(self, vec![resource.to_owned()], ttl)
+        Acquire::new(&self.core, vec![resource.to_owned()], ttl)
     }
 
     /// As [`acquire`](Self::acquire), for several resources at once, all or
     /// nothing, as [`lock_all`](Self::lock_all).
     pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire<'_> {
         let resources = resources.iter().map(|r| (*r).to_owned()).collect();
-        Acquire::new(self, resources, ttl)
+        Acquire::new(&self.core, resources, ttl)
     }
 
     /// How every node is doing, as far as this client can tell: whether it
@@ -297,8 +297,9 @@ impl Redlock {
         self.core.node_health()
     }
 
-    pub(crate) fn retry_count(&self) -> u32 {
-        self.core.retry_count()
+    /// The settings this client was built with.
+    pub fn config(&self) -> crate::Config {
+        crate::Config::new(self.core.settings().clone())
     }
 
     /// Every locking method ends here.

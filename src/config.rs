@@ -186,8 +186,11 @@ impl RedlockBuilder {
     /// held is queued there and sleeps; a release that deletes the key there
     /// wakes the first waiter only — one `PUBLISH` on that client's own
     /// channel, `redlock-wake:{client id}` (a random id per client), however
-    /// many wait — and the gate node grants a free resource only to the
-    /// first waiter. Each client subscribes once per node (at most one extra
+    /// many wait — and to a queued waiter the gate node grants a free
+    /// resource only in its turn. A caller's first round is a plain
+    /// `SET NX` on every node (as fast as without queues): a newcomer may
+    /// take a resource that is free at that instant, and the waiter whose
+    /// turn it was keeps its place. Each client subscribes once per node (at most one extra
     /// connection and thread per node, opened on the first wait and closed
     /// about 2 s after the last), pings a node it heard nothing from for a
     /// second, and replaces a connection that does not answer.
@@ -252,6 +255,10 @@ impl RedlockBuilder {
 
     /// The restart quarantine, if set. See
     /// [`restart_quarantine`](Self::restart_quarantine).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().restart_quarantine()`"
+    )]
     pub fn get_restart_quarantine(&self) -> Option<Duration> {
         self.settings.restart_quarantine
     }
@@ -279,56 +286,100 @@ impl RedlockBuilder {
 
     /// Whether releases wake other clients' waiters. See
     /// [`release_notifications`](Self::release_notifications).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().release_notifications()`"
+    )]
     pub fn get_release_notifications(&self) -> bool {
         self.settings.notifications
     }
 
     /// Whether locks carry fencing tokens. See [`fencing`](Self::fencing).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().fencing()`"
+    )]
     pub fn get_fencing(&self) -> bool {
         self.settings.fencing
     }
 
     /// The fence values' idle expiry. See [`fencing_idle`](Self::fencing_idle).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().fencing_idle()`"
+    )]
     pub fn get_fencing_idle(&self) -> Duration {
         self.settings.fencing_idle
     }
 
     /// The configured retry count. See [`retry_count`](Self::retry_count).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().retry_count()`"
+    )]
     pub fn get_retry_count(&self) -> u32 {
         self.settings.retry_count
     }
 
     /// The configured retry delay. See [`retry_delay`](Self::retry_delay).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().retry_delay()`"
+    )]
     pub fn get_retry_delay(&self) -> Duration {
         self.settings.retry_delay
     }
 
     /// The configured retry jitter. See [`retry_jitter`](Self::retry_jitter).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().retry_jitter()`"
+    )]
     pub fn get_retry_jitter(&self) -> Duration {
         self.settings.retry_jitter
     }
 
     /// The configured drift factor. See [`drift_factor`](Self::drift_factor).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().drift_factor()`"
+    )]
     pub fn get_drift_factor(&self) -> f64 {
         self.settings.drift_factor
     }
 
     /// The fixed per-node timeout, if one was set. See [`node_timeout`](Self::node_timeout).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().node_timeout()`"
+    )]
     pub fn get_node_timeout(&self) -> Option<Duration> {
         self.settings.node_timeout
     }
 
     /// The node-timeout factor. See [`node_timeout_factor`](Self::node_timeout_factor).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().node_timeout_factor()`"
+    )]
     pub fn get_node_timeout_factor(&self) -> f64 {
         self.settings.node_timeout_factor
     }
 
     /// The connect timeout. See [`connect_timeout`](Self::connect_timeout).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().connect_timeout()`"
+    )]
     pub fn get_connect_timeout(&self) -> Duration {
         self.settings.connect_timeout
     }
 
     /// The per-node queue capacity. See [`queue_capacity`](Self::queue_capacity).
+    #[deprecated(
+        since = "0.2.0",
+        note = "read it from the built client: `Redlock::config().queue_capacity()`"
+    )]
     pub fn get_queue_capacity(&self) -> usize {
         self.settings.queue_capacity
     }

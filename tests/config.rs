@@ -50,6 +50,45 @@ fn bad_settings_are_rejected_at_build() {
 }
 
 #[test]
+fn a_built_client_reports_its_settings() {
+    let redlock = Redlock::builder(["redis://127.0.0.1:1"])
+        .connect_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let config = redlock.config();
+    assert_eq!(config.retry_count(), 10);
+    assert_eq!(config.retry_delay(), Duration::from_millis(50));
+    assert_eq!(config.retry_jitter(), Duration::from_millis(150));
+    assert_eq!(config.drift_factor(), 0.01);
+    assert_eq!(config.node_timeout(), None);
+    assert_eq!(config.node_timeout_factor(), 0.005);
+    assert_eq!(config.connect_timeout(), Duration::from_millis(100));
+    assert_eq!(config.queue_capacity(), 4096);
+    assert!(!config.fencing());
+    assert_eq!(config.restart_quarantine(), None);
+    assert!(config.release_notifications());
+    let shown = format!("{config:?}");
+    assert!(shown.contains("retry_count: 10"), "{shown}");
+    assert!(!shown.contains("floor"), "settings, not internals: {shown}");
+    let redlock = Redlock::builder(["redis://127.0.0.1:1"])
+        .connect_timeout(Duration::from_millis(100))
+        .retry_count(3)
+        .node_timeout(Duration::from_millis(7))
+        .fencing(true)
+        .build()
+        .unwrap();
+    assert_eq!(redlock.config().retry_count(), 3);
+    assert_eq!(
+        redlock.config().node_timeout(),
+        Some(Duration::from_millis(7))
+    );
+    assert!(redlock.config().fencing());
+}
+
+/// The builder's getters are deprecated (read them from the built client)
+/// but still work.
+#[test]
+#[allow(deprecated)]
 fn builder_getters_report_defaults_and_settings() {
     let b = Redlock::builder(["redis://127.0.0.1:1"]);
     assert_eq!(b.get_retry_count(), 10);
