@@ -631,6 +631,13 @@ fn main() {
         }),
         Arc::new(Peer(peer)),
         Arc::new(Ours {
+            label: "notifications off: redlock-sync (release_notifications(false))",
+            client: Redlock::builder(&urls)
+                .release_notifications(false)
+                .build()
+                .unwrap(),
+        }),
+        Arc::new(Ours {
             label: "fenced: redlock-sync (fencing on)",
             client: Redlock::builder(&urls).fencing(true).build().unwrap(),
         }),
@@ -722,10 +729,11 @@ fn main() {
     );
     table("| --- | ---: | ---: | ---: |".into());
     let mut s4_ours = None;
-    for c in contenders
-        .iter()
-        .filter(|c| !c.name().starts_with("floor") && !c.name().starts_with("fenced"))
-    {
+    for c in contenders.iter().filter(|c| {
+        !["floor", "fenced", "notifications"]
+            .iter()
+            .any(|p| c.name().starts_with(p))
+    }) {
         let name = c.name();
         let (ok, total, lat, hung) = s4(c.clone(), &plan);
         let (p50, p99) = lat.map_or(("—".into(), "—".into()), |(a, b)| (us(a), us(b)));

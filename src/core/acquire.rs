@@ -95,8 +95,9 @@ impl Core {
     /// Acquires every one of `resources` for `ttl` (all or none), retrying
     /// as `patience` allows.
     ///
-    /// A caller that may retry waits in the first resource's queue on its
-    /// gate node (see `transport/codec.rs`): its busy rounds queue it there,
+    /// The first round is a plain `SET NX` on every node. A caller that may
+    /// retry and finds the resource held then queues on the first
+    /// resource's gate node (see `transport/codec.rs`) with a round there,
     /// and the node wakes it when its turn comes. Once queued it asks the
     /// gate node first, and between rounds it sleeps until woken, its retry
     /// pause (at most [`QUEUE_REFRESH`], which keeps its place alive) or its
@@ -134,7 +135,9 @@ impl Core {
             if let Some(ticket) = &mut ticket {
                 ticket.arm();
             }
-            let member = queues.then(|| {
+            // Only a round that asks the gate node first takes part in its
+            // queue: a first round is a plain `SET NX` everywhere.
+            let member = (queues && gated).then(|| {
                 ticket
                     .as_ref()
                     .map_or_else(|| Arc::from(""), |t| t.member().clone())
@@ -169,10 +172,15 @@ impl Core {
                 return Err(failed.into_error(&name, attempts));
             }
             if queues && matches!(failed, Failed::Busy) {
-                // Queued now: hear the gate node when the turn comes, and
-                // ask it first from now on.
+                // Held (or queued): hear the gate node when the turn comes.
                 watch.get_or_insert_with(|| self.transport.watch());
-                gated = true;
+                if !gated {
+                    // Queue at once: a round at the gate node, which grants
+                    // it instead if it is free by then and nobody queued
+                    // first. From now on, ask the gate node first.
+                    gated = true;
+                    continue;
+                }
             }
             let pause =
                 algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
@@ -246,8 +254,10 @@ impl Core {
         } else {
             self.transport.start_round(request)
         };
-        let gate_until = self.transport.gate_healthy(&keys[0]).then_some(by);
-        let (outcome, gate) = pending.collect_with_gate(by, gate_until);
+        let (outcome, gate) = pending.collect_with_gate(by);
+        // Known by now in a round that asked the gate node first; otherwise
+        // only if it answered before the verdict (never waited for).
+        let gate = gate.now();
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         // The gate node's word that others queued first outweighs a

@@ -16,11 +16,15 @@
 //!
 //! # Fairness
 //!
-//! One rule: the gate node grants a free resource only to the head of its
-//! queue (or anyone if nobody waits). A client whose release woke a waiter
-//! ([`Waiters::yield_to`]) sends its next acquisition of that resource to
-//! the gate node first, so that it queues behind the waiters instead of
-//! taking the other nodes from the woken one.
+//! One rule: to a round that asks it first, the gate node grants a free
+//! resource only in the caller's turn (it is the head of the queue, or
+//! nobody waits). Queued waiters always ask it first, and so does a client
+//! whose release woke a waiter ([`Waiters::released`]): its next
+//! acquisition of that resource queues behind the waiters instead of
+//! taking the other nodes from the woken one. A caller's first round is a
+//! plain `SET NX` everywhere; a newcomer that takes a resource free at that
+//! instant delays the woken waiter by one hold, and the waiter keeps its
+//! place.
 //!
 //! # Shared state and who touches it
 //!
@@ -38,7 +42,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use crate::cancel::{CancelToken, Wake};
-use crate::transport::Sink;
+use crate::transport::{GateAnswer, Sink};
 
 /// How long a client that woke a waiter with its release lets the waiters
 /// go first: its next acquisition within this time asks the gate node
@@ -50,11 +54,21 @@ pub(crate) struct Waiters {
     client: Arc<str>,
     next: AtomicU64,
     tickets: Mutex<HashMap<u64, Arc<Slot>>>,
-    /// Resources whose release by this client woke a waiter, and until
-    /// when this client lets the waiters go first.
-    yielded: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Resources this client released while others may have waited: the
+    /// gate node's answer (whether it woke a waiter; it may come after the
+    /// release returned), and until when it counts.
+    yielded: Mutex<HashMap<Arc<str>, (Yield, Instant)>>,
     /// `yielded`'s size: lets acquisitions skip the map.
     yielding: AtomicUsize,
+}
+
+/// What a release's gate node said, or will say.
+enum Yield {
+    /// It woke a waiter.
+    Woke,
+    /// Its answer was not in when the release returned: read it (waiting
+    /// until the instant given, at most) when it matters.
+    Pending(GateAnswer, Instant),
 }
 
 struct Slot {
@@ -138,17 +152,24 @@ impl Waiters {
         }
     }
 
-    /// This client's release of `key` woke a waiter: its next acquisition
-    /// of `key` (within [`YIELD_FOR`]) lets the waiters go first.
-    pub(crate) fn yield_to(&self, key: &Arc<str>) {
+    /// This client released `key`; `gate` is the gate node's answer (by
+    /// `by` at the latest). If it woke a waiter, this client's next
+    /// acquisition of `key` (within [`YIELD_FOR`]) lets the waiters go
+    /// first.
+    pub(crate) fn released(&self, key: &Arc<str>, gate: GateAnswer, by: Instant) {
+        let state = match gate.now() {
+            Some(vote) if vote.queued => Yield::Woke,
+            Some(_) => return,
+            None => Yield::Pending(gate, by),
+        };
         let mut yielded = self.yielded.lock();
         if yielded.len() >= 1024 {
             // A forgotten entry costs one round that may take the resource
             // ahead of a waiter; never grow forever.
             let now = Instant::now();
-            yielded.retain(|_, until| *until > now);
+            yielded.retain(|_, (_, until)| *until > now);
         }
-        yielded.insert(key.clone(), Instant::now() + YIELD_FOR);
+        yielded.insert(key.clone(), (state, Instant::now() + YIELD_FOR));
         self.yielding.store(yielded.len(), Ordering::Release);
     }
 
@@ -158,11 +179,19 @@ impl Waiters {
             return false;
         }
         let now = Instant::now();
-        let mut yielded = self.yielded.lock();
-        let until = yielded.remove(key);
-        yielded.retain(|_, until| *until > now);
-        self.yielding.store(yielded.len(), Ordering::Release);
-        until.is_some_and(|until| until > now)
+        let entry = {
+            let mut yielded = self.yielded.lock();
+            let entry = yielded.remove(key);
+            yielded.retain(|_, (_, until)| *until > now);
+            self.yielding.store(yielded.len(), Ordering::Release);
+            entry
+        };
+        match entry {
+            Some((_, until)) if until <= now => false,
+            Some((Yield::Woke, _)) => true,
+            Some((Yield::Pending(gate, by), _)) => gate.by(by).is_some_and(|vote| vote.queued),
+            None => false,
+        }
     }
 
     /// How many tickets exist.
@@ -346,16 +375,5 @@ mod tests {
         token.cancel();
         assert_eq!(sleeper.join().unwrap(), Woken::Cancelled);
         assert_eq!(token.sleepers(), 0, "forgotten when the ticket goes");
-    }
-
-    #[test]
-    fn a_client_yields_once_and_not_after_the_moment() {
-        let waiters = waiters();
-        let key: Arc<str> = Arc::from("k");
-        assert!(!waiters.yields("k"));
-        waiters.yield_to(&key);
-        assert!(waiters.yields("k"));
-        assert!(!waiters.yields("k"), "once");
-        assert_eq!(waiters.yielding.load(Ordering::Relaxed), 0);
     }
 }

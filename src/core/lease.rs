@@ -309,12 +309,9 @@ impl Lease {
         let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
         let pending = core.transport.start_round(request);
         let key = &self.resources[0];
-        let gate_until = core.transport.gate_healthy(key).then_some(by);
-        let (outcome, gate) = pending.collect_with_gate(by, gate_until);
+        let (outcome, gate) = pending.collect_with_gate(by);
         metrics::round(metrics::RoundOp::Release, start);
-        if gate.is_some_and(|vote| vote.queued) {
-            core.waiters.yield_to(key);
-        }
+        core.waiters.released(key, gate, by);
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }

@@ -93,6 +93,11 @@ impl Core {
         })
     }
 
+    /// The settings the client was built with.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// How many nodes this client uses.
     pub(crate) fn node_count(&self) -> usize {
         self.transport.len()

@@ -238,30 +238,37 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
     });
 }
 
-/// The gate node's "others queued first" outweighs a majority of the other
-/// nodes: a newcomer does not take a free resource from the head of the
-/// queue, and what it took elsewhere is released.
+/// A first round is a plain `SET NX`: a newcomer can take a resource that
+/// is free at that moment ahead of the queue, but the waiter whose turn it
+/// was keeps its place and is woken by the newcomer's release.
 #[test]
-fn a_newcomer_yields_to_the_queue_even_with_a_majority_elsewhere() {
-    let (nodes, cores) = clients(5, 1, &patient());
+fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
+    let (nodes, cores) = clients(3, 3, &patient());
     let gate = cores[0].transport.gate_index("r");
-    // A waiter of another client is queued (its wake-up on its way).
-    nodes[gate].enqueue("r", "elsewhere:1");
-    let newcomer = cores[0].acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
-    assert!(matches!(newcomer, Err(Error::Busy { .. })), "{newcomer:?}");
-    let others: Vec<_> = (0..5).filter(|&i| i != gate).collect();
-    assert!(
-        others.iter().all(|&i| acquisitions(&nodes[i]) == 1),
-        "the other nodes were asked (and granted)"
-    );
-    eventually("the newcomer's partial lock released", || {
-        nodes.iter().all(|n| n.holder("r").is_none())
+    let held = lock(&cores[0], "r", Duration::from_secs(10));
+    std::thread::scope(|s| {
+        let waits = waiter(s, &cores[1]);
+        let order = queued(&nodes, &cores[0], 1);
+        // Its wake-up is on its way when the newcomer comes.
+        nodes[gate].on_wake(|_, _| {});
+        held.release(&cores[0]).unwrap();
+        eventually("released everywhere", || {
+            nodes.iter().all(|n| n.holder("r").is_none())
+        });
+        let newcomer = lock(&cores[2], "r", Duration::from_secs(10));
+        // The waiter's next round (at most QUEUE_REFRESH later) is refused
+        // at the gate node, and it keeps its place.
+        let asked = acquisitions(&nodes[gate]);
+        eventually("the waiter's next round", || {
+            acquisitions(&nodes[gate]) > asked
+        });
+        assert_eq!(nodes[gate].queue("r"), order, "still first");
+        let woken = record_wakes(&nodes, &cores);
+        newcomer.release(&cores[2]).unwrap();
+        let lease = waits.recv_timeout(LONG_WAIT).unwrap().expect("its turn");
+        assert_eq!(members(&woken), order, "woken by the newcomer's release");
+        lease.release(&cores[1]).unwrap();
     });
-    assert_eq!(
-        nodes[gate].queue("r"),
-        ["elsewhere:1"],
-        "not queued: it did not wait"
-    );
 }
 
 /// A client whose release woke a waiter asks the gate node first on its
@@ -286,6 +293,31 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     // Once: the next acquisition is an ordinary round again.
     let _ = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
     assert_ne!(before, asked());
+}
+
+/// A caller whose very first round went to the gate node (it let the
+/// waiters go first) and was queued there listens for its turn like any
+/// other waiter (it once did not, and slept its retry delay every time).
+#[test]
+fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
+    let (nodes, cores) = clients(3, 1, &patient());
+    let core = &cores[0];
+    let gate = core.transport.gate_index("r");
+    let held = lock(core, "r", Duration::from_secs(10));
+    nodes[gate].enqueue("r", "elsewhere:1");
+    nodes[gate].on_wake(|_, _| {});
+    held.release(core).unwrap();
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| {
+            let patience = Patience::until(Some(Instant::now() + Duration::from_secs(2)));
+            core.acquire(&["r"], Duration::from_secs(10), patience)
+        });
+        eventually("queued behind the other waiter", || {
+            nodes[gate].queue("r").len() == 2
+        });
+        eventually("listening", || core.transport.hub().watched());
+        assert!(matches!(waits.join().unwrap(), Err(Error::Busy { .. })));
+    });
 }
 
 /// Finding 7 by construction: no listener counts and no echoes of a

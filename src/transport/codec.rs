@@ -18,8 +18,10 @@
 //! member is `"{client id}:{ticket}"`; its client listens on
 //! `redlock-wake:{client id}` (see [`wake_channel`]). On the gate node only:
 //!
-//! * an acquisition sets the key only while the key is free **and** nobody
-//!   alive queued before the caller (it is the head, or the queue is empty);
+//! * an acquisition that asks the gate node first (a queued waiter's, or a
+//!   client's that just woke one) sets the key only while the key is free
+//!   **and** nobody alive queued before the caller (it is the head, or the
+//!   queue is empty);
 //!   otherwise it queues the caller (when it will wait) and refuses — "held"
 //!   (`0`) or "others queued first" (`2`). A free key whose head did not
 //!   come yet gets the head woken again.

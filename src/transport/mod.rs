@@ -36,8 +36,8 @@ pub(crate) use notify::{Sink, Watch};
 use redis_link::RedisLink;
 pub(crate) use request::{Keys, Op, Request};
 use round::Gate;
-pub(crate) use round::PendingRound;
 use round::RoundShared;
+pub(crate) use round::{GateAnswer, PendingRound};
 use worker::Worker;
 
 /// One node, parsed: where to connect and the name to log it by.
@@ -284,17 +284,6 @@ impl Transport {
     /// The index of `key`'s gate node.
     pub(crate) fn gate_index(&self, key: &str) -> usize {
         self.gate_of.gate(key)
-    }
-
-    /// Whether `key`'s gate node is up and answering: a round waits for
-    /// its vote after the verdict only then (never past the round's
-    /// deadline), so that a dead or stalled gate node costs nothing once
-    /// its failures are seen.
-    pub(crate) fn gate_healthy(&self, key: &str) -> bool {
-        self.nodes[self.gate_of.gate(key)]
-            .shared
-            .gate_wait()
-            .is_some()
     }
 
     /// The notification hub, for tests that play a node's part.

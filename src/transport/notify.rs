@@ -187,6 +187,12 @@ impl Hub {
         }
     }
 
+    /// Whether a caller waits now.
+    #[cfg(test)]
+    pub(crate) fn watched(&self) -> bool {
+        self.inner.state.lock().watchers > 0
+    }
+
     /// As if node `index` acknowledged the subscription.
     #[cfg(test)]
     pub(crate) fn fake_subscribed(&self, index: usize) {

@@ -72,6 +72,24 @@ pub(crate) struct PendingRound {
     pub(crate) nodes: Arc<[Arc<str>]>,
 }
 
+/// The gate node's vote in a round, now or once it comes: a caller never
+/// waits for the gate node beyond the round's verdict unless it asks to.
+pub(crate) struct GateAnswer {
+    round: Arc<RoundShared>,
+}
+
+impl GateAnswer {
+    /// The vote if it came (`None`: not yet, it failed, or no gate).
+    pub(crate) fn now(&self) -> Option<Vote> {
+        self.round.gate_vote(Instant::now())
+    }
+
+    /// The vote, waiting for it until `until` at most.
+    pub(crate) fn by(&self, until: Instant) -> Option<Vote> {
+        self.round.gate_vote(until)
+    }
+}
+
 /// What a gated round's first node said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Gate {
@@ -100,7 +118,7 @@ impl RoundShared {
 
     /// The gate node's vote, waiting for it until `until` at most (`None`:
     /// no gate, it failed, or no answer by then).
-    fn gate_vote(&self, until: Instant) -> Option<Vote> {
+    pub(crate) fn gate_vote(&self, until: Instant) -> Option<Vote> {
         let mut state = self.state.lock();
         loop {
             match state.gate {
@@ -116,18 +134,13 @@ impl RoundShared {
 }
 
 impl PendingRound {
-    /// Like [`collect`](Self::collect), then waits for the gate node's vote
-    /// until `gate_until` at most (never past `wait_until`), and returns it
-    /// too (`None`: no gate, it failed, or no answer by then).
-    pub(crate) fn collect_with_gate(
-        self,
-        wait_until: Instant,
-        gate_until: Option<Instant>,
-    ) -> (Outcome, Option<Vote>) {
-        let round = self.round.clone();
-        let outcome = self.collect(wait_until);
-        let until = gate_until.map_or(Instant::now(), |g| g.min(wait_until));
-        (outcome, round.gate_vote(until))
+    /// Like [`collect`](Self::collect), and the gate node's vote, which may
+    /// come later (see [`GateAnswer`]).
+    pub(crate) fn collect_with_gate(self, wait_until: Instant) -> (Outcome, GateAnswer) {
+        let gate = GateAnswer {
+            round: self.round.clone(),
+        };
+        (self.collect(wait_until), gate)
     }
 
     /// Waits until the outcome is decided or `wait_until` passes; nodes that
