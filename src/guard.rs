@@ -200,7 +200,9 @@ impl LockGuard {
     /// expires after its TTL).
     pub fn release(mut self) -> Result<(), Error> {
         self.armed = false;
-        self.lease.release(&self.core)
+        let released = self.lease.release(&self.core);
+        self.core.forget(&self.lease);
+        released
     }
 }
 
@@ -209,7 +211,9 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
-        match self.lease.release(&self.core) {
+        let released = self.lease.release(&self.core);
+        self.core.forget(&self.lease);
+        match released {
             Ok(()) => {}
             // Already warned about when it was lost.
             Err(Error::LockLost { .. }) if self.lease.is_lost() => {}

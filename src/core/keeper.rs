@@ -1,11 +1,15 @@
 //! The keeper: one thread per client that renews every kept-alive lease.
 //!
-//! Leases wait in a min-heap ordered by when they are due, each entry tagged
-//! with the lease's epoch at scheduling time. Every change of a lease's TTL,
-//! validity or retry time (a caller's `extend`, a renewal, a failure) bumps
-//! its epoch and sends it here again, and entries of older epochs are
-//! dropped when they come up: the schedule always follows the last change,
-//! whoever made it.
+//! The keeper knows each kept lease once ([`Schedule`]: the lease's epoch
+//! and due time, by lease), and a min-heap of due times points into it.
+//! Every change of a lease's TTL, validity or retry time (a caller's
+//! `extend`, a renewal, a failure) bumps its epoch and sends it here again,
+//! which replaces its entry; a release or a loss removes it. Heap entries of
+//! older epochs are skipped when they come up, and the heap is rebuilt from
+//! the entries once it holds more than twice as many: memory follows the
+//! live kept leases, not the number of changes (review finding: with a
+//! heap entry per change kept until its due time, `with_lock` at 100/s with
+//! a 1 h TTL held ~240 k entries).
 //!
 //! The thread sleeps in `select!` on its registration channel and on
 //! `at(next due)`, so an idle keeper costs nothing and a change is noticed at
@@ -19,7 +23,7 @@
 //! token is gone, the lease is lost.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -53,6 +57,14 @@ impl Core {
         Ok(())
     }
 
+    /// Tells the keeper that a kept `lease` was released: it forgets it now
+    /// rather than when it would have been due.
+    pub(crate) fn forget(&self, lease: &Arc<Lease>) {
+        if lease.is_kept() {
+            self.reschedule(lease);
+        }
+    }
+
     /// Tells the keeper (if running) that `lease` changed.
     pub(crate) fn reschedule(&self, lease: &Arc<Lease>) {
         let mut keeper = self.keeper.lock();
@@ -79,10 +91,17 @@ fn start(core: Weak<Core>) -> std::io::Result<Sender<Weak<Lease>>> {
     Ok(tx)
 }
 
+/// One kept lease's place in the schedule.
+struct Entry {
+    lease: Weak<Lease>,
+    epoch: u64,
+}
+
+/// A due time in the heap: the lease's key and the epoch it was due for.
 struct Due {
     at: Instant,
+    key: usize,
     epoch: u64,
-    lease: Weak<Lease>,
 }
 
 impl PartialEq for Due {
@@ -103,39 +122,96 @@ impl Ord for Due {
     }
 }
 
+/// The keeper's schedule: an entry per kept lease (keyed by its address,
+/// which is unique while it lives) and the due times.
+#[derive(Default)]
+pub(super) struct Schedule {
+    entries: HashMap<usize, Entry>,
+    heap: BinaryHeap<Due>,
+}
+
+impl Schedule {
+    /// Follows `lease`'s latest change: a new due time, or none (released,
+    /// lost, no longer kept, gone).
+    fn update(&mut self, lease: Weak<Lease>) {
+        let key = lease.as_ptr() as usize;
+        match lease.upgrade().and_then(|l| l.schedule()) {
+            Some((epoch, at)) => {
+                self.entries.insert(key, Entry { lease, epoch });
+                self.heap.push(Due { at, key, epoch });
+                if self.heap.len() > 2 * self.entries.len() + 16 {
+                    self.compact();
+                }
+            }
+            None => {
+                self.entries.remove(&key);
+            }
+        }
+    }
+
+    /// Drops the heap's stale entries.
+    fn compact(&mut self) {
+        let entries = &self.entries;
+        self.heap
+            .retain(|due| entries.get(&due.key).is_some_and(|e| e.epoch == due.epoch));
+    }
+
+    /// When the next lease is due.
+    fn next(&self) -> Option<Instant> {
+        self.heap.peek().map(|due| due.at)
+    }
+
+    /// Takes the leases due by `now`, each with the epoch it is due for.
+    fn take_due(&mut self, now: Instant) -> Vec<(Arc<Lease>, u64)> {
+        let mut due = Vec::new();
+        while self.heap.peek().is_some_and(|d| d.at <= now) {
+            let Some(next) = self.heap.pop() else { break };
+            let Some(entry) = self.entries.get(&next.key) else {
+                continue;
+            };
+            if entry.epoch != next.epoch {
+                continue; // A later change rescheduled it.
+            }
+            let lease = entry.lease.upgrade();
+            self.entries.remove(&next.key);
+            // Renewing it sends it back with its next due time.
+            if let Some(lease) = lease
+                && lease
+                    .schedule()
+                    .is_some_and(|(epoch, _)| epoch == next.epoch)
+            {
+                due.push((lease, next.epoch));
+            }
+        }
+        due
+    }
+
+    /// Entries and heap entries held (for tests).
+    #[cfg(test)]
+    pub(super) fn sizes(&self) -> (usize, usize) {
+        (self.entries.len(), self.heap.len())
+    }
+}
+
 fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
-    let mut heap = BinaryHeap::new();
+    let mut schedule = Schedule::default();
     loop {
-        let timer = match heap.peek() {
-            Some(Due { at, .. }) => crossbeam_channel::at(*at),
+        let timer = match schedule.next() {
+            Some(at) => crossbeam_channel::at(at),
             None => crossbeam_channel::never(),
         };
         select! {
             recv(changes) -> lease => match lease {
-                Ok(lease) => schedule(&mut heap, lease),
+                Ok(lease) => schedule.update(lease),
                 Err(_) => return,
             },
             recv(timer) -> _ => {}
         }
         // Take every change already queued before deciding what is due.
         while let Ok(lease) = changes.try_recv() {
-            schedule(&mut heap, lease);
+            schedule.update(lease);
         }
-        let now = Instant::now();
-        let mut due = Vec::new();
-        while heap.peek().is_some_and(|d| d.at <= now) {
-            let Some(entry) = heap.pop() else { break };
-            let Some(lease) = entry.lease.upgrade() else {
-                continue;
-            };
-            // Stale (a later change rescheduled it) or finished.
-            if lease
-                .schedule()
-                .is_some_and(|(epoch, _)| epoch == entry.epoch)
-            {
-                due.push((lease, entry.epoch));
-            }
-        }
+        let due = schedule.take_due(Instant::now());
         if due.is_empty() {
             continue;
         }
@@ -143,12 +219,6 @@ fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
             return;
         };
         renew(&core, &due);
-    }
-}
-
-fn schedule(heap: &mut BinaryHeap<Due>, lease: Weak<Lease>) {
-    if let Some((epoch, at)) = lease.upgrade().and_then(|l| l.schedule()) {
-        heap.push(Due { at, epoch, lease });
     }
 }
 
@@ -179,5 +249,43 @@ fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
                 lease.name()
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// Review finding 3: every reschedule stayed in the heap until its due
+    /// time. Now the schedule holds one entry per kept lease, and the heap
+    /// at most about twice as many, however often they change.
+    #[test]
+    fn the_schedule_follows_the_live_leases_not_the_changes() {
+        let (_nodes, core) = super::super::tests::core_with(3, super::super::tests::settings());
+        let mut schedule = Schedule::default();
+        let mut leases = Vec::new();
+        for i in 0..10 {
+            let lease =
+                super::super::tests::lock(&core, &format!("k{i}"), Duration::from_secs(3600));
+            lease.set_kept(true);
+            leases.push(lease);
+        }
+        for round in 0..1000 {
+            let lease = &leases[round % leases.len()];
+            // A change: a caller's extend bumps the epoch.
+            lease.bump_epoch_for_test();
+            schedule.update(Arc::downgrade(lease));
+        }
+        let (entries, heap) = schedule.sizes();
+        assert_eq!(entries, 10);
+        assert!(heap <= 2 * 10 + 16, "{heap} heap entries for 10 leases");
+        // Released or dropped: gone from the schedule.
+        for lease in &leases[..5] {
+            lease.release(&core).unwrap();
+            schedule.update(Arc::downgrade(lease));
+        }
+        leases.truncate(5);
+        assert_eq!(schedule.sizes().0, 5);
     }
 }

@@ -188,6 +188,17 @@ impl Lease {
         }
     }
 
+    /// As if a change had moved the lease's schedule (a new epoch).
+    #[cfg(test)]
+    pub(crate) fn bump_epoch_for_test(&self) {
+        self.state.lock().epoch += 1;
+    }
+
+    /// Whether the keeper renews it.
+    pub(crate) fn is_kept(&self) -> bool {
+        self.state.lock().kept
+    }
+
     /// Marks the lease kept alive; false if it already was.
     pub(crate) fn set_kept(&self, kept: bool) -> bool {
         std::mem::replace(&mut self.state.lock().kept, kept) != kept
