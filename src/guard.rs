@@ -175,6 +175,11 @@ impl LockGuard {
     /// moves to the start of this call plus `ttl` minus drift, and a
     /// keep-alive continues with `ttl` from then on.
     ///
+    /// A `ttl` shorter than what is left shortens only the validity this
+    /// guard claims: the nodes never shorten a key (so that a late
+    /// extension cannot cut a newer one short), and the keys outlive the
+    /// guard's claim until they expire or are released.
+    ///
     /// If a keep-alive renewal is in flight, this waits for it to end first
     /// (it is decided before the current validity runs out), so that the two
     /// never race.
@@ -183,8 +188,8 @@ impl LockGuard {
     ///
     /// [`Error::LockLost`] if the validity had already run out or too few
     /// nodes still held our token; [`Error::NoQuorum`] if too many nodes
-    /// failed to answer (the old validity still stands, unless `ttl` is
-    /// shorter than what is left); [`Error::Config`] for an unusable `ttl`.
+    /// failed to answer (the old validity still stands); [`Error::Config`]
+    /// for an unusable `ttl`.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
         self.core.extend(&self.lease, ttl)
     }

@@ -5,14 +5,13 @@
 //!
 //! * **One extension in flight per lease.** A caller's `extend` waits for an
 //!   extension already in flight (the keeper's) to finish; the keeper skips a
-//!   lease whose extension is in flight and is told when it ends. So results
-//!   are applied in the order the nodes applied them: each node's worker
-//!   sends a client's requests in queue order on one connection, a
-//!   replacement connection first cuts off the one it replaces (`CLIENT
-//!   KILL`, see `transport/redis_link.rs`), and the second extension is not
-//!   queued until the first is decided. An older TTL can therefore never
-//!   overwrite a newer one on a node. An extension abandoned unfinished
-//!   still caps the validity at what it may have set.
+//!   lease whose extension is in flight and is told when it ends.
+//! * **Keys are never shortened.** An extension moves a key's expiry only
+//!   later (see `transport/codec.rs`), so one that reaches a node late —
+//!   after a later one, through a replacement connection — changes nothing,
+//!   and a failed or abandoned extension leaves the validity as it was. An
+//!   extension to a shorter TTL shortens only the validity the guard claims
+//!   (the keys outlive it, which is safe).
 //! * **Every change reschedules.** Each change of TTL, validity or retry time
 //!   bumps `epoch` and tells the keeper (if kept), which drops entries of
 //!   older epochs: renewal always follows the last change, whoever made it.
@@ -406,11 +405,6 @@ impl PendingExtend<'_> {
                 Err(no_quorum(&lease.name, outcome))
             }
         };
-        if result.is_err() {
-            // Nodes that applied a shorter TTL shortened our keys, whatever
-            // the outcome.
-            state.valid_until = state.valid_until.min(new_until);
-        }
         state.epoch += 1;
         state.extending = false;
         let kept = state.kept;
@@ -427,14 +421,11 @@ impl Drop for PendingExtend<'_> {
     /// Ends an extension that was never finished (its round is still here).
     fn drop(&mut self) {
         if self.round.is_some() {
-            let new_until =
-                algorithm::valid_until(self.start, self.ttl, self.core.settings.drift_factor);
             let kept = {
                 let mut state = self.lease.state.lock();
                 state.extending = false;
-                // Its requests may have been applied: a shorter TTL shortened
-                // our keys.
-                state.valid_until = state.valid_until.min(new_until);
+                // Whatever it applied, no key was shortened: the validity
+                // stands.
                 state.epoch += 1;
                 state.kept
             };

@@ -185,12 +185,15 @@ end
 return 1"#
 );
 
-/// Compare-and-pexpire: extends the key only while it still holds our token.
-pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
-    return redis.call("pexpire", KEYS[1], ARGV[2])
-else
-    return 0
-end"#;
+/// Compare-and-pexpire: while the key holds our token, answers `1` and
+/// moves its expiry to `ARGV[2]` ms from now — only if that is later than
+/// the one it has. A key is never shortened, so an extension that arrives
+/// late (after a later one, on a replacement connection) is harmless.
+pub(crate) const EXTEND_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call("pexpire", KEYS[1], ARGV[2])
+end
+return 1"#;
 
 /// Sets every key or none: `0` if any of them exists.
 pub(crate) const ACQUIRE_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
@@ -212,12 +215,13 @@ for _, key in ipairs(KEYS) do
 end
 if ours == #KEYS then return 1 else return 0 end"#;
 
-/// Extends every key, only if every key holds our token.
+/// Extends every key, only if every key holds our token, never shortening
+/// one (see [`EXTEND_SCRIPT`]).
 pub(crate) const EXTEND_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
     if redis.call("get", key) ~= ARGV[1] then return 0 end
 end
 for _, key in ipairs(KEYS) do
-    redis.call("pexpire", key, ARGV[2])
+    if redis.call("pttl", key) < tonumber(ARGV[2]) then redis.call("pexpire", key, ARGV[2]) end
 end
 return 1"#;
 

@@ -29,9 +29,6 @@ pub(crate) struct NodeConn {
     pub(crate) broken: bool,
     /// The socket timeout currently set, to skip redundant `setsockopt` calls.
     io_timeout: Duration,
-    /// The server's `CLIENT ID` for this connection (`None` if the server
-    /// would not say), so that a replacement can cut it off.
-    pub(crate) id: Option<i64>,
 }
 
 impl NodeConn {
@@ -259,17 +256,8 @@ impl NodeManager {
             conn,
             broken: false,
             io_timeout: Duration::ZERO,
-            id: None,
         };
         conn.set_io_timeout(timeout)?;
-        // Redis 5+; a server (or ACL user) that refuses it only loses the
-        // reconnect barrier, see `RedisLink`. A timeout or I/O error fails
-        // the connection: its replies would no longer match our requests.
-        conn.id = match redis::cmd("CLIENT").arg("ID").query(&mut conn.conn) {
-            Ok(id) => Some(id),
-            Err(err) if err.code().is_some() => None,
-            Err(err) => return Err(err),
-        };
         self.admit(&mut conn.conn)?;
         Ok(conn)
     }

@@ -308,7 +308,13 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             if !req.keys.iter().all(|key| ours(keys, key)) {
                 return Ok(Vote::NO);
             }
-            set(keys, ttl_ms);
+            // Never shortens a key (as the scripts).
+            let until = now + Duration::from_millis(ttl_ms);
+            for key in req.keys.iter() {
+                if let Some((_, expires)) = keys.get_mut(&**key) {
+                    *expires = (*expires).max(until);
+                }
+            }
             Ok(Vote::YES)
         }
         Op::AcquireFenced { ttl_ms } => {

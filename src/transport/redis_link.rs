@@ -2,18 +2,12 @@
 //! between batches, with each batch written as one pipeline and its replies
 //! read in order.
 //!
-//! # Order across reconnects
-//!
-//! On one connection Redis runs our commands in the order sent. A connection
-//! dropped after a timeout may still have commands in flight (in the kernel's
-//! retransmit queue, or unread in the server's socket buffer while it is
-//! paused) that could otherwise reach Redis *after* the first commands of
-//! the replacement connection. So the first batch on a new connection starts
-//! with `CLIENT KILL ID <old>` for every connection dropped since: whatever
-//! the old one still delivers afterwards is discarded, and whatever it
-//! delivered before ran first. (Needs Redis 5+ and, with ACLs, the
-//! `client|id` and `client|kill` commands; without them the barrier is
-//! skipped.)
+//! Nothing here orders commands across a reconnect: a command still in
+//! flight on a dropped connection may reach Redis after the replacement's.
+//! Every command is harmless late: an acquisition's key expires by its TTL
+//! (and a failed round releases it), an extension never shortens a key, a
+//! release or fence write-back only acts while the key holds that
+//! acquisition's token, and a fence value is only ever raised.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,13 +30,7 @@ pub(crate) struct RedisLink {
     /// the pool's only user); returned to the pool, and so dropped, once
     /// broken.
     conn: Option<r2d2::PooledConnection<NodeManager>>,
-    /// Connections dropped since the last successful batch on a new one:
-    /// the next batch cuts them off first.
-    retired: Vec<i64>,
 }
-
-/// At most this many dropped connections are remembered for the barrier.
-const MAX_RETIRED: usize = 16;
 
 impl RedisLink {
     pub(crate) fn new(
@@ -55,7 +43,6 @@ impl RedisLink {
             pool,
             connect_timeout,
             conn: None,
-            retired: Vec::new(),
         }
     }
 
@@ -113,17 +100,7 @@ impl Link for RedisLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        // A connection other than the retired ones: cut those off first.
-        let mut prefix: Vec<redis::Cmd> = self
-            .retired
-            .iter()
-            .filter(|id| Some(**id) != conn.id)
-            .map(|id| {
-                let mut kill = redis::cmd("CLIENT");
-                kill.arg("KILL").arg("ID").arg(*id);
-                kill
-            })
-            .collect();
+        let mut prefix: Vec<redis::Cmd> = Vec::new();
         // A node just admitted after its restart quarantine gets its marker.
         let admission = self.shared.admission.check(&self.shared.address);
         let quarantined = admission.quarantined;
@@ -133,15 +110,7 @@ impl Link for RedisLink {
             prefix.push(mark);
         }
         let replies = exchange(&mut conn, &prefix, batch, timeout);
-        if conn.broken {
-            if let Some(id) = conn.id {
-                if self.retired.len() == MAX_RETIRED {
-                    self.retired.remove(0);
-                }
-                self.retired.push(id);
-            }
-        } else {
-            self.retired.clear();
+        if !conn.broken {
             self.conn = Some(conn);
         }
         batch
@@ -166,8 +135,7 @@ impl Link for RedisLink {
     }
 }
 
-/// Writes `prefix` (housekeeping: `CLIENT KILL ID`, the quarantine
-/// marker), then all of `batch`'s commands, at once, and reads one reply per
+/// Writes `prefix` (housekeeping: the quarantine marker), then all of `batch`'s commands, at once, and reads one reply per
 /// command (the prefix's replies are not votes and are dropped). After an
 /// I/O error or timeout the connection is flagged broken and every request
 /// still unanswered gets that error.
