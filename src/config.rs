@@ -221,32 +221,31 @@ impl RedlockBuilder {
         self
     }
 
-    /// Enforces delayed restarts: a node that restarted **without its data**
-    /// (and so forgot the locks it held) does not count toward any quorum —
-    /// its answers to acquisitions and extensions count as failures — until
-    /// it has been up for `period`. Set it to at least the longest TTL in
-    /// use. Defaults to off.
+    /// Enforces delayed restarts: a node that restarted (and so may have
+    /// forgotten locks it held) does not count toward any quorum — its
+    /// answers to acquisitions and extensions count as failures — until its
+    /// process has been up for `period`. Set it to at least the longest TTL
+    /// in use. Defaults to off.
     ///
-    /// On every (re)connect the node says what it is: its `run_id`, its
-    /// uptime, whether it persists with an AOF and `appendfsync always`, and
-    /// a marker key, `redlock:admitted`, that the client sets to the node's
-    /// `run_id` and the period once it admits it. The marker survives only if
-    /// the data did: a node restarted with its data from such an AOF is
-    /// admitted at once; one restarted empty, running RDB snapshots only, or
-    /// an AOF with `everysec`, waits out the period (plus one second: Redis
-    /// reports uptime in whole seconds). A marker left by a client with a
-    /// shorter period does not admit the node for a longer one. Restarts are
-    /// detected on reconnect; data lost without one (`FLUSHALL`) is not. A
-    /// warning is logged when a node enters and when it leaves quarantine.
+    /// On every (re)connect the node says its `run_id` and uptime, and
+    /// waits out the period (plus one second: Redis reports uptime in whole
+    /// seconds) **whatever its persistence**: a node restarted from an AOF
+    /// may be older than what it acknowledged (an `everysec` AOF that lost
+    /// its last second, a backup restored), and nothing in its own data can
+    /// show it. So with the quarantine on, a majority of nodes restarting at
+    /// once makes locking wait for the period. Restarts are detected on
+    /// reconnect; data lost without one (`FLUSHALL`) is not. A warning is
+    /// logged when a node enters and when it leaves quarantine.
     ///
     /// **A new cluster** starts quarantined until its nodes have been up for
-    /// the period (the client cannot tell "new" from "restarted empty"). To
-    /// start one at once, when no lock can be held yet, set the marker on
-    /// each node:
+    /// the period (the client cannot tell "new" from "restarted"). To start
+    /// one at once, when no lock can be held yet, an operator admits each
+    /// node's current process with the marker key `redlock:admitted` (it
+    /// admits that process only, never a later one):
     /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
     ///
-    /// With ACLs, allow `info`, `config|get` and `get`/`set` on
-    /// `redlock:admitted` (see the README's ACL line). Must be above zero and
+    /// With ACLs, allow `info` and `get` on `redlock:admitted` (see the
+    /// README's ACL line). Must be above zero and
     /// at most 7 days.
     pub fn restart_quarantine(mut self, period: Duration) -> Self {
         self.settings.restart_quarantine = Some(period);

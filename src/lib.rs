@@ -160,9 +160,11 @@
 //! Use independent masters (3 or 5), not replicas of each other. A node that
 //! restarts without its data forgets the locks it held, which can let a second
 //! client reach a majority. Either run nodes with `appendonly yes` and
-//! `appendfsync always`, or keep a restarted node out of service for at least
-//! the longest TTL in use (delayed restart), or let the client enforce that
-//! delay with [`RedlockBuilder::restart_quarantine`].
+//! `appendfsync always` (and never restore an older backup), or keep a
+//! restarted node out of service for at least the longest TTL in use
+//! (delayed restart), or let the client enforce that delay with
+//! [`RedlockBuilder::restart_quarantine`], which holds back every restarted
+//! node, whatever its persistence.
 //!
 //! # Logging
 //!

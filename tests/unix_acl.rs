@@ -46,7 +46,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The README's line, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +time +zadd +zrange +zrangebyscore +zrem +info +config|get +select +publish +subscribe +unsubscribe +punsubscribe +ping";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +time +zadd +zrange +zrangebyscore +zrem +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {

@@ -216,30 +216,14 @@ impl NodeManager {
         let Some((period, shared)) = &self.quarantine else {
             return Ok(());
         };
-        let asked: redis::RedisResult<(String, String, Option<String>)> = redis::pipe()
+        let asked: redis::RedisResult<(String, Option<String>)> = redis::pipe()
             .cmd("INFO")
             .arg("server")
-            .cmd("INFO")
-            .arg("persistence")
             .cmd("GET")
             .arg(MARKER)
             .query(conn);
         let facts = match asked {
-            Ok((server, persistence, marker)) => {
-                // Only `appendfsync always` loses nothing acknowledged; a
-                // node that will not say counts as not durable.
-                let fsync: Option<Vec<String>> = match redis::cmd("CONFIG")
-                    .arg("GET")
-                    .arg("appendfsync")
-                    .query(conn)
-                {
-                    Ok(reply) => Some(reply),
-                    Err(err) if err.code().is_some() => None,
-                    Err(err) => return Err(err),
-                };
-                let fsync = fsync.as_ref().and_then(|r| r.get(1)).map(String::as_str);
-                Facts::parse(&server, &persistence, fsync, marker)
-            }
+            Ok((server, marker)) => Facts::parse(&server, marker),
             // Refused (an ACL without INFO or GET): it cannot be checked.
             Err(err) if err.code().is_some() => None,
             Err(err) => return Err(err),

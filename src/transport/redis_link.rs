@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use super::codec::{encode, interpret};
 use super::conn::{NodeConn, NodeManager, NodeShared, classify};
 use super::link::Link;
-use super::quarantine::MARKER;
 use super::request::Op;
 use super::request::Request;
 use crate::algorithm::Answer;
@@ -100,16 +99,12 @@ impl Link for RedisLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        let mut prefix: Vec<redis::Cmd> = Vec::new();
-        // A node just admitted after its restart quarantine gets its marker.
-        let admission = self.shared.admission.check(&self.shared.address);
-        let quarantined = admission.quarantined;
-        if let Some(marker) = admission.mark {
-            let mut mark = redis::cmd("SET");
-            mark.arg(MARKER).arg(marker);
-            prefix.push(mark);
-        }
-        let replies = exchange(&mut conn, &prefix, batch, timeout);
+        let quarantined = self
+            .shared
+            .admission
+            .check(&self.shared.address)
+            .quarantined;
+        let replies = exchange(&mut conn, batch, timeout);
         if !conn.broken {
             self.conn = Some(conn);
         }
@@ -135,20 +130,15 @@ impl Link for RedisLink {
     }
 }
 
-/// Writes `prefix` (housekeeping: the quarantine marker), then all of `batch`'s commands, at once, and reads one reply per
-/// command (the prefix's replies are not votes and are dropped). After an
-/// I/O error or timeout the connection is flagged broken and every request
-/// still unanswered gets that error.
+/// Writes all of `batch`'s commands at once and reads one reply per
+/// command. After an I/O error or timeout the connection is flagged broken
+/// and every request still unanswered gets that error.
 fn exchange(
     conn: &mut NodeConn,
-    prefix: &[redis::Cmd],
     batch: &[&Request],
     timeout: Duration,
 ) -> Vec<redis::RedisResult<redis::Value>> {
-    let mut packed = Vec::with_capacity(batch.len() * 160 + prefix.len() * 40);
-    for cmd in prefix {
-        cmd.write_packed_command(&mut packed);
-    }
+    let mut packed = Vec::with_capacity(batch.len() * 160);
     for req in batch {
         encode(req, &mut packed);
     }
@@ -160,14 +150,6 @@ fn exchange(
         conn.broken = true;
         replies.resize_with(batch.len(), || Err(err.clone()));
         return replies;
-    }
-    for _ in prefix {
-        // A value, or an error if the server refuses: either way, not a vote.
-        if let Err(err) = conn.conn.recv_response() {
-            conn.broken = true;
-            replies.resize_with(batch.len(), || Err(err.clone()));
-            return replies;
-        }
     }
     for _ in batch {
         match conn.conn.recv_response() {

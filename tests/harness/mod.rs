@@ -186,6 +186,24 @@ impl Node {
             .unwrap();
     }
 
+    /// A copy of the node's data directory as it is now (an operator's
+    /// backup), to bring back with [`restore`](Self::restore).
+    pub fn backup(&self) -> PathBuf {
+        let backup = self.dir.with_extension("backup");
+        let _ = std::fs::remove_dir_all(&backup);
+        copy_dir(&self.dir, &backup);
+        backup
+    }
+
+    /// Kills the node and starts it again on the same port from `backup`
+    /// (a restored backup: older data than it had acknowledged).
+    pub fn restore(&mut self, backup: &std::path::Path) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+        copy_dir(backup, &self.dir);
+        self.respawn();
+    }
+
     /// Starts the killed node again on the same port, with no data.
     pub fn restart(&mut self) {
         self.kill();
@@ -461,4 +479,17 @@ pub fn client_threads() -> usize {
             std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with("redlock-"))
         })
         .count()
+}
+
+/// Copies a directory tree.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("backup directory");
+    for entry in std::fs::read_dir(from).expect("node directory").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a data file");
+        }
+    }
 }
