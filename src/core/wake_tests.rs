@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::tests::{LONG_WAIT, eventually, lock, settings, wire};
-use super::{Core, Lease, Patience};
+use super::tests::{LONG_WAIT, eventually, lock, settings, waiting_acquire, wire};
+use super::{Core, Patience};
 use crate::error::Error;
 use crate::settings::Settings;
 use crate::transport::Op;
@@ -61,24 +61,6 @@ fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
     woken
 }
 
-/// On another thread: `core` acquires "r", waiting up to 60 s.
-fn waiter<'s>(
-    s: &'s std::thread::Scope<'s, '_>,
-    core: &'s Core,
-) -> crossbeam_channel::Receiver<Result<Lease, Error>> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    s.spawn(move || {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let acquired = core.acquire(
-            &["r"],
-            Duration::from_secs(10),
-            Patience::until(Some(deadline)),
-        );
-        let _ = tx.send(acquired);
-    });
-    rx
-}
-
 /// Waits until `count` members are queued for "r" on its gate node.
 fn queued(nodes: &[FakeNode], core: &Core, count: usize) -> Vec<String> {
     let gate = &nodes[core.transport.gate_index("r")];
@@ -107,7 +89,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
     std::thread::scope(|s| {
         let mut waits = Vec::new();
         for (index, core) in cores[1..].iter().enumerate() {
-            waits.push((waiter(s, core), core));
+            waits.push((waiting_acquire(s, core), core));
             // Queued one after the other: a known order.
             queued(&nodes, &cores[0], index + 1);
         }
@@ -172,9 +154,9 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
     std::thread::scope(|s| {
         // A keeps trying (it does not leave the queue, which would also
         // wake B): only its failed round's clean-up can wake B.
-        let a_wait = waiter(s, &a);
+        let a_wait = waiting_acquire(s, &a);
         queued(&nodes, &a, 1);
-        let b_wait = waiter(s, &b);
+        let b_wait = waiting_acquire(s, &b);
         let order = queued(&nodes, &a, 2);
         // A's write-back will fail on two of three nodes.
         for node in &nodes[..2] {
@@ -223,7 +205,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
             cores[1].acquire(&["r"], Duration::from_secs(10), patience)
         });
         queued(&nodes, &cores[0], 1);
-        let stays = waiter(s, &cores[2]);
+        let stays = waiting_acquire(s, &cores[2]);
         let order = queued(&nodes, &cores[0], 2);
         token.cancel();
         assert!(matches!(
@@ -247,7 +229,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
     let gate = cores[0].transport.gate_index("r");
     let held = lock(&cores[0], "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let waits = waiter(s, &cores[1]);
+        let waits = waiting_acquire(s, &cores[1]);
         let order = queued(&nodes, &cores[0], 1);
         // Its wake-up is on its way when the newcomer comes.
         nodes[gate].on_wake(|_, _| {});
@@ -366,7 +348,7 @@ fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
     nodes[gate].on_wake(|_, _| {}); // lost
     let held = lock(&cores[0], "r", Duration::from_secs(10));
     std::thread::scope(|s| {
-        let waits = waiter(s, &cores[1]);
+        let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
         held.release(&cores[0]).unwrap();
         assert!(waits.recv_timeout(Duration::from_millis(50)).is_err());
