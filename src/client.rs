@@ -166,11 +166,10 @@ impl Redlock {
     /// `ensure_valid`, `release` and `Drop` act on every key: an extension or
     /// release confirms only where every key still held our token.
     ///
-    /// Waiting (see
-    /// [`release_notifications`](crate::RedlockBuilder::release_notifications))
-    /// is keyed by the **first** resource: a waiter queues, and is woken
-    /// early, only for that one; a release of another of its resources is
-    /// noticed at the next retry. Put the most contended resource first.
+    /// A lock on several resources waits by retrying: it takes no place in
+    /// the queues of waiters (see
+    /// [`release_notifications`](crate::RedlockBuilder::release_notifications)),
+    /// which order the waiters of one resource each.
     ///
     /// ```no_run
     /// use std::time::Duration;

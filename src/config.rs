@@ -174,7 +174,7 @@ impl RedlockBuilder {
         self
     }
 
-    /// Wakes waiting callers, one at a time and in the order they came, as
+    /// Wakes waiting callers, one at a time and in the order they queued, as
     /// soon as the resource is released, instead of after their retry
     /// delay. Defaults to `true`.
     ///
@@ -196,12 +196,17 @@ impl RedlockBuilder {
     /// second, and replaces a connection that does not answer.
     ///
     /// A woken waiter then tries a normal round, so a wake-up never stands in
-    /// for the quorum: every acquisition still needs `SET NX` on a majority.
+    /// for the quorum: every acquisition still needs `SET NX` on a majority,
+    /// and to the first waiter in line the gate node's "held" is one vote
+    /// among N (a key left behind on it alone does not stop the queue). A waiter the gate node let through
+    /// but a majority refused keeps its turn. A lock on several resources
+    /// does not queue: it waits by retrying.
     /// A queued waiter confirms its place with a round at least every 500 ms
     /// and keeps it for 2 s without one, so a crashed waiter holds the queue
     /// up for 2 s at most; a waiter that gives up (deadline, retries,
     /// cancel) leaves the queue at once. Lost wake-ups (a dropped subscriber
-    /// connection, a gate node that is down) only mean the waiter tries
+    /// connection, a gate node that is down, a holder whose key expired or
+    /// that never held it on the gate node) only mean the waiter tries
     /// again after its retry delay (at most 500 ms while queued).
     ///
     /// A client whose release woke a waiter lets the waiters go first: its
@@ -210,7 +215,7 @@ impl RedlockBuilder {
     ///
     /// Clients with notifications off take no part in the queues: they may
     /// take a free resource ahead of queued waiters. An ACL user needs
-    /// `+time +zadd +zrange +zrangebyscore +zrem +pttl +publish +subscribe
+    /// `+time +zadd +zrange +zrangebyscore +zrem +publish +subscribe
     /// +unsubscribe +punsubscribe +ping &redlock-wake:*` for this (without the
     /// pub/sub rights, releases still work, waiters fall back to their retry
     /// delay, and a client that waits warns once per node whose ACL refuses

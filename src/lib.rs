@@ -38,7 +38,9 @@
 //!   lists the nodes by the same addresses), and a release there wakes the
 //!   first waiter only — in any client, any process — so a waiter tries
 //!   again as soon as the resource is free instead of after its retry delay,
-//!   waiters get the resource in the order they came, and a release costs
+//!   queued waiters get the resource in the order they queued (a newcomer's
+//!   first round may still take a resource that is free at that instant),
+//!   and a release costs
 //!   the same however many wait. One connection and thread per node for the
 //!   whole client hears the wake-ups (opened on the first wait, closed when
 //!   nobody waits). A wake-up only ends a wait early: every acquisition

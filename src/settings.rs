@@ -7,6 +7,10 @@ use std::time::Duration;
 use crate::algorithm;
 use crate::human::Human;
 
+/// The longest a queued waiter sleeps between two rounds: each round
+/// confirms its place in the queue of waiters (see `transport/codec.rs`).
+pub(crate) const QUEUE_REFRESH: Duration = Duration::from_millis(500);
+
 /// Validated settings shared by every clone of a client.
 #[derive(Debug, Clone)]
 pub(crate) struct Settings {
@@ -26,6 +30,10 @@ pub(crate) struct Settings {
     pub(crate) restart_quarantine: Option<Duration>,
     /// Publish releases and wake waiters on other clients' releases.
     pub(crate) notifications: bool,
+    /// The longest a queued waiter sleeps between rounds. Always
+    /// [`QUEUE_REFRESH`]; unit tests lengthen it so that only a wake-up can
+    /// end a wait early.
+    pub(crate) queue_refresh: Duration,
 }
 
 impl Default for Settings {
@@ -44,6 +52,7 @@ impl Default for Settings {
             fencing_floor: true,
             restart_quarantine: None,
             notifications: true,
+            queue_refresh: QUEUE_REFRESH,
         }
     }
 }

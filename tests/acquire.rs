@@ -136,8 +136,9 @@ fn a_wait_cancelled_from_another_thread_returns_at_once_and_leaves_nothing() {
         assert!(err.to_string().contains("cancelled"), "{err}");
     });
     // A token cancelled before the call: at once, without touching the nodes.
-    // SET, or on the gate node a script.
-    let asked = |n: &harness::Node| n.calls("set") + n.calls("eval");
+    // A first round is a plain SET everywhere (scripts still running may be
+    // the clean-ups of the cancelled wait above).
+    let asked = |n: &harness::Node| n.calls("set");
     let sets_before: Vec<u64> = cluster.nodes.iter().map(asked).collect();
     let started = Instant::now();
     let err = waiter

@@ -11,7 +11,7 @@ use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
-use crate::transport::{Keys, Op, QUEUE_REFRESH};
+use crate::transport::{Keys, Op, QUEUE_ALIVE};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -57,8 +57,9 @@ impl Patience {
 /// Why one acquisition round failed; the partial lock has been released.
 enum Failed {
     /// Enough nodes hold the key for someone else, or the gate node says
-    /// others queued first.
-    Busy,
+    /// others queued first. `granted`: the gate node had granted it (the
+    /// caller was first in its queue).
+    Busy { granted: bool },
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
     NoQuorum { outcome: Outcome, permanent: bool },
@@ -69,7 +70,7 @@ enum Failed {
 impl Failed {
     fn kind(&self) -> metrics::Acquired {
         match self {
-            Failed::Busy => metrics::Acquired::Busy,
+            Failed::Busy { .. } => metrics::Acquired::Busy,
             Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
             Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
         }
@@ -77,7 +78,7 @@ impl Failed {
 
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
-            Failed::Busy => Error::Busy {
+            Failed::Busy { .. } => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
             },
@@ -100,7 +101,7 @@ impl Core {
     /// resource's gate node (see `transport/codec.rs`) with a round there,
     /// and the node wakes it when its turn comes. Once queued it asks the
     /// gate node first, and between rounds it sleeps until woken, its retry
-    /// pause (at most [`QUEUE_REFRESH`], which keeps its place alive) or its
+    /// pause (at most the queue refresh, which keeps its place alive) or its
     /// deadline. Every round counts against the retries.
     pub(crate) fn acquire(
         &self,
@@ -121,7 +122,11 @@ impl Core {
         if patience.cancelled() {
             return cancelled(0);
         }
-        let queues = self.settings.notifications;
+        // Only a single resource's waiters queue: a queue orders the
+        // waiters of one key, and a lock on several keys waits for all of
+        // them (it retries; a release of its first key still wakes the
+        // waiters queued for that key).
+        let queues = self.settings.notifications && keys.len() == 1;
         // A caller that may retry sleeps on a ticket between rounds; with
         // queues on, the ticket is also its place in the gate node's queue.
         let mut ticket = (patience.retries != Some(0))
@@ -130,6 +135,8 @@ impl Core {
         // After this client's release woke a waiter, it queues behind.
         let mut gated = queues && self.waiters.yields(&keys[0]);
         let mut attempts = 0u32;
+        // The last round was retried at once (see below).
+        let mut again = false;
         loop {
             attempts = attempts.saturating_add(1);
             if let Some(ticket) = &mut ticket {
@@ -171,7 +178,7 @@ impl Core {
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
-            if queues && matches!(failed, Failed::Busy) {
+            if queues && let Failed::Busy { granted } = failed {
                 // Held (or queued): hear the gate node when the turn comes.
                 watch.get_or_insert_with(|| self.transport.watch());
                 if !gated {
@@ -181,11 +188,19 @@ impl Core {
                     gated = true;
                     continue;
                 }
+                if granted && !again {
+                    // First in the queue, and refused by a majority: the
+                    // holder's release is usually still on its way to
+                    // those nodes. Once in a row, try again at once.
+                    again = true;
+                    continue;
+                }
             }
+            again = false;
             let pause =
                 algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
             let pause = if queues {
-                pause.min(QUEUE_REFRESH)
+                pause.min(self.settings.queue_refresh)
             } else {
                 pause
             };
@@ -215,7 +230,9 @@ impl Core {
     /// Takes `member` out of the gate node's queue for `keys` (unawaited).
     fn leave_as(&self, keys: &Keys, member: Arc<str>) {
         let ttl = Duration::from_secs(1);
-        let expires = Instant::now() + self.node_timeout(ttl).value;
+        // Sent however long the gate node's connection is busy: until the
+        // member would have dropped out of the queue by itself.
+        let expires = Instant::now() + QUEUE_ALIVE;
         let mut request = self.request(Op::Leave, keys, &Arc::from(""), ttl, expires);
         request.queue = Some(member);
         self.transport.broadcast(request);
@@ -250,7 +267,7 @@ impl Core {
             // nothing was set anywhere, and a waiter keeps its place.
             self.transport
                 .start_gated_round(request, by)
-                .ok_or(Failed::Busy)?
+                .ok_or(Failed::Busy { granted: false })?
         } else {
             self.transport.start_round(request)
         };
@@ -264,7 +281,7 @@ impl Core {
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.is_some_and(|vote| vote.queued && !vote.yes);
         let failed = match outcome.verdict {
-            Verdict::Confirmed if behind => Failed::Busy,
+            Verdict::Confirmed if behind => Failed::Busy { granted: false },
             Verdict::Confirmed if Instant::now() < valid_until => {
                 let fence = if self.settings.fencing {
                     self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
@@ -274,7 +291,7 @@ impl Core {
                 match fence {
                     Ok(fence) => {
                         log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
-                        if let Some(member) = member.filter(|m| !m.is_empty())
+                        if let Some(member) = member.clone().filter(|m| !m.is_empty())
                             && !gate.is_some_and(|vote| vote.yes)
                         {
                             // Won without the gate node: still queued there.
@@ -298,15 +315,20 @@ impl Core {
                 elapsed: start.elapsed(),
                 ttl,
             },
-            Verdict::Refused => Failed::Busy,
+            Verdict::Refused => Failed::Busy {
+                granted: gate.is_some_and(|vote| vote.yes),
+            },
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
                 outcome,
             },
         };
         // Where the gate node granted it, this release also wakes the next
-        // waiter: a round others deferred to hands the resource on.
-        self.clean_up(keys, &token, start, ttl);
+        // waiter: a round others deferred to hands the resource on — unless
+        // a majority refused it. Then the resource is held elsewhere, and a
+        // queued waiter keeps its turn (see `clean_up`).
+        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. }));
+        self.clean_up(keys, &token, (start, ttl), keep);
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
     }

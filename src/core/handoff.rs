@@ -77,6 +77,9 @@ struct Slot {
     /// Bumped by every wake-up.
     wakes: Mutex<u64>,
     wake: Condvar,
+    /// Its caller sleeps in [`Ticket::wait`] (tests wait for that).
+    #[cfg(test)]
+    asleep: std::sync::atomic::AtomicBool,
 }
 
 impl Wake for Slot {
@@ -140,6 +143,8 @@ impl Waiters {
             gate,
             wakes: Mutex::new(0),
             wake: Condvar::new(),
+            #[cfg(test)]
+            asleep: std::sync::atomic::AtomicBool::new(false),
         });
         self.tickets.lock().insert(id, slot.clone());
         Ticket {
@@ -198,6 +203,16 @@ impl Waiters {
     #[cfg(test)]
     pub(crate) fn count(&self) -> usize {
         self.tickets.lock().len()
+    }
+
+    /// How many tickets' callers sleep between rounds.
+    #[cfg(test)]
+    pub(crate) fn asleep(&self) -> usize {
+        let tickets = self.tickets.lock();
+        tickets
+            .values()
+            .filter(|slot| slot.asleep.load(Ordering::SeqCst))
+            .count()
     }
 }
 
@@ -262,7 +277,12 @@ impl Ticket<'_> {
                 self.seen = *wakes;
                 return Woken::Turn;
             }
-            if self.slot.wake.wait_until(&mut wakes, until).timed_out() {
+            #[cfg(test)]
+            self.slot.asleep.store(true, Ordering::SeqCst);
+            let timed_out = self.slot.wake.wait_until(&mut wakes, until).timed_out();
+            #[cfg(test)]
+            self.slot.asleep.store(false, Ordering::SeqCst);
+            if timed_out {
                 return if cancelled() {
                     Woken::Cancelled
                 } else {

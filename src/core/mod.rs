@@ -16,7 +16,7 @@
 //!   the lease's epoch and reschedules it with the keeper.
 //! * [`Waiters`](handoff::Waiters): callers between rounds, releasing
 //!   callers (including `Drop`), and the transport's subscriber threads
-//!   (notices of other clients' releases, through [`Sink`]).
+//!   (wake-ups from the gate nodes, through [`Sink`]).
 //! * Rounds: the caller and one worker per node; see `transport`.
 //! * [`CancelToken`](crate::CancelToken): the cancelling thread wakes the
 //!   sleepers registered with it by taking each sleeper's slot lock before
@@ -33,6 +33,8 @@ mod keeper;
 mod lease;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod turn_tests;
 #[cfg(test)]
 mod wake_tests;
 
@@ -166,9 +168,23 @@ impl Core {
 
     /// After a failed round: releases `token` on every node, including those
     /// that failed or did not answer (their `SET` may still have landed),
-    /// without making the caller wait.
-    fn clean_up(&self, keys: &Keys, token: &Arc<str>, start: Instant, ttl: Duration) {
-        self.release_unawaited(keys, token, ttl, self.keys_gone_by(start, ttl));
+    /// without making the caller wait. A queued waiter's `member` (`None`:
+    /// not queued) keeps its turn: where the gate node had granted the
+    /// round, it goes back to the head of the queue there, unwoken.
+    fn clean_up(
+        &self,
+        keys: &Keys,
+        token: &Arc<str>,
+        (start, ttl): (Instant, Duration),
+        member: Option<Arc<str>>,
+    ) {
+        let mut request = self.release_request(keys, token, ttl, self.keys_gone_by(start, ttl));
+        if request.queue.is_some()
+            && let Some(member) = member
+        {
+            request.queue = Some(member);
+        }
+        self.transport.broadcast(request);
     }
 
     /// Queues a release of `token` on every node and waits for no answer.

@@ -436,21 +436,38 @@ fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
 
 #[test]
 fn a_release_by_another_thread_wakes_a_waiting_thread_long_before_its_retry_delay() {
-    let (_nodes, core) = core_with(
-        3,
-        Settings {
-            retry_delay: Duration::from_secs(30),
-            ..settings()
-        },
-    );
+    let (nodes, core) = core_with(3, sleeps_30_s());
     let held = lock(&core, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);
         eventually("the second thread waits", || core.waiters.count() == 1);
+        // Its rounds so far were refused (a plain one, then one at the
+        // gate node): it sleeps.
+        eventually("refused", || {
+            nodes.iter().map(acquisitions).sum::<usize>() > 3 + 3
+        });
         held.release(core).unwrap();
         acquired_and_released(&rx, core, "woken by the release, not after its 30 s pause");
     });
+}
+
+/// A waiter that sleeps 30 s between rounds unless woken (also while
+/// queued): within the tests' waits, only a wake-up brings its next round.
+pub(super) fn sleeps_30_s() -> Settings {
+    Settings {
+        retry_delay: Duration::from_secs(30),
+        queue_refresh: Duration::from_secs(30),
+        ..settings()
+    }
+}
+
+/// Acquisitions `node` received.
+pub(super) fn acquisitions(node: &FakeNode) -> usize {
+    node.received()
+        .iter()
+        .filter(|op| matches!(op, Op::Acquire { .. } | Op::AcquireFenced { .. }))
+        .count()
 }
 
 /// On another thread: acquires "r", waiting up to 60 s; the result arrives
@@ -488,13 +505,7 @@ pub(super) fn acquired_and_released(
 /// in flight must end its pause at once.
 #[test]
 fn a_release_during_the_first_round_is_not_missed() {
-    let (nodes, core) = core_with(
-        3,
-        Settings {
-            retry_delay: Duration::from_secs(30),
-            ..settings()
-        },
-    );
+    let (nodes, core) = core_with(3, sleeps_30_s());
     let held = lock(&core, "r", Duration::from_secs(10));
     eventually("held on every node", || {
         nodes.iter().all(|n| n.holder("r").is_some())

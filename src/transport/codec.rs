@@ -4,8 +4,8 @@
 //! Scripts go out as `EVAL` with their source every time, never `EVALSHA`:
 //! a node whose script cache was flushed (restart, `SCRIPT FLUSH`) then never
 //! answers `NOSCRIPT`, so no request has to be re-sent after the rest of its
-//! batch, and a node runs the requests of one connection in exactly the order
-//! they were queued (across a reconnect, see `redis_link.rs`). Redis caches
+//! batch, and a node runs the requests of one connection in the order they
+//! were queued (not across a reconnect: see `redis_link.rs`). Redis caches
 //! the compiled script by its hash, so `EVAL` costs the node a SHA-1 of ~120
 //! bytes more than `EVALSHA`: nothing measurable.
 //!
@@ -22,9 +22,12 @@
 //!   client's that just woke one) sets the key only while the key is free
 //!   **and** nobody alive queued before the caller (it is the head, or the
 //!   queue is empty);
-//!   otherwise it queues the caller (when it will wait) and refuses — "held"
-//!   (`0`) or "others queued first" (`2`). A free key whose head did not
-//!   come yet gets the head woken again.
+//!   otherwise it queues the caller (when it will wait) and refuses —
+//!   "others queued first" (`2`), or "held" (`0`) to the first in line. A
+//!   free key whose head did not come yet gets the head woken again. The
+//!   first in line takes "held" as one no among N and asks the other nodes
+//!   too (a key left behind on the gate node alone must not stop the
+//!   queue); everyone else stops at the gate node.
 //! * a release that deleted the key wakes the head: one `PUBLISH` to one
 //!   client, whatever the number of waiters (`2`: handed on, `1`: nobody
 //!   waited).
@@ -42,10 +45,10 @@ use super::request::{Op, Request};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
-/// The longest a queued waiter sleeps between two rounds: each round
-/// confirms its place, which it keeps for four times as long without one
-/// (`ALIVE`, 2 s, in the gate scripts).
-pub(crate) const QUEUE_REFRESH: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long a queued waiter keeps its place without a round (`ALIVE` in
+/// the gate scripts): four of its longest sleeps between rounds
+/// ([`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)).
+pub(crate) const QUEUE_ALIVE: std::time::Duration = std::time::Duration::from_millis(2000);
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
 pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -58,10 +61,12 @@ end"#;
 /// `KEYS`. `wake(m)` publishes member `m`'s ticket on its client's wake
 /// channel (`redis.pcall`: a user not allowed to publish still releases);
 /// `head()` drops members past their alive time and answers the first
-/// member left (or nil).
+/// member left (or nil); `place(m,score)` queues member `m` at `score`
+/// (keeping the place it has) and refreshes its alive time.
 macro_rules! queue_fns {
     () => {
-        r#"local q,a=KEYS[#KEYS-1],KEYS[#KEYS]
+        r#"local ALIVE=2000
+local q,a=KEYS[#KEYS-1],KEYS[#KEYS]
 local t=redis.call("time")
 local now=t[1]*1000+math.floor(t[2]/1000)
 local function wake(m)
@@ -69,9 +74,16 @@ local c,n=string.match(m,"^(.*):(%d+)$")
 if c then redis.pcall("publish","redlock-wake:"..c,n) end
 end
 local function head()
-local dead=redis.call("zrangebyscore",a,"-inf",now,"limit",0,16)
+local dead=redis.call("zrangebyscore",a,"-inf",now)
 if #dead>0 then redis.call("zrem",q,unpack(dead)) redis.call("zrem",a,unpack(dead)) end
 return redis.call("zrange",q,0,0)[1]
+end
+local function place(m,score)
+redis.call("zadd",q,"NX",score,m)
+redis.call("zadd",a,now+ALIVE,m)
+for _,k in ipairs({q,a}) do
+if redis.call("pttl",k)<ALIVE then redis.call("pexpire",k,ALIVE) end
+end
 end
 "#
     };
@@ -80,8 +92,9 @@ end
 /// The gate node's turn rule for an acquisition, after [`queue_fns`]:
 /// `ARGV[#ARGV]` is the caller's member (`""`: it will not wait).
 /// `turn(held)` answers `1` (the caller may set the key; it leaves the
-/// queue), `0` (held) or `2` (free, but others queued first), queueing a
-/// waiting caller (keeping its place) and refreshing its alive time.
+/// queue), `0` (held, and nobody queued before the caller) or `2` (others
+/// queued first), queueing a waiting caller (keeping its place) and
+/// refreshing its alive time; a free key's head is woken again.
 macro_rules! turn_fn {
     () => {
         r#"local me=ARGV[#ARGV]
@@ -91,14 +104,11 @@ if not held and (not h or h==me) then
 if h then redis.call("zrem",q,me) redis.call("zrem",a,me) end
 return 1
 end
-if me~="" then
-redis.call("zadd",q,"NX",now,me)
-redis.call("zadd",a,now+ALIVE,me)
-for _,k in ipairs({q,a}) do
-if redis.call("pttl",k)<ALIVE then redis.call("pexpire",k,ALIVE) end
+if me~="" then place(me,now) end
+if held then
+if h and h~=me then return 2 end
+return 0
 end
-end
-if held then return 0 end
 if h~=me then wake(h) end
 return 2
 end
@@ -110,7 +120,7 @@ end
 /// filled in, then `body`.
 macro_rules! gate_script {
     ($body:expr) => {
-        concat!("local ALIVE=2000\n", queue_fns!(), turn_fn!(), $body)
+        concat!(queue_fns!(), turn_fn!(), $body)
     };
 }
 
@@ -153,19 +163,26 @@ return fence"#
 );
 
 /// The gate node's release: deletes every lock key that holds our token
-/// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token) and, if
-/// it deleted the first, wakes the head of the queue. `0` unless every key
-/// was ours; else `2` if it woke a waiter, `1` if nobody waited.
+/// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token, member)
+/// and, if it deleted the first, wakes the head of the queue. `0` unless
+/// every key was ours; else `2` if it woke a waiter, `1` if nobody waited.
+///
+/// The member is a queued waiter's whose round failed after this node
+/// granted it (`""` otherwise): the grant took it out of the queue, where
+/// it was first; it goes back in first (score 0) and is not woken — it
+/// waits for its next round like any waiter, and keeps its turn.
 pub(crate) const GATE_RELEASE_SCRIPT: &str = concat!(
     queue_fns!(),
     r#"local ours=0
 for i=1,#KEYS-2 do
 if redis.call("get",KEYS[i])==ARGV[1] then redis.call("del",KEYS[i]) ours=ours+1 end
 end
+local me=ARGV[2]
+if ours>0 and me~="" then place(me,0) end
 local woke=0
 if ours>0 and redis.call("exists",KEYS[1])==0 then
 local h=head()
-if h then wake(h) woke=1 end
+if h and h~=me then wake(h) woke=1 end
 end
 if ours<#KEYS-2 then return 0 end
 return 1+woke"#
@@ -352,7 +369,11 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
         Op::AcquireFenced { .. } => return encode_fenced(req, Some((queue, alive, member)), out),
         Op::Release => {
             cmd.arg(GATE_RELEASE_SCRIPT).arg(keys);
-            all_keys(&mut cmd, req).arg(queue).arg(alive).arg(token);
+            all_keys(&mut cmd, req)
+                .arg(queue)
+                .arg(alive)
+                .arg(token)
+                .arg(member);
         }
         Op::Leave => {
             cmd.arg(LEAVE_SCRIPT)
@@ -617,7 +638,7 @@ mod tests {
         );
         assert_eq!(
             gate(Op::Release, &["res"]),
-            resp(&["EVAL", GATE_RELEASE_SCRIPT, "3", "res", q, a, "tok"])
+            resp(&["EVAL", GATE_RELEASE_SCRIPT, "3", "res", q, a, "tok", "c:7"])
         );
         assert_eq!(
             gate(Op::Leave, &["res", "b"]),
@@ -630,8 +651,16 @@ mod tests {
         );
         assert_eq!(wake_channel("c"), "redlock-wake:c");
         // The alive period in the scripts is four refresh periods.
-        let alive = QUEUE_REFRESH.as_millis() * 4;
-        assert!(GATE_ACQUIRE_SCRIPT.starts_with(&format!("local ALIVE={alive}\n")));
+        let alive = QUEUE_ALIVE.as_millis();
+        assert_eq!(alive, crate::settings::QUEUE_REFRESH.as_millis() * 4);
+        for script in [
+            GATE_ACQUIRE_SCRIPT,
+            GATE_ACQUIRE_FENCED_SCRIPT,
+            GATE_RELEASE_SCRIPT,
+            LEAVE_SCRIPT,
+        ] {
+            assert!(script.starts_with(&format!("local ALIVE={alive}\n")));
+        }
         assert!(LEAVE_SCRIPT.contains("\"redlock-wake:\".."));
     }
 

@@ -361,7 +361,9 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
 /// queue (as the gate scripts in `codec.rs`); members it wakes go to
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
-    const ALIVE: Duration = Duration::from_secs(2);
+    // Longer than any test: tests that lengthen the queue refresh must not
+    // see their waiters drop out.
+    const ALIVE: Duration = Duration::from_secs(60);
     let now = Instant::now();
     let first = req.keys.first().map_or("", |k| &**k).to_owned();
     let queue = inner.queues.entry(first.clone()).or_default();
@@ -385,14 +387,24 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                 }
             }
             if held {
-                return Ok(Vote::NO);
+                return Ok(match head {
+                    Some(h) if h != member => Vote::queued(false),
+                    _ => Vote::NO,
+                });
             }
             woken.extend(head.filter(|h| h != member).map(|h| (h, req.op)));
             Ok(Vote::queued(false))
         }
         Op::Release => {
             let vote = apply(&mut inner.keys, req)?;
-            let handed = vote.yes && free(&inner.keys) && head.is_some();
+            // A queued waiter's failed round that this node had granted:
+            // back to the head of the queue, unwoken.
+            if vote.yes && !member.is_empty() && !queue.iter().any(|(m, _)| m == member) {
+                queue.insert(0, (member.to_owned(), now + ALIVE));
+            }
+            let head = queue.first().map(|(m, _)| m.clone());
+            let handed =
+                vote.yes && free(&inner.keys) && head.as_deref().is_some_and(|h| h != member);
             woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
             Ok(if handed { Vote::queued(true) } else { vote })
         }

@@ -28,14 +28,13 @@ use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
-pub(crate) use codec::QUEUE_REFRESH;
+pub(crate) use codec::QUEUE_ALIVE;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};
 use redis_link::RedisLink;
 pub(crate) use request::{Keys, Op, Request};
-use round::Gate;
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
 use worker::Worker;
@@ -331,8 +330,12 @@ impl Transport {
     /// the same addresses (see [`GateOf`]) — and the others once it granted,
     /// failed, or did not answer within a few of its usual round trips (and
     /// never later than a quarter of the round's time to `by`). `None` when
-    /// that node refused: another client passed it first (or the key is
-    /// still there), and nothing was set anywhere.
+    /// that node refused because others queued first, or refused a caller
+    /// that does not wait in the queue; nothing was set anywhere. The first
+    /// waiter in line, refused only because the key is held there, goes on
+    /// to the others: that node's no is one among N, and a key left behind
+    /// on it alone (a release that timed out there) must not stop the
+    /// queue.
     ///
     /// For clients woken together by one release: instead of splitting the
     /// nodes among themselves so that none wins a majority, all but one
@@ -348,11 +351,16 @@ impl Transport {
         let timeout = req.timeout;
         let (at_gate, plain) = self.split(req);
         let at_gate = at_gate.map_or_else(|| plain.clone(), |(_, req)| req);
+        let queued = at_gate
+            .queue
+            .as_ref()
+            .is_some_and(|member| !member.is_empty());
         let started = Instant::now();
         self.fan_out(&at_gate, &round, |index| index == gate);
         let quarter = by.saturating_duration_since(started) / 4;
-        if round.gate(started + wait.min(quarter)) == Gate::No {
-            return None;
+        match round.gate_vote(started + wait.min(quarter)) {
+            Some(vote) if !vote.yes && (vote.queued || !queued) => return None,
+            _ => {}
         }
         self.fan_out(&plain, &round, |index| index != gate);
         Some(PendingRound {

@@ -5,9 +5,11 @@
 //! Nothing here orders commands across a reconnect: a command still in
 //! flight on a dropped connection may reach Redis after the replacement's.
 //! Every command is harmless late: an acquisition's key expires by its TTL
-//! (and a failed round releases it), an extension never shortens a key, a
-//! release or fence write-back only acts while the key holds that
-//! acquisition's token, and a fence value is only ever raised.
+//! (and a failed round releases it; on a gate node, where a late one may
+//! also queue a waiter that already left, the key is one vote among N and
+//! the waiter drops out after its alive period), an extension never
+//! shortens a key, a release or fence write-back only acts while the key
+//! holds that acquisition's token, and a fence value is only ever raised.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

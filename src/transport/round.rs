@@ -90,30 +90,10 @@ impl GateAnswer {
     }
 }
 
-/// What a gated round's first node said.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Gate {
-    /// Granted: the round goes on to the other nodes.
-    Yes,
-    /// Refused: someone else passed the gate first.
-    No,
-    /// Failed, or no answer in time: the round goes on without it.
-    Unknown,
-}
-
 impl RoundShared {
     /// Marks node `index` as the resource's gate node: its vote is kept.
     pub(crate) fn gate_on(&self, index: usize) {
         self.state.lock().gate = Some((index, None));
-    }
-
-    /// Waits (until `until` at most) for the gate node's answer.
-    pub(crate) fn gate(&self, until: Instant) -> Gate {
-        match self.gate_vote(until) {
-            Some(vote) if vote.yes => Gate::Yes,
-            Some(_) => Gate::No,
-            None => Gate::Unknown,
-        }
     }
 
     /// The gate node's vote, waiting for it until `until` at most (`None`:
