@@ -88,6 +88,9 @@ pub(crate) struct Vote {
     /// wait for the resource. With an acquisition's no: the key is free but
     /// others queued first. With a release's yes: it woke the next waiter.
     pub(crate) queued: bool,
+    /// With an acquisition's no: who holds the key there, as a hash of the
+    /// holder's token (never the token), when the node said.
+    pub(crate) holder: Option<u64>,
 }
 
 impl Vote {
@@ -95,11 +98,13 @@ impl Vote {
         yes: true,
         fence: None,
         queued: false,
+        holder: None,
     };
     pub(crate) const NO: Vote = Vote {
         yes: false,
         fence: None,
         queued: false,
+        holder: None,
     };
 
     /// A yes that reports a fence value.
@@ -108,6 +113,19 @@ impl Vote {
             yes: true,
             fence: Some(fence),
             queued: false,
+            holder: None,
+        }
+    }
+
+    /// An acquisition's no: the key holds `token` there.
+    pub(crate) fn held_by(token: &[u8]) -> Vote {
+        // FNV-1a: equal tokens, equal hashes; the token is not kept.
+        let hash = token.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        Vote {
+            holder: Some(hash),
+            ..Vote::NO
         }
     }
 
@@ -119,6 +137,7 @@ impl Vote {
             yes,
             fence: None,
             queued: true,
+            holder: None,
         }
     }
 }
@@ -159,6 +178,10 @@ pub(crate) struct Outcome {
     pub(crate) permanent: bool,
     /// The largest fence value the yes votes counted here reported.
     pub(crate) fence: Option<u64>,
+    /// Refused, and no other client holds the key on a majority of the
+    /// nodes that answered (refusals that did not say who count for the
+    /// most common holder): contenders split the votes and nobody won.
+    pub(crate) split: bool,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -171,6 +194,10 @@ pub(crate) struct Tally {
     failures: Vec<NodeFailure>,
     /// The largest fence value reported with a yes.
     fence: Option<u64>,
+    /// Refusals by holder (hash of its token), and refusals that did not
+    /// say who holds the key.
+    holders: Vec<(u64, usize)>,
+    anonymous: usize,
 }
 
 impl Tally {
@@ -182,6 +209,8 @@ impl Tally {
             no: 0,
             failures: Vec::new(),
             fence: None,
+            holders: Vec::new(),
+            anonymous: 0,
         }
     }
 
@@ -193,7 +222,18 @@ impl Tally {
                 self.yes += 1;
                 self.fence = self.fence.max(fence);
             }
-            Ok(Vote { yes: false, .. }) => self.no += 1,
+            Ok(Vote {
+                yes: false, holder, ..
+            }) => {
+                self.no += 1;
+                match holder {
+                    Some(h) => match self.holders.iter_mut().find(|(k, _)| *k == h) {
+                        Some((_, count)) => *count += 1,
+                        None => self.holders.push((h, 1)),
+                    },
+                    None => self.anonymous += 1,
+                }
+            }
             Err(failure) => self.failures.push(failure),
         }
     }
@@ -221,6 +261,10 @@ impl Tally {
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
             fence: self.fence,
+            split: verdict == Verdict::Refused && {
+                let most = self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0);
+                most + self.anonymous < self.quorum
+            },
         }
     }
 

@@ -16,6 +16,14 @@ use crate::transport::{Keys, Op, QUEUE_ALIVE};
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
 
+/// At most this many rounds in a row that split the votes are re-tried at
+/// once, within a tenth of the TTL and at most [`MAX_SPLIT_WAIT`].
+const MAX_SPLITS: u32 = 5;
+const MAX_SPLIT_WAIT: Duration = Duration::from_millis(100);
+/// The pause before re-trying a split round: 1 ms plus up to 3 ms more at
+/// random, so that the contenders fall out of step.
+const SPLIT_PAUSE: Duration = Duration::from_millis(1);
+
 /// When to stop retrying, and what may cancel the wait.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Patience {
@@ -58,8 +66,9 @@ impl Patience {
 enum Failed {
     /// Enough nodes hold the key for someone else, or the gate node says
     /// others queued first. `granted`: the gate node had granted it (the
-    /// caller was first in its queue).
-    Busy { granted: bool },
+    /// caller was first in its queue). `split`: nobody holds it on a
+    /// majority — contenders split the votes.
+    Busy { granted: bool, split: bool },
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
     NoQuorum { outcome: Outcome, permanent: bool },
@@ -137,6 +146,9 @@ impl Core {
         let mut attempts = 0u32;
         // The last round was retried at once (see below).
         let mut again = false;
+        // Rounds that split the votes, re-tried at once (see below).
+        let mut splits = 0u32;
+        let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
         loop {
             attempts = attempts.saturating_add(1);
             if let Some(ticket) = &mut ticket {
@@ -166,6 +178,18 @@ impl Core {
                 }
                 Err(failed) => failed,
             };
+            // Nobody won: the contenders split the votes (or a winner's
+            // keys were still on their way). A short random pause, and
+            // again, not counted against the retries: `Busy` must mean that
+            // someone holds the resource.
+            if let Failed::Busy { split: true, .. } = failed
+                && splits < MAX_SPLITS
+                && Instant::now() < splits_until
+            {
+                splits += 1;
+                std::thread::sleep(algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3));
+                continue;
+            }
             let permanent = matches!(
                 failed,
                 Failed::NoQuorum {
@@ -173,12 +197,12 @@ impl Core {
                     ..
                 }
             );
-            if permanent || patience.exhausted(attempts) {
+            if permanent || patience.exhausted(attempts - splits) {
                 self.leave(&keys, ticket.as_ref());
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
-            if queues && let Failed::Busy { granted } = failed {
+            if queues && let Failed::Busy { granted, .. } = failed {
                 // Held (or queued): hear the gate node when the turn comes.
                 watch.get_or_insert_with(|| self.transport.watch());
                 if !gated {
@@ -267,7 +291,10 @@ impl Core {
             // nothing was set anywhere, and a waiter keeps its place.
             self.transport
                 .start_gated_round(request, by)
-                .ok_or(Failed::Busy { granted: false })?
+                .ok_or(Failed::Busy {
+                    granted: false,
+                    split: false,
+                })?
         } else {
             self.transport.start_round(request)
         };
@@ -281,7 +308,10 @@ impl Core {
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.is_some_and(|vote| vote.queued && !vote.yes);
         let failed = match outcome.verdict {
-            Verdict::Confirmed if behind => Failed::Busy { granted: false },
+            Verdict::Confirmed if behind => Failed::Busy {
+                granted: false,
+                split: false,
+            },
             Verdict::Confirmed if Instant::now() < valid_until => {
                 let fence = if self.settings.fencing {
                     self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
@@ -317,6 +347,7 @@ impl Core {
             },
             Verdict::Refused => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
+                split: outcome.split,
             },
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,

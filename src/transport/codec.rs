@@ -212,9 +212,14 @@ if redis.call("pttl", KEYS[1]) < tonumber(ARGV[2]) then
 end
 return 1"#;
 
-/// Sets every key or none: `0` if any of them exists.
+/// Sets every key or none: `1`, or if any of them exists the token it
+/// holds (`0` if it holds no string).
 pub(crate) const ACQUIRE_ALL_SCRIPT: &str = r#"for _, key in ipairs(KEYS) do
-    if redis.call("exists", key) == 1 then return 0 end
+    if redis.call("exists", key) == 1 then
+        local holder = redis.pcall("get", key)
+        if type(holder) == "string" then return holder end
+        return 0
+    end
 end
 for _, key in ipairs(KEYS) do
     redis.call("set", key, ARGV[1], "PX", ARGV[2])
@@ -244,12 +249,17 @@ return 1"#;
 
 /// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
 /// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
-/// answers `-1` if any was held, else the largest fence value stored.
+/// answers the token of the first that was held (`-1` if it holds no
+/// string), else the largest fence value stored.
 /// A fence key holding anything but an integer in `[0, 2^53)` (exact in a
 /// Lua number) is an error, and nothing is set.
 pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = r#"local n = tonumber(ARGV[3])
 for i = 1, n do
-    if redis.call("exists", KEYS[i]) == 1 then return -1 end
+    if redis.call("exists", KEYS[i]) == 1 then
+        local holder = redis.pcall("get", KEYS[i])
+        if type(holder) == "string" then return holder end
+        return -1
+    end
 end
 local fence = 0
 for i = 1, n do
@@ -333,8 +343,16 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     let mut cmd = redis::cmd("EVAL");
     match req.op {
         Op::Acquire { ttl_ms } => {
+            // `GET`: a refusal names the holder (its token, which a vote
+            // keeps only as a hash), so a round can tell a split from a
+            // holder. Redis 7.0 or later.
             cmd = redis::cmd("SET");
-            cmd.arg(key).arg(token).arg("NX").arg("PX").arg(ttl_ms);
+            cmd.arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("GET")
+                .arg("PX")
+                .arg(ttl_ms);
         }
         Op::Release => {
             cmd.arg(RELEASE_SCRIPT).arg(1).arg(key).arg(token);
@@ -458,9 +476,9 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
     use redis::Value;
     let scripted = req.keys.len() > 1 || req.queue.is_some();
     match (req.op, value) {
-        (Op::Acquire { .. }, Value::Okay) if !scripted => Ok(Vote::YES),
-        (Op::Acquire { .. }, Value::SimpleString(s)) if !scripted && s == "OK" => Ok(Vote::YES),
-        (Op::Acquire { .. }, Value::Nil) if !scripted => Ok(Vote::NO),
+        // `SET … NX GET`: nil when it set the key, else the holder's token.
+        (Op::Acquire { .. }, Value::Nil) if !scripted => Ok(Vote::YES),
+        (Op::Acquire { .. }, Value::BulkString(holder)) if !scripted => Ok(Vote::held_by(&holder)),
         // The scripts: 1 set, 0 held, 2 (gate node) others queued first.
         (Op::Acquire { .. }, Value::Int(n @ 0..=2)) if scripted => Ok(match n {
             1 => Vote::YES,
@@ -474,6 +492,10 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
         // The largest fence value stored, -1 when a key was held, -2 (gate
         // node) free but others queued first.
         (Op::AcquireFenced { .. }, Value::Int(-1)) => Ok(Vote::NO),
+        // The scripts' no that names the holder (the first held key's).
+        (Op::Acquire { .. } | Op::AcquireFenced { .. }, Value::BulkString(holder)) => {
+            Ok(Vote::held_by(&holder))
+        }
         (Op::AcquireFenced { .. }, Value::Int(-2)) if req.queue.is_some() => {
             Ok(Vote::queued(false))
         }
@@ -538,7 +560,7 @@ mod tests {
     fn acquire_is_set_nx_px() {
         assert_eq!(
             encoded(Op::Acquire { ttl_ms: 1500 }),
-            resp(&["SET", "res", "tok", "NX", "PX", "1500"])
+            resp(&["SET", "res", "tok", "NX", "GET", "PX", "1500"])
         );
     }
 
@@ -676,12 +698,18 @@ mod tests {
             interpret(&r, value, &node)
         };
         let acquire = Op::Acquire { ttl_ms: 1 };
-        assert_eq!(read(acquire, 1, Value::Okay), Ok(Vote::YES));
+        // `SET … NX GET`: nil when set, else the holder's token.
+        assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::YES));
+        let held = read(acquire, 1, Value::BulkString(b"theirs".to_vec())).unwrap();
+        assert!(!held.yes);
+        assert_eq!(held, Vote::held_by(b"theirs"));
+        assert_ne!(held, Vote::held_by(b"others"));
+        // The scripts name the first held key's holder too.
         assert_eq!(
-            read(acquire, 1, Value::SimpleString("OK".into())),
-            Ok(Vote::YES)
+            read(acquire, 2, Value::BulkString(b"theirs".to_vec())),
+            Ok(held)
         );
-        assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::NO));
+        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
         let release = Op::Release;
         assert_eq!(read(release, 1, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(read(release, 1, Value::Int(0)), Ok(Vote::NO));
@@ -716,7 +744,7 @@ mod tests {
         for (keys, odd) in [
             (1, Value::Int(1)),
             (2, Value::Okay),
-            (1, Value::BulkString(b"tok".to_vec())),
+            (1, Value::SimpleString("tok".into())),
         ] {
             let failure = read(acquire, keys, odd).unwrap_err();
             assert_eq!(failure.kind(), FailureKind::Server);

@@ -298,8 +298,8 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
     };
     match req.op {
         Op::Acquire { ttl_ms } => {
-            if req.keys.iter().any(|key| live(keys, key, now).is_some()) {
-                return Ok(Vote::NO);
+            if let Some((holder, _)) = req.keys.iter().find_map(|key| live(keys, key, now)) {
+                return Ok(Vote::held_by(holder.as_bytes()));
             }
             set(keys, ttl_ms);
             Ok(Vote::YES)
@@ -318,8 +318,8 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             Ok(Vote::YES)
         }
         Op::AcquireFenced { ttl_ms } => {
-            if req.keys.iter().any(|key| live(keys, key, now).is_some()) {
-                return Ok(Vote::NO);
+            if let Some((holder, _)) = req.keys.iter().find_map(|key| live(keys, key, now)) {
+                return Ok(Vote::held_by(holder.as_bytes()));
             }
             set(keys, ttl_ms);
             let fence = req
