@@ -166,7 +166,10 @@ impl<'a> Acquire<'a> {
             ..patience
         };
         let resources: Vec<&str> = self.resources.iter().map(String::as_str).collect();
-        let lease = self.core.acquire(&resources, self.ttl, patience)?;
+        let lease = self
+            .core
+            .acquire(&resources, self.ttl, patience)
+            .map_err(|err| err.in_call("Acquire::lock"))?;
         let mut guard = LockGuard::new(self.core.clone(), lease);
         if self.keep_alive {
             guard.keep_alive();

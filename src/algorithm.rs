@@ -35,6 +35,13 @@ pub(crate) fn ttl_millis(ttl: Duration, drift_factor: f64) -> Result<u64, String
         ));
     }
     let millis = ttl.as_millis() as u64;
+    if ttl.is_zero() {
+        return Err(
+            "the ttl is 0 ms; pass how long the lock may live before it expires by itself, \
+             such as Duration::from_secs(10)"
+                .to_owned(),
+        );
+    }
     if millis == 0 {
         return Err(format!(
             "ttl {} is below one millisecond; Redis expires keys in whole milliseconds",

@@ -45,8 +45,18 @@ pub struct Redlock {
 }
 
 impl std::fmt::Debug for Redlock {
+    /// The nodes (by address, never by URL) and the settings.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.core.fmt(f)
+        let nodes: Vec<String> = self
+            .core
+            .node_health()
+            .iter()
+            .map(|node| node.address().to_owned())
+            .collect();
+        f.debug_struct("Redlock")
+            .field("nodes", &nodes)
+            .field("config", &self.config())
+            .finish()
     }
 }
 
@@ -88,7 +98,9 @@ impl Redlock {
     }
 
     /// Acquires `resource` for `ttl`, retrying per the client's retry policy
-    /// (`retry_count` more rounds, each after a jittered delay).
+    /// (`retry_count` more rounds, each after a jittered delay: with the
+    /// defaults it waits about 1.1 s for a resource that stays held; use
+    /// [`lock_for`](Self::lock_for) to wait for a set time).
     ///
     /// The Redis key is `resource` itself, so other Redlock clients using the
     /// same keys interoperate.
@@ -101,17 +113,24 @@ impl Redlock {
     /// resource or an unusable TTL.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<LockGuard, Error> {
         let retries = self.core.retry_count();
-        self.acquire_with(&[resource], ttl, Patience::attempts(retries))
+        self.acquire_with("lock", &[resource], ttl, Patience::attempts(retries))
     }
 
-    /// Makes a single acquisition round. `Ok(None)` means another client holds
-    /// the resource.
+    /// Tries once, without waiting for a holder. `Ok(None)` means another
+    /// client holds the resource.
+    ///
+    /// When several clients try at the same moment, their votes can split
+    /// so that none of them wins a majority; such a round (the nodes that
+    /// refused name no single holder with a majority) is re-tried after
+    /// 1–4 ms, up to 5 times within a tenth of the TTL (at most 100 ms), so
+    /// that one of them gets it. Nodes must run Redis 7.0 or later
+    /// (`SET … NX GET` tells who refused).
     ///
     /// # Errors
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<LockGuard>, Error> {
-        match self.acquire_with(&[resource], ttl, Patience::attempts(0)) {
+        match self.acquire_with("try_lock", &[resource], ttl, Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -131,7 +150,7 @@ impl Redlock {
         wait: Duration,
     ) -> Result<LockGuard, Error> {
         let deadline = Instant::now().checked_add(wait);
-        self.acquire_with(&[resource], ttl, Patience::until(deadline))
+        self.acquire_with("lock_for", &[resource], ttl, Patience::until(deadline))
     }
 
     /// Retries until the lock is acquired or `deadline` has passed. Returns
@@ -147,7 +166,12 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<LockGuard, Error> {
-        self.acquire_with(&[resource], ttl, Patience::until(Some(deadline)))
+        self.acquire_with(
+            "lock_until",
+            &[resource],
+            ttl,
+            Patience::until(Some(deadline)),
+        )
     }
 
     /// Acquires **every one** of `resources` for `ttl`, or none of them,
@@ -189,7 +213,7 @@ impl Redlock {
     /// twice, or more than 128 resources.
     pub fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<LockGuard, Error> {
         let retries = self.core.retry_count();
-        self.acquire_with(resources, ttl, Patience::attempts(retries))
+        self.acquire_with("lock_all", resources, ttl, Patience::attempts(retries))
     }
 
     /// One round of [`lock_all`](Self::lock_all). `Ok(None)` means another
@@ -204,7 +228,7 @@ impl Redlock {
         resources: &[&str],
         ttl: Duration,
     ) -> Result<Option<LockGuard>, Error> {
-        match self.acquire_with(resources, ttl, Patience::attempts(0)) {
+        match self.acquire_with("try_lock_all", resources, ttl, Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -304,11 +328,15 @@ impl Redlock {
     /// Every locking method ends here.
     pub(crate) fn acquire_with(
         &self,
+        call: &str,
         resources: &[&str],
         ttl: Duration,
         patience: Patience,
     ) -> Result<LockGuard, Error> {
-        let lease = self.core.acquire(resources, ttl, patience)?;
+        let lease = self
+            .core
+            .acquire(resources, ttl, patience)
+            .map_err(|err| err.in_call(call))?;
         Ok(LockGuard::new(self.core.clone(), lease))
     }
 }

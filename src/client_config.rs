@@ -27,20 +27,7 @@ pub struct Config {
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Config")
-            .field("retry_count", &self.retry_count())
-            .field("retry_delay", &self.retry_delay())
-            .field("retry_jitter", &self.retry_jitter())
-            .field("drift_factor", &self.drift_factor())
-            .field("node_timeout", &self.node_timeout())
-            .field("node_timeout_factor", &self.node_timeout_factor())
-            .field("connect_timeout", &self.connect_timeout())
-            .field("queue_capacity", &self.queue_capacity())
-            .field("fencing", &self.fencing())
-            .field("fencing_idle", &self.fencing_idle())
-            .field("restart_quarantine", &self.restart_quarantine())
-            .field("release_notifications", &self.release_notifications())
-            .finish()
+        self.settings.fmt(f)
     }
 }
 

@@ -77,10 +77,16 @@ impl RedlockBuilder {
         }
     }
 
-    /// How many more rounds [`Redlock::lock`](crate::Redlock::lock) tries after the first one fails
-    /// because the resource is busy or nodes failed. Defaults to `10`.
-    /// Rounds made at once after another client's release come on top (see
-    /// [`release_notifications`](Self::release_notifications)).
+    /// How many more rounds [`Redlock::lock`](crate::Redlock::lock) (and
+    /// `lock_all`) makes after the first one fails because the resource is
+    /// busy or nodes failed: at most `retry_count + 1` rounds in all, which
+    /// [`Error::Busy`](crate::Error::Busy) reports. (A round in which
+    /// contenders split the votes and nobody won is re-tried at once, a few
+    /// times, on top: see [`Redlock::try_lock`](crate::Redlock::try_lock).)
+    /// Defaults to `10`: with the default pauses (50–200 ms, see
+    /// [`retry_delay`](Self::retry_delay)) `lock` waits about 1.1 s (0.5–2 s)
+    /// for a resource that stays held. To wait for a set time, use
+    /// [`Redlock::lock_for`](crate::Redlock::lock_for).
     pub fn retry_count(mut self, retries: u32) -> Self {
         self.settings.retry_count = retries;
         self
@@ -514,8 +520,28 @@ fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
 }
 
 fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
+    let trimmed = url.trim();
+    if trimmed.len() != url.len() {
+        return Err(Error::config(format!(
+            "node #{index} ({}) has a space or line break before or after it; remove it",
+            redact(trimmed)
+        )));
+    }
     let bad = |why: &str| Error::config(format!("node #{index} ({}): {why}", redact(url)));
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // Shown only when it is plainly `host:port` (anything else may be
+        // a secret pasted in the wrong place).
+        return Err(match host_and_port(url) {
+            Some(_) => Error::config(format!(
+                "node #{index} ({url}) has no scheme; write it as redis://{url}"
+            )),
+            None => bad(
+                "has no scheme; write it as redis://[user:password@]host[:port][/db], \
+                 rediss://… or unix:///path/to/socket",
+            ),
+        });
+    };
+    let scheme = Some(scheme.to_ascii_lowercase());
     match scheme.as_deref() {
         Some("redis" | "unix" | "redis+unix") => {}
         Some("rediss") if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
@@ -532,9 +558,29 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
             ));
         }
     }
-    let info = url
-        .into_connection_info()
-        .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?;
+    if ambiguous(url) {
+        return Err(bad(
+            "part of the URL before an '@' could be read as the host or socket path; \
+             percent-encode '@', '/', '?' and '#' in user names, passwords and socket paths \
+             (%40, %2F, %3F, %23)",
+        ));
+    }
+    if !scheme.as_deref().is_some_and(|s| s.ends_with("unix")) {
+        check_port(&rest[..head("redis", rest)]).map_err(|why| bad(&why))?;
+    }
+    let info = url.into_connection_info().map_err(|e| {
+        let reason = safe_reason(&e);
+        if reason.contains("hostname") {
+            bad("the URL has no host; write redis://host:port, such as redis://localhost:6379")
+        } else if reason.contains("database") {
+            bad(
+                "the path after the host must be a database number, such as /0; \
+                 percent-encode '/' in a password as %2F",
+            )
+        } else {
+            bad(&format!("not a valid Redis URL ({reason})"))
+        }
+    })?;
     let place = match info.addr() {
         redis::ConnectionAddr::Tcp(host, _) | redis::ConnectionAddr::TcpTls { host, .. } => {
             host.clone()
@@ -544,13 +590,6 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     };
     if place.is_empty() {
         return Err(bad("the URL has no host"));
-    }
-    if ambiguous(url) {
-        return Err(bad(
-            "part of the URL before an '@' could be read as the host or socket path; \
-             percent-encode '@', '/', '?' and '#' in user names, passwords and socket paths \
-             (%40, %2F, %3F, %23)",
-        ));
     }
     let address = info.addr().to_string();
     let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
@@ -580,6 +619,41 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     };
     let _ = tls;
     Ok(NodeSpec { address, client })
+}
+
+/// `text` as `(host, port)` when it is plainly `host:port` (a name or
+/// IPv4 address, and digits).
+fn host_and_port(text: &str) -> Option<(&str, &str)> {
+    let (host, port) = text.rsplit_once(':')?;
+    let plain = !host.is_empty()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        && !port.is_empty()
+        && port.len() <= 6
+        && port.chars().all(|c| c.is_ascii_digit());
+    plain.then_some((host, port))
+}
+
+/// Checks the port of a TCP URL's authority (`[user:password@]host[:port]`,
+/// unambiguous): a number from 1 to 65535 when given.
+fn check_port(authority: &str) -> Result<(), String> {
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let port = match host_port.strip_prefix('[') {
+        // `[v6 address]:port`
+        Some(v6) => v6.split_once("]:").map(|(_, port)| port),
+        None => host_port.split_once(':').map(|(_, port)| port),
+    };
+    match port {
+        None | Some("") => Ok(()),
+        Some(port) if port.parse::<u16>().is_ok_and(|p| p > 0) => Ok(()),
+        Some(port) if port.len() <= 12 && port.chars().all(|c| c.is_ascii_digit()) => Err(format!(
+            "port {port} is not a port number; use one from 1 to 65535 (Redis: 6379)"
+        )),
+        Some(_) => {
+            Err("the port is not a number; write host:port, such as localhost:6379".to_owned())
+        }
+    }
 }
 
 /// The `redis` crate's reason for rejecting a URL, without its detail part
@@ -715,14 +789,15 @@ mod tests {
     #[test]
     fn a_host_that_may_be_part_of_a_password_is_rejected() {
         for url in [
-            "redis://:pa?ss@h:1",
-            "redis://:pa#ss@h:1",
-            "redis://:pa/ss@h:1",
+            "redis://:hunter?two@h:1",
+            "redis://:hunter#two@h:1",
+            "redis://:hunter/two@h:1",
         ] {
             let err = parse_nodes_plain(&urls(&[url])).unwrap_err();
             let text = err.to_string();
-            assert!(!text.contains("pa") || text.contains("parse"), "{text}");
-            assert!(!text.contains("ss@"), "{text}");
+            assert!(!text.contains("hunter"), "{text}");
+            assert!(!text.contains("two"), "{text}");
+            assert!(text.contains("percent-encode"), "{text}");
         }
         let ok = parse_nodes_plain(&urls(&["redis://u:p%40ss@h:1", "redis://[::1]:2"])).unwrap();
         assert_eq!(ok[0].address, "h:1");

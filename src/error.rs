@@ -100,9 +100,28 @@ pub enum Error {
 }
 
 impl Error {
+    /// A setting or node URL given to the builder is wrong.
     pub(crate) fn config(reason: impl Into<String>) -> Self {
         Error::Config {
+            reason: format!("invalid configuration: {}", reason.into()),
+        }
+    }
+
+    /// An argument of a call is wrong; [`in_call`](Self::in_call) names the
+    /// call.
+    pub(crate) fn argument(reason: impl Into<String>) -> Self {
+        Error::Config {
             reason: reason.into(),
+        }
+    }
+
+    /// An [`argument`](Self::argument) error, naming the call it came from.
+    pub(crate) fn in_call(self, call: &str) -> Self {
+        match self {
+            Error::Config { reason } => Error::Config {
+                reason: format!("invalid argument to {call}: {reason}"),
+            },
+            other => other,
         }
     }
 }
@@ -110,11 +129,11 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Config { reason } => write!(f, "invalid configuration: {reason}"),
+            Error::Config { reason } => f.write_str(reason),
             Error::Busy { resource, attempts } => write!(
                 f,
                 "resource {resource:?} is held by another client (gave up after {attempts} \
-                 attempt(s)); retry later or wait longer with lock_for"
+                 round(s)); retry later, or wait longer with lock_for"
             ),
             Error::NoQuorum {
                 resource,
@@ -124,8 +143,8 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; \
-                     check that a majority of the nodes is up and reachable"
+                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; {}",
+                    what_to_check(failures)
                 )?;
                 write_failures(f, failures)
             }
@@ -135,11 +154,21 @@ impl fmt::Display for Error {
                 quorum,
                 failures,
             } => {
-                write!(
-                    f,
-                    "lock on {resource:?} was lost: {confirmed} node(s) still held it, {quorum} \
-                     needed; stop the work it protected"
-                )?;
+                if confirmed + failures.len() >= *quorum && !failures.is_empty() {
+                    // The failures alone explain it: nodes did not answer.
+                    write!(
+                        f,
+                        "lock on {resource:?} was lost: its renewal reached {confirmed} node(s) \
+                         before it expired, {quorum} needed, the others unreachable; stop the \
+                         work it protected"
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "lock on {resource:?} was lost: {confirmed} node(s) still held it, \
+                         {quorum} needed; stop the work it protected"
+                    )?;
+                }
                 write_failures(f, failures)
             }
             Error::System { reason } => write!(f, "system resource unavailable: {reason}"),
@@ -158,6 +187,27 @@ impl fmt::Display for Error {
                 Human(*ttl),
             ),
         }
+    }
+}
+
+/// What a `NoQuorum` asks the caller to check, from its failures' kinds.
+fn what_to_check(failures: &[NodeFailure]) -> &'static str {
+    let mut kinds = failures
+        .iter()
+        .map(NodeFailure::kind)
+        .filter(|kind| *kind != FailureKind::Unanswered)
+        .peekable();
+    let first = kinds.peek().copied();
+    match first {
+        Some(FailureKind::Auth) if kinds.all(|k| k == FailureKind::Auth) => {
+            "the nodes rejected the credentials: check the user name and password in the node \
+             URLs (percent-encode any of : / ? # @ in them)"
+        }
+        Some(FailureKind::NotRedis) if kinds.all(|k| k == FailureKind::NotRedis) => {
+            "something else than Redis answers at the nodes' addresses: check the hosts and \
+             ports in the node URLs"
+        }
+        _ => "check that a majority of the nodes is up and reachable",
     }
 }
 
@@ -215,12 +265,17 @@ pub enum FailureKind {
     /// period set with
     /// [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine).
     Quarantined,
+    /// Something else than Redis answers at the node's address (its
+    /// replies are not the Redis protocol). Retrying does not help: fix the
+    /// URL's host or port.
+    NotRedis,
 }
 
 impl FailureKind {
-    /// Whether the failure will not go away by itself (bad credentials).
+    /// Whether the failure will not go away by itself (bad credentials,
+    /// not a Redis server).
     pub fn is_permanent(self) -> bool {
-        matches!(self, FailureKind::Auth)
+        matches!(self, FailureKind::Auth | FailureKind::NotRedis)
     }
 
     fn as_str(self) -> &'static str {
@@ -233,6 +288,7 @@ impl FailureKind {
             FailureKind::Overloaded => "overloaded",
             FailureKind::Unanswered => "had not answered yet",
             FailureKind::Quarantined => "in restart quarantine",
+            FailureKind::NotRedis => "not a Redis server",
         }
     }
 }

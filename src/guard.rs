@@ -191,7 +191,9 @@ impl LockGuard {
     /// failed to answer (the old validity still stands); [`Error::Config`]
     /// for an unusable `ttl`.
     pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        self.core.extend(&self.lease, ttl)
+        self.core
+            .extend(&self.lease, ttl)
+            .map_err(|err| err.in_call("LockGuard::extend"))
     }
 
     /// Releases the lock on every node with an atomic compare-and-delete, and

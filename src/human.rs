@@ -11,6 +11,9 @@ impl fmt::Display for Human {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.0;
         let micros = d.as_micros();
+        if micros == 0 {
+            return f.write_str("0 ms");
+        }
         if micros < 1_000 {
             return write!(f, "{micros} µs");
         }
@@ -59,7 +62,7 @@ mod tests {
 
     #[test]
     fn durations_read_as_people_write_them() {
-        assert_eq!(h(Duration::ZERO), "0 µs");
+        assert_eq!(h(Duration::ZERO), "0 ms");
         assert_eq!(h(Duration::from_micros(900)), "900 µs");
         assert_eq!(h(Duration::from_micros(2_500)), "2.5 ms");
         assert_eq!(h(Duration::from_millis(2)), "2 ms");

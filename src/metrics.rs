@@ -103,6 +103,7 @@ mod on {
             FailureKind::Server => "server",
             FailureKind::Overloaded => "overloaded",
             FailureKind::Quarantined => "quarantined",
+            FailureKind::NotRedis => "not_redis",
             FailureKind::Unanswered => return,
         };
         metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)

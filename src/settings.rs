@@ -12,7 +12,7 @@ use crate::human::Human;
 pub(crate) const QUEUE_REFRESH: Duration = Duration::from_millis(500);
 
 /// Validated settings shared by every clone of a client.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
@@ -54,6 +54,27 @@ impl Default for Settings {
             notifications: true,
             queue_refresh: QUEUE_REFRESH,
         }
+    }
+}
+
+impl fmt::Debug for Settings {
+    /// The settings a user sets (as the builder names them), not the
+    /// fields tests change.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_jitter", &self.retry_jitter)
+            .field("drift_factor", &self.drift_factor)
+            .field("node_timeout", &self.node_timeout)
+            .field("node_timeout_factor", &self.node_timeout_factor)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("queue_capacity", &self.queue_capacity)
+            .field("fencing", &self.fencing)
+            .field("fencing_idle", &self.fencing_idle)
+            .field("restart_quarantine", &self.restart_quarantine)
+            .field("release_notifications", &self.notifications)
+            .finish()
     }
 }
 

@@ -26,7 +26,10 @@ fn bad_node_lists_are_rejected_at_build() {
         ]))
         .contains("twice")
     );
-    assert!(config_error(Redlock::new(["127.0.0.1:6379"])).contains("not a Redis URL"));
+    assert!(
+        config_error(Redlock::new(["127.0.0.1:6379"]))
+            .contains("no scheme; write it as redis://127.0.0.1:6379")
+    );
     assert!(config_error(Redlock::new(["http://127.0.0.1:6379"])).contains("not a Redis URL"));
     assert!(config_error(Redlock::new(["redis://:pw@127.0.0.1:notaport"])).contains("node #0"));
     let reason = config_error(Redlock::new([
@@ -35,6 +38,75 @@ fn bad_node_lists_are_rejected_at_build() {
     ]));
     assert!(reason.contains("node #1"), "{reason}");
     assert!(!reason.contains("hunter2"), "password leaked: {reason}");
+}
+
+/// Issue 24: each malformed URL a newcomer wrote gets a message in their
+/// own terms, saying how to write it (and never showing the password).
+#[test]
+fn malformed_urls_say_what_is_wrong_and_how_to_write_it() {
+    let says = |url: &str, expected: &str| {
+        let reason = config_error(Redlock::new([url]));
+        assert!(reason.contains(expected), "{url:?}: {reason}");
+        assert!(!reason.contains("hunter"), "{url:?} leaked: {reason}");
+        assert!(!reason.contains("InvalidClientConfig"), "{url:?}: {reason}");
+    };
+    says(
+        " redis://127.0.0.1:6379",
+        "space or line break before or after it; remove it",
+    );
+    says("redis://127.0.0.1:6379\n", "space or line break");
+    says(
+        "localhost:6379",
+        "no scheme; write it as redis://localhost:6379",
+    );
+    says(
+        "hunter2",
+        "no scheme; write it as redis://[user:password@]host",
+    );
+    says(
+        "redis://127.0.0.1:99999",
+        "port 99999 is not a port number; use one from 1 to 65535",
+    );
+    says("redis://127.0.0.1:abc", "the port is not a number");
+    says("redis://:hunter/2@127.0.0.1:6379", "percent-encode");
+    says("redis://127.0.0.1:6379/x", "database number, such as /0");
+    says("redis://", "no host");
+    says("http://127.0.0.1:6379", "not a Redis URL; use redis://");
+}
+
+/// A call's bad argument is not configuration: the error names the call,
+/// and zero reads "0 ms".
+#[test]
+fn a_bad_argument_names_the_call() {
+    let redlock = Redlock::builder(["redis://127.0.0.1:1"])
+        .connect_timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let reason = config_error(redlock.lock("r", Duration::ZERO));
+    assert!(
+        reason.starts_with("invalid argument to lock: the ttl is 0 ms"),
+        "{reason}"
+    );
+    let reason = config_error(redlock.try_lock("", Duration::from_secs(1)));
+    assert!(
+        reason.starts_with("invalid argument to try_lock:"),
+        "{reason}"
+    );
+    let reason = config_error(redlock.acquire("r", Duration::ZERO).lock());
+    assert!(
+        reason.starts_with("invalid argument to Acquire::lock:"),
+        "{reason}"
+    );
+    // The builder's errors are configuration.
+    let reason = config_error(
+        Redlock::builder(["redis://127.0.0.1:1"])
+            .drift_factor(2.0)
+            .build(),
+    );
+    assert!(
+        reason.starts_with("invalid configuration: drift_factor"),
+        "{reason}"
+    );
 }
 
 #[test]
@@ -139,6 +211,13 @@ fn debug_output_hides_tokens_and_passwords() {
     let shown = format!("{guard:?} {redlock:?}");
     assert!(!shown.contains(&token), "token leaked: {shown}");
     assert!(shown.contains("res:debug"));
+    // The client shows its nodes and settings, not internals (issue 24).
+    let client = format!("{redlock:?}");
+    assert!(client.contains("retry_count: 10"), "{client}");
+    assert!(client.contains(&cluster.nodes[0].address()), "{client}");
+    for internal in ["fencing_floor", "queue_refresh", "transport", "waiters"] {
+        assert!(!client.contains(internal), "{client}");
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::sync::Barrier;
 use std::time::Duration;
 
 use harness::Cluster;
-use redlock_sync::Redlock;
+use redlock_sync::{Error, FailureKind, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -57,4 +57,111 @@ fn simultaneous_try_locks_from_separate_clients_have_a_winner() {
         nobody * 100 <= ROUNDS,
         "{nobody} of {ROUNDS} rounds had no winner: try_lock said `held` when nobody held it"
     );
+}
+
+/// A node URL that points at something else than Redis (here: a web
+/// server's answer) is reported as such at once, not retried as a server
+/// error with the raw parse error.
+#[test]
+fn a_port_that_is_not_redis_says_so_without_retrying() {
+    use std::io::Write;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().take(500).flatten() {
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let redlock = Redlock::builder([format!("redis://127.0.0.1:{port}")])
+        .retry_count(1000)
+        .retry_delay(Duration::from_millis(50))
+        .build()
+        .expect("build does not fail on a node that is not up");
+    let started = std::time::Instant::now();
+    let err = redlock.lock("newcomer:not-redis", TTL).unwrap_err();
+    let text = err.to_string();
+    eprintln!("{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "retried: {:?}",
+        started.elapsed()
+    );
+    assert!(text.contains("not a Redis server"), "{text}");
+    assert!(!text.contains('\n'), "one line: {text}");
+    match &err {
+        Error::NoQuorum { failures, .. } => {
+            assert_eq!(failures[0].kind(), FailureKind::NotRedis, "{err}");
+        }
+        other => panic!("expected NoQuorum, got {other:?}"),
+    }
+}
+
+/// A kept-alive lock whose renewals time out on a majority (two of three
+/// nodes paused) is lost when its validity runs out; `ensure_valid` then
+/// names the causes of the last failed renewal and says the nodes were
+/// unreachable (it once listed no cause and "0 node(s) still held it").
+#[test]
+fn a_lock_lost_to_timeouts_keeps_its_causes() {
+    let mut cluster = Cluster::start(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let guard = redlock
+        .acquire("newcomer:lost", Duration::from_millis(600))
+        .keep_alive()
+        .lock()
+        .unwrap();
+    cluster.nodes[1].pause();
+    cluster.nodes[2].pause();
+    harness::settles("the lock lost when its validity ran out", || {
+        guard.ensure_valid().is_err()
+    });
+    cluster.nodes[1].resume();
+    cluster.nodes[2].resume();
+    let err = guard.ensure_valid().unwrap_err();
+    let text = err.to_string();
+    match &err {
+        Error::LockLost {
+            confirmed,
+            failures,
+            ..
+        } => {
+            assert_eq!(*confirmed, 1, "{text}");
+            // The two paused nodes, as the last renewal saw them.
+            assert_eq!(failures.len(), 2, "{text}");
+            assert!(
+                failures
+                    .iter()
+                    .all(|f| matches!(f.kind(), FailureKind::Timeout | FailureKind::Connection)),
+                "{text}"
+            );
+        }
+        other => panic!("expected LockLost, got {other:?}"),
+    }
+    assert!(text.contains("unreachable"), "{text}");
+}
+
+/// `retry_count(10)` makes at most 11 rounds (the first and 10 more), and
+/// the error says so (it once said "after 12 attempt(s)": rounds made at
+/// once after a queue or a wake-up came on top).
+#[test]
+fn retry_count_is_the_rounds_after_the_first() {
+    let cluster = Cluster::start(5);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let _held = holder.lock("newcomer:retries", TTL).unwrap();
+    let waiter = Redlock::builder(cluster.urls())
+        .retry_count(10)
+        .retry_delay(Duration::from_millis(5))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap();
+    let sets = || -> Vec<u64> { cluster.nodes.iter().map(|n| n.calls("set")).collect() };
+    let before = sets();
+    let err = waiter.lock("newcomer:retries", TTL).unwrap_err();
+    assert!(matches!(err, Error::Busy { attempts: 11, .. }), "{err:?}");
+    assert!(err.to_string().contains("after 11 round(s)"), "{err}");
+    // Every round's SET reached the nodes other than the gate node.
+    let rounds: Vec<u64> = sets().iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(rounds.iter().max(), Some(&11), "{rounds:?}");
 }

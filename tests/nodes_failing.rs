@@ -167,6 +167,10 @@ fn a_wrong_password_is_an_auth_failure_without_retrying() {
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
+    assert!(
+        err.to_string().contains("rejected the credentials"),
+        "says what to fix: {err}"
+    );
     let text = format!("{err} {err:?} {redlock:?}");
     assert!(!text.contains("wrong-secret"), "{text}");
     assert!(!text.contains("right-secret"), "{text}");

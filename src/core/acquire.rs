@@ -422,19 +422,19 @@ fn wall_clock_micros() -> u64 {
 /// duplicate, or more than [`MAX_RESOURCES`].
 fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
     match resources {
-        [] => Err(Error::config(
+        [] => Err(Error::argument(
             "no resources given; name at least one resource to lock",
         )),
-        [""] => Err(Error::config(
+        [""] => Err(Error::argument(
             "the resource name is empty; name what you lock",
         )),
-        _ if resources.iter().any(|r| reserved(r)) => Err(Error::config(
+        _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(
             "resource names starting with `redlock-fence:`, `redlock-queue:` or \
              `redlock-alive:`, and `redlock:admitted`, are reserved for the client's own \
              keys; choose another name",
         )),
         [one] => Ok(Arc::from([Arc::from(*one)])),
-        _ if resources.len() > MAX_RESOURCES => Err(Error::config(format!(
+        _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
             resources.len()
         ))),
@@ -442,12 +442,12 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
             let mut seen = std::collections::HashSet::with_capacity(resources.len());
             for (index, resource) in resources.iter().enumerate() {
                 if resource.is_empty() {
-                    return Err(Error::config(format!(
+                    return Err(Error::argument(format!(
                         "resource #{index} has an empty name; name what you lock"
                     )));
                 }
                 if !seen.insert(*resource) {
-                    return Err(Error::config(format!(
+                    return Err(Error::argument(format!(
                         "resource {resource:?} is listed twice; list each resource once"
                     )));
                 }

@@ -67,8 +67,10 @@ struct LeaseState {
     retry_at: Option<Instant>,
     /// Bumped by every change of `ttl`, `valid_until` or `retry_at`.
     epoch: u64,
-    /// Why the last extension failed, for the `LockLost` error.
+    /// Why the last extension failed (refused, or nodes unreachable), and
+    /// how many nodes confirmed it, for the `LockLost` error.
     failures: Vec<NodeFailure>,
+    confirmed: usize,
 }
 
 /// Who asks for an extension.
@@ -111,6 +113,7 @@ impl Lease {
                 retry_at: None,
                 epoch: 0,
                 failures: Vec::new(),
+                confirmed: 0,
             }),
             extension_ended: Condvar::new(),
             fence: None,
@@ -343,7 +346,7 @@ impl Lease {
 fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
     Error::LockLost {
         resource: resource.to_owned(),
-        confirmed: 0,
+        confirmed: state.confirmed,
         quorum,
         failures: state.failures.clone(),
     }
@@ -389,15 +392,21 @@ impl PendingExtend<'_> {
                 state.valid_until = new_until;
                 state.retry_at = None;
                 state.failures.clear();
+                state.confirmed = 0;
                 Ok(())
             }
             Verdict::Confirmed => Err(lock_lost(&lease.name, outcome)),
             Verdict::Refused => {
                 state.failures = outcome.failures.clone();
+                state.confirmed = outcome.confirmed;
                 lease.lose(&mut state);
                 Err(lock_lost(&lease.name, outcome))
             }
             Verdict::Unreachable => {
+                // Kept for the `LockLost` if the validity runs out before
+                // a renewal gets through.
+                state.failures = outcome.failures.clone();
+                state.confirmed = outcome.confirmed;
                 if let Who::Keeper { .. } = self.who {
                     let retry = (self.ttl / 10).max(core.node_timeout(self.ttl).value);
                     state.retry_at = Instant::now().checked_add(retry);

@@ -67,10 +67,9 @@ pub(crate) struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Redlock")
+        f.debug_struct("Core")
             .field("nodes", &self.transport)
-            .field("settings", &self.settings)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -137,7 +136,7 @@ impl Core {
     fn whole_ttl(&self, ttl: Duration) -> Result<Duration, Error> {
         algorithm::ttl_millis(ttl, self.settings.drift_factor)
             .map(Duration::from_millis)
-            .map_err(Error::config)
+            .map_err(Error::argument)
     }
 
     /// The one place a [`Request`] is built.

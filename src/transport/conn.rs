@@ -159,8 +159,21 @@ impl NodeShared {
 
     /// Turns a Redis error into this node's failure.
     pub(crate) fn failure(&self, err: &redis::RedisError) -> NodeFailure {
-        // Redis error texts never include the password, and ours carry no token.
-        NodeFailure::new(self.address.clone(), classify(err), err.to_string())
+        // Redis error texts never include the password, and ours carry no
+        // token. One line: the `redis` crate's parse errors span several.
+        let kind = classify(err);
+        let detail = match kind {
+            FailureKind::NotRedis => {
+                "its replies are not the Redis protocol; check the host and port in the node URL"
+                    .to_owned()
+            }
+            _ => err
+                .to_string()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        NodeFailure::new(self.address.clone(), kind, detail)
     }
 }
 
@@ -171,6 +184,9 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
     }
     if err.kind() == redis::ErrorKind::AuthenticationFailed {
         return FailureKind::Auth;
+    }
+    if err.kind() == redis::ErrorKind::Parse {
+        return FailureKind::NotRedis;
     }
     match err.code() {
         Some(code) => classify_code(code),
