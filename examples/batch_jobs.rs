@@ -61,7 +61,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let args = match parse_args() {
         Ok(args) => args,
         Err(err) => {
@@ -70,7 +70,7 @@ fn main() {
         }
     };
     let nodes = common::Nodes::from_args_or_local(args.nodes.as_deref(), 5);
-    common::on_ctrl_c(true);
+    common::on_ctrl_c();
     let state_url = args.state.clone().unwrap_or_else(|| nodes.urls[0].clone());
     let redlock = Redlock::new(&nodes.urls).unwrap_or_else(|err| {
         eprintln!("batch_jobs: {err}");
@@ -118,12 +118,17 @@ fn main() {
                     // wait for its lock, so that no job is left undone.
                     let key = format!("batch:job:{id}");
                     let locked = if patient {
-                        redlock.lock_for(&key, ttl, Duration::from_secs(30)).ok()
+                        redlock
+                            .acquire(&key, ttl)
+                            .wait(Duration::from_secs(30))
+                            .cancel_on(common::shutdown())
+                            .lock()
+                            .ok()
                     } else {
                         redlock.try_lock(&key, ttl).ok().flatten()
                     };
                     let Some(mut guard) = locked else {
-                        if patient {
+                        if patient && !common::interrupted() {
                             eprintln!(
                                 "batch_jobs: could not lock job {id} within 30 s; left undone"
                             );
@@ -136,8 +141,12 @@ fn main() {
                         skipped.fetch_add(1, Ordering::Relaxed);
                         return true;
                     }
-                    // The job itself: some work, and a count of how often it ran.
-                    std::thread::sleep(args.work);
+                    // The job itself: some work (Ctrl-C ends it: the guard
+                    // is dropped, which releases the lock), and a count of
+                    // how often it ran.
+                    if common::shutdown().sleep(args.work) {
+                        return true;
+                    }
                     let _: i64 = redis::cmd("INCR")
                         .arg(format!("batch:runs:{id}"))
                         .query(&mut state)
@@ -164,11 +173,17 @@ fn main() {
                 };
                 let mut deferred = Vec::new();
                 for id in jobs.iter() {
+                    if common::interrupted() {
+                        return;
+                    }
                     if !run(id, false) {
                         deferred.push(id);
                     }
                 }
                 for id in deferred {
+                    if common::interrupted() {
+                        return;
+                    }
                     run(id, true);
                 }
             });
@@ -180,4 +195,6 @@ fn main() {
         skipped.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64()
     );
+    drop(nodes);
+    common::exit_code()
 }

@@ -77,7 +77,8 @@ fn scenario(nodes: &[String], store: &mut redis::Connection, fencing: bool) -> (
     let a_guard = a.lock("fenced-store", ttl).expect("A locks");
     let a_token = a_guard.fencing_token();
     println!("  A holds the lock (token {a_token:?}) ... and stalls");
-    std::thread::sleep(ttl + Duration::from_millis(200)); // the pause
+    // The pause (Ctrl-C ends it; the scenario then goes on at once).
+    common::shutdown().sleep(ttl + Duration::from_millis(200));
     let b_guard = b
         .lock("fenced-store", ttl)
         .expect("B locks after A's lock expired");
@@ -111,7 +112,7 @@ fn main() {
         }
     }
     let nodes = common::Nodes::from_args_or_local(nodes_arg.as_deref(), 3);
-    common::on_ctrl_c(true);
+    common::on_ctrl_c();
     let store_url = store_arg.unwrap_or_else(|| nodes.urls[0].clone());
     let mut store = redis::Client::open(store_url.as_str())
         .and_then(|c| c.get_connection())
@@ -135,5 +136,8 @@ fn main() {
         }
     );
     drop(nodes);
+    if common::interrupted() {
+        std::process::exit(130);
+    }
     std::process::exit(if ok { 0 } else { 1 });
 }

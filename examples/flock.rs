@@ -92,7 +92,7 @@ fn main() {
         std::process::exit(EXIT_USAGE);
     });
     let nodes = common::Nodes::from_args_or_local(args.nodes.as_deref(), 5);
-    common::on_ctrl_c(false);
+    common::on_ctrl_c();
     let code = run(&args, &nodes.urls);
     drop(nodes);
     std::process::exit(code);
@@ -121,8 +121,9 @@ fn run(args: &Args, urls: &[String]) -> i32 {
         }
         Err(Error::Busy { .. }) => {
             eprintln!(
-                "flock: {:?} is held elsewhere; gave up after {:?}",
-                args.resource, args.wait
+                "flock: {:?} is held elsewhere; gave up after {}",
+                args.resource,
+                common::human(args.wait)
             );
             return EXIT_NOT_ACQUIRED;
         }

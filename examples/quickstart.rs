@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, Redlock};
 
-fn main() -> Result<(), Error> {
+fn main() -> Result<std::process::ExitCode, Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let given = (!args.is_empty()).then(|| args.join(","));
     let nodes = common::Nodes::from_args_or_local(given.as_deref(), 5);
-    common::on_ctrl_c(true);
+    common::on_ctrl_c();
     let urls = nodes.urls.clone();
     println!("nodes: {}", urls.join(", "));
 
@@ -43,11 +43,18 @@ fn main() -> Result<(), Error> {
             let guard = redlock.lock("quickstart:report", ttl)?;
             say(
                 "alice",
-                format!("got the lock, valid for {:?}", guard.remaining()),
+                format!(
+                    "got the lock, valid for {}",
+                    common::human(guard.remaining())
+                ),
             );
             ready.wait();
-            std::thread::sleep(Duration::from_millis(300)); // the protected work
-            say("alice", "done, releasing".into());
+            // The protected work (a pause that Ctrl-C ends early).
+            if common::shutdown().sleep(Duration::from_secs(1)) {
+                say("alice", "interrupted, releasing".into());
+            } else {
+                say("alice", "done, releasing".into());
+            }
             guard.release()?;
             Ok(())
         })
@@ -58,11 +65,22 @@ fn main() -> Result<(), Error> {
             Some(_) => say("bob", "got the lock at once (unexpected)".into()),
             None => say("bob", "try_lock: busy, someone else holds it".into()),
         }
-        say("bob", "waiting up to 5 s with lock_for ...".into());
-        let guard = redlock.lock_for("quickstart:report", ttl, Duration::from_secs(5))?;
+        say("bob", "waiting up to 5 s ...".into());
+        let waited = redlock
+            .acquire("quickstart:report", ttl)
+            .wait(Duration::from_secs(5))
+            .cancel_on(common::shutdown())
+            .lock();
+        let guard = match waited {
+            Err(Error::Cancelled { .. }) => return Ok(()),
+            other => other?,
+        };
         say(
             "bob",
-            format!("got the lock, valid for {:?}", guard.remaining()),
+            format!(
+                "got the lock, valid for {}",
+                common::human(guard.remaining())
+            ),
         );
         drop(guard); // releases
         say("bob", "released by drop".into());
@@ -72,5 +90,5 @@ fn main() -> Result<(), Error> {
     bob.join().expect("bob panicked")?;
     println!("done");
     drop(nodes); // stops local nodes, if any
-    Ok(())
+    Ok(common::exit_code())
 }

@@ -34,7 +34,7 @@ use tiny_http::{Method, Request, Response, Server};
 
 const THREADS: usize = 8;
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let mut nodes_arg = None;
     let mut state_arg = None;
     let mut port = 8080u16;
@@ -48,7 +48,7 @@ fn main() {
         }
     }
     let nodes = common::Nodes::from_args_or_local(nodes_arg.as_deref(), 5);
-    common::on_ctrl_c(true);
+    common::on_ctrl_c();
     let state_url = state_arg.unwrap_or_else(|| nodes.urls[0].clone());
     let redlock = Redlock::new(&nodes.urls).unwrap_or_else(|err| {
         eprintln!("web_server: {err}");
@@ -62,6 +62,14 @@ fn main() {
     println!("listening on http://{addr}");
 
     std::thread::scope(|s| {
+        // Ctrl-C: every handler thread stops taking requests (a request in
+        // hand finishes, and its guards release their locks).
+        s.spawn(|| {
+            common::shutdown().sleep(Duration::MAX);
+            for _ in 0..THREADS {
+                server.unblock();
+            }
+        });
         for _ in 0..THREADS {
             // Each handler thread gets a clone of the one client.
             let (server, redlock, state_url) = (&server, redlock.clone(), &state_url);
@@ -75,6 +83,9 @@ fn main() {
             });
         }
     });
+    println!("web_server: stopped");
+    drop(nodes);
+    common::exit_code()
 }
 
 fn usage() -> ! {

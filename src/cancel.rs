@@ -2,8 +2,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 /// Cancels waits for locks from another thread: set it with
 /// [`cancel`](Self::cancel), and every acquisition waiting on it (through
@@ -46,6 +47,20 @@ struct Shared {
     cancelled: AtomicBool,
     /// What to wake on cancel: the sleepers waiting with this token.
     sleepers: Mutex<Vec<Weak<dyn Wake>>>,
+}
+
+/// What [`CancelToken::sleep`] sleeps on.
+#[derive(Default)]
+struct Sleeper {
+    woken: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Wake for Sleeper {
+    fn wake(&self) {
+        let _woken = self.woken.lock();
+        self.wake.notify_all();
+    }
 }
 
 /// Something a waiting thread sleeps on, that `cancel` can wake without a
@@ -108,6 +123,49 @@ impl CancelToken {
             .retain(|s| s.strong_count() > 0 && !Weak::ptr_eq(s, &weak));
     }
 
+    /// Sleeps for `duration`, or until the token is cancelled, whichever
+    /// comes first: a worker's own pauses end on Ctrl-C too. Returns `true`
+    /// if the token is cancelled (at once if it already was), `false` after
+    /// the full `duration`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redlock_sync::CancelToken;
+    ///
+    /// let shutdown = CancelToken::new();
+    /// for step in 0..3 {
+    ///     // ... one step of work ...
+    ///     if shutdown.sleep(Duration::from_millis(10)) {
+    ///         break; // cancelled: stop between steps
+    ///     }
+    /// #   let _ = step;
+    /// }
+    /// shutdown.cancel();
+    /// assert!(shutdown.sleep(Duration::from_secs(3600)), "returns at once");
+    /// ```
+    pub fn sleep(&self, duration: Duration) -> bool {
+        let sleeper = Arc::new(Sleeper::default());
+        let wake: Arc<dyn Wake> = sleeper.clone();
+        self.register(&wake);
+        let deadline = Instant::now().checked_add(duration);
+        let mut woken = sleeper.woken.lock();
+        while !self.is_cancelled() {
+            let timed_out = match deadline {
+                Some(deadline) => sleeper.wake.wait_until(&mut woken, deadline).timed_out(),
+                None => {
+                    sleeper.wake.wait(&mut woken);
+                    false
+                }
+            };
+            if timed_out {
+                break;
+            }
+        }
+        drop(woken);
+        self.unregister(&wake);
+        self.is_cancelled()
+    }
+
     #[cfg(test)]
     pub(crate) fn sleepers(&self) -> usize {
         self.shared.sleepers.lock().len()
@@ -129,6 +187,23 @@ mod tests {
         assert!(clone.is_cancelled());
         assert!(!CancelToken::default().is_cancelled());
         assert_eq!(format!("{token:?}"), "CancelToken { cancelled: true }");
+    }
+
+    #[test]
+    fn a_sleep_ends_when_the_token_is_cancelled() {
+        let token = CancelToken::new();
+        assert!(!token.sleep(Duration::from_millis(1)), "the full time");
+        std::thread::scope(|s| {
+            let sleeping = s.spawn(|| token.sleep(Duration::from_secs(60)));
+            // Cancel once it sleeps (registered), then it must end at once.
+            while token.sleepers() == 0 {
+                std::thread::yield_now();
+            }
+            token.cancel();
+            assert!(sleeping.join().unwrap(), "woken by the cancel");
+        });
+        assert_eq!(token.sleepers(), 0, "nothing left registered");
+        assert!(token.sleep(Duration::MAX), "cancelled: returns at once");
     }
 
     fn assert_traits<T: Clone + Send + Sync + Default + 'static>() {}

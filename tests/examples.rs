@@ -417,3 +417,111 @@ fn flock_releases_the_lock_on_ctrl_c() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// The keys matching `pattern` on every node of `cluster`.
+fn keys_left(cluster: &Cluster, pattern: &str) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg(pattern)
+                .query(&mut node.conn())
+                .unwrap();
+            keys.len()
+        })
+        .sum()
+}
+
+/// Waits (at most 1 s) until no key matching `pattern` is left: released,
+/// not left to expire by its TTL (5 s and more in these examples).
+fn released(cluster: &Cluster, pattern: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while keys_left(cluster, pattern) > 0 {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+/// Reads `child`'s stdout until a line containing `what` (at most 10 s).
+fn read_until(child: &mut std::process::Child, what: &str) {
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let what = what.to_owned();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if line.contains(&what) {
+                let _ = tx.send(());
+            }
+            line.clear();
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("the example never got that far");
+}
+
+/// Issue 24: Ctrl-C releases what the examples hold (they once ended the
+/// process from the handler, so guards were never dropped and locks
+/// outlived the program by their TTL).
+#[test]
+fn quickstart_releases_its_lock_on_ctrl_c() {
+    let cluster = Cluster::start(5);
+    let mut run = KillOnDrop(
+        example("quickstart")
+            .args(cluster.urls())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    read_until(&mut run.0, "alice: got the lock");
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    assert!(released(&cluster, "quickstart:*"), "lock left behind");
+}
+
+#[test]
+fn batch_jobs_releases_its_job_locks_on_ctrl_c() {
+    let cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let mut run = KillOnDrop(
+        example("batch_jobs")
+            .args([
+                "--nodes",
+                &cluster.urls().join(","),
+                "--state",
+                &state.url(),
+            ])
+            .args(["--jobs", "1000", "--workers", "4", "--work-ms", "2000"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while keys_left(&cluster, "batch:job:*") < 4 * 3 {
+        assert!(Instant::now() < deadline, "the workers never locked a job");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let interrupted = Instant::now();
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(5),
+        "the 2 s jobs were cut short"
+    );
+    assert!(released(&cluster, "batch:job:*"), "job locks left behind");
+}
+
+#[test]
+fn web_server_stops_on_ctrl_c() {
+    let cluster = Cluster::start(3);
+    let state = Node::start(&NodeOptions::default());
+    let (mut server, port) = web_server(&cluster, &state);
+    let (status, _) = http(port, "POST", "/seats/7/book?user=ann");
+    assert_eq!(status, 200);
+    let interrupted = Instant::now();
+    assert_eq!(interrupt(&mut server.0).code(), Some(130));
+    assert!(interrupted.elapsed() < Duration::from_secs(5));
+    assert!(released(&cluster, "seat:*"), "seat locks left behind");
+}

@@ -37,27 +37,47 @@ pub fn stop_local_nodes() {
     drop(cluster);
 }
 
-/// Installs the Ctrl-C handler. With `exit`, it stops local nodes and exits
-/// with status 130 at once; without, it only records the interrupt for the
-/// program to act on (see [`interrupted`]).
-pub fn on_ctrl_c(exit: bool) {
+/// Installs the Ctrl-C handler: it cancels [`shutdown`], which ends the
+/// program's waits for locks and its pauses ([`CancelToken::sleep`]); the
+/// program then stops its work and returns from `main` normally, so that
+/// every guard is dropped (releasing its lock) and local nodes are stopped.
+/// (Exiting the process from the handler would leave the locks held until
+/// their TTL runs out.)
+///
+/// [`CancelToken::sleep`]: redlock_sync::CancelToken::sleep
+pub fn on_ctrl_c() {
     let installed = ctrlc::set_handler(move || {
-        INTERRUPTED.store(true, Ordering::SeqCst);
-        shutdown().cancel();
-        if exit {
-            eprintln!("interrupted: stopping");
-            stop_local_nodes();
-            std::process::exit(130);
+        if !INTERRUPTED.swap(true, Ordering::SeqCst) {
+            eprintln!("interrupted: releasing what is held and stopping");
         }
+        shutdown().cancel();
     });
     if let Err(err) = installed {
         eprintln!("cannot handle Ctrl-C: {err}");
     }
 }
 
-/// Whether Ctrl-C was pressed (after `on_ctrl_c(false)`).
+/// Whether Ctrl-C was pressed (after [`on_ctrl_c`]).
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// The exit status: 130 after Ctrl-C (as a shell reports SIGINT), else 0.
+pub fn exit_code() -> std::process::ExitCode {
+    if interrupted() {
+        std::process::ExitCode::from(130)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}
+
+/// A duration as a person writes it: `250 ms`, `9.9 s`.
+pub fn human(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl Nodes {
