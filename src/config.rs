@@ -255,8 +255,8 @@ impl RedlockBuilder {
     /// admits that process only, never a later one):
     /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
     ///
-    /// With ACLs, allow `info` and `get` on `redlock:admitted` (see the
-    /// README's ACL line). Must be above zero and
+    /// With ACLs, allow `info` and `get` on `redlock:admitted` (see the ACL
+    /// line in `docs/operations.md`). Must be above zero and
     /// at most 7 days.
     pub fn restart_quarantine(mut self, period: Duration) -> Self {
         self.settings.restart_quarantine = Some(period);

@@ -84,6 +84,44 @@
 //! committing a batch. On error, stop. The check cannot close the window
 //! between checking and acting; for that, use fencing tokens (below).
 //!
+//! The whole recipe — wait for the lock, stop waiting on Ctrl-C, keep it
+//! alive, check it before each step, release it on the way out (Ctrl-C
+//! included, through [`CancelToken::sleep`] for the work's own pauses);
+//! `examples/long_job.rs` runs it:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_sync::{CancelToken, Error, Redlock};
+//!
+//! let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+//! let shutdown = CancelToken::new(); // cancel() it from your Ctrl-C handler
+//! let guard = match redlock
+//!     .acquire("import:customers", Duration::from_secs(10))
+//!     .wait(Duration::from_secs(60))
+//!     .cancel_on(&shutdown)
+//!     .keep_alive()
+//!     .lock()
+//! {
+//!     Ok(guard) => guard,
+//!     Err(Error::Busy { .. } | Error::Cancelled { .. }) => return Ok(()),
+//!     Err(err) => return Err(err),
+//! };
+//! for chunk in 0..1_000 {
+//!     if shutdown.sleep(Duration::from_millis(5)) {
+//!         break; // Ctrl-C: stop; the lock is released below
+//!     }
+//!     guard.ensure_valid()?; // lost? stop before writing anything more
+//!     let _ = chunk; // ... write one chunk ...
+//! }
+//! guard.release()?;
+//! # Ok::<(), redlock_sync::Error>(())
+//! ```
+//!
+//! The defaults, in time: [`Redlock::lock`] waits about 1.1 s for a
+//! resource that stays held, [`Redlock::try_lock`] not at all; each node
+//! gets a socket timeout of TTL × 0.005 kept within 10–250 ms (a 1 s TTL
+//! gets 10 ms); keep-alive renews when a third of the TTL is left.
+//!
 //! # Fencing tokens
 //!
 //! A holder paused past its validity (GC, swap, SIGSTOP) can still act when
@@ -130,21 +168,6 @@
 //! release or keep-alive; one key per resource per node,
 //! `redlock-fence:{resource}`.
 //!
-//! ```no_run
-//! use std::time::Duration;
-//! use redlock_sync::Redlock;
-//!
-//! let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
-//! let mut guard = redlock.lock("import:customers", Duration::from_secs(10))?;
-//! guard.keep_alive();
-//! for chunk in 0..1_000 {
-//!     guard.ensure_valid()?; // lost? stop before writing anything more
-//!     let _ = chunk; // ... write one chunk ...
-//! }
-//! guard.release()?;
-//! # Ok::<(), redlock_sync::Error>(())
-//! ```
-//!
 //! # Every option in one call shape
 //!
 //! [`Redlock::acquire`] (and [`Redlock::acquire_all`]) return an [`Acquire`]
@@ -155,7 +178,7 @@
 //! cancelled from another thread (the thread that handles SIGTERM) ends the
 //! wait with [`Error::Cancelled`], at once from a pause between rounds. [`Redlock::node_health`] reports each node for
 //! a `/healthz` endpoint; the `metrics` feature records counters and
-//! histograms (see the README).
+//! histograms (listed in `docs/metrics.md`).
 //!
 //! # Operating the nodes
 //!

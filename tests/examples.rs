@@ -525,3 +525,35 @@ fn web_server_stops_on_ctrl_c() {
     assert!(interrupted.elapsed() < Duration::from_secs(5));
     assert!(released(&cluster, "seat:*"), "seat locks left behind");
 }
+
+/// The README's long-job recipe, runnable: it keeps its 1 s lock through
+/// 3 steps of 0.6 s and releases it at the end; on Ctrl-C mid-way it
+/// releases at once.
+#[test]
+fn long_job_runs_its_steps_under_a_kept_lock_and_releases_on_ctrl_c() {
+    let cluster = Cluster::start(5);
+    let nodes = cluster.urls().join(",");
+    let out = example("long_job")
+        .args(["--nodes", &nodes, "--steps", "3"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("step 3 of 3 committed"), "{stdout}");
+    assert!(
+        !stdout.contains("Duration"),
+        "durations printed as {{:?}}: {stdout}"
+    );
+    assert_eq!(keys_left(&cluster, "jobs:*"), 0);
+
+    let mut run = KillOnDrop(
+        example("long_job")
+            .args(["--nodes", &nodes, "--steps", "100"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    read_until(&mut run.0, "step 1 of 100 committed");
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    assert!(released(&cluster, "jobs:*"), "lock left behind");
+}
