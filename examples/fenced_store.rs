@@ -77,8 +77,12 @@ fn scenario(nodes: &[String], store: &mut redis::Connection, fencing: bool) -> (
     let a_guard = a.lock("fenced-store", ttl).expect("A locks");
     let a_token = a_guard.fencing_token();
     println!("  A holds the lock (token {a_token:?}) ... and stalls");
-    // The pause (Ctrl-C ends it; the scenario then goes on at once).
-    common::shutdown().sleep(ttl + Duration::from_millis(200));
+    // The pause. Ctrl-C ends it, and the scenario: A's guard is dropped,
+    // which releases the lock.
+    if common::shutdown().sleep(ttl + Duration::from_millis(200)) {
+        drop(a_guard);
+        return (false, String::new());
+    }
     let b_guard = b
         .lock("fenced-store", ttl)
         .expect("B locks after A's lock expired");
@@ -120,6 +124,10 @@ fn main() {
 
     println!("with fencing:");
     let (stale_fenced, value_fenced) = scenario(&nodes.urls, &mut store, true);
+    if common::interrupted() {
+        drop(nodes);
+        std::process::exit(130);
+    }
     println!("without fencing:");
     let (stale_plain, value_plain) = scenario(&nodes.urls, &mut store, false);
 
@@ -136,8 +144,5 @@ fn main() {
         }
     );
     drop(nodes);
-    if common::interrupted() {
-        std::process::exit(130);
-    }
     std::process::exit(if ok { 0 } else { 1 });
 }

@@ -557,3 +557,18 @@ fn long_job_runs_its_steps_under_a_kept_lock_and_releases_on_ctrl_c() {
     assert_eq!(interrupt(&mut run.0).code(), Some(130));
     assert!(released(&cluster, "jobs:*"), "lock left behind");
 }
+
+#[test]
+fn fenced_store_releases_its_lock_on_ctrl_c() {
+    let cluster = Cluster::start(3);
+    let mut run = KillOnDrop(
+        example("fenced_store")
+            .args(["--nodes", &cluster.urls().join(",")])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    read_until(&mut run.0, "A holds the lock");
+    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    assert!(released(&cluster, "fenced-store"), "lock left behind");
+}
