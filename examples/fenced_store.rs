@@ -130,6 +130,10 @@ fn main() {
     }
     println!("without fencing:");
     let (stale_plain, value_plain) = scenario(&nodes.urls, &mut store, false);
+    if common::interrupted() {
+        drop(nodes);
+        std::process::exit(130);
+    }
 
     let ok = !stale_fenced
         && value_fenced == "written by B"

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! cargo run --example long_job                        # starts 5 local redis-server nodes itself
-//! cargo run --example long_job -- --nodes redis://h1,redis://h2,redis://h3 [--steps 5]
+//! cargo run --example long_job -- --nodes redis://h1,redis://h2,redis://h3 [--steps 5] [--ttl 1s]
 //! ```
 
 mod common;
@@ -18,13 +18,15 @@ use redlock_sync::{Error, Redlock};
 fn main() -> Result<ExitCode, Error> {
     let mut nodes_arg = None;
     let mut steps = 5u32;
+    let mut ttl = Duration::from_secs(1);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         match (flag.as_str(), args.next()) {
             ("--nodes", Some(v)) => nodes_arg = Some(v),
             ("--steps", Some(v)) => steps = v.parse().unwrap_or(5),
+            ("--ttl", Some(v)) => ttl = common::parse_duration(&v).unwrap_or(ttl),
             _ => {
-                eprintln!("usage: long_job [--nodes URL,...] [--steps N]");
+                eprintln!("usage: long_job [--nodes URL,...] [--steps N] [--ttl 1s]");
                 return Ok(ExitCode::from(64));
             }
         }
@@ -38,7 +40,6 @@ fn main() -> Result<ExitCode, Error> {
 
     // The TTL (1 s) is how long others wait for the lock if this process
     // dies; the work below takes longer, so the lock is kept alive.
-    let ttl = Duration::from_secs(1);
     let started = Instant::now();
     let guard = match redlock
         .acquire("jobs:nightly-export", ttl)

@@ -94,11 +94,10 @@ impl<'a> Acquire<'a> {
 
     /// At most this many rounds after the first. Defaults to the client's
     /// [`retry_count`](crate::RedlockBuilder::retry_count) unless a
-    /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set. Rounds
-    /// made at once because another client released the resource (see
-    /// [`release_notifications`](crate::RedlockBuilder::release_notifications))
-    /// come on top; the wait never exceeds what the counted rounds and their
-    /// pauses could take.
+    /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set. Every
+    /// round counts, including those a wake-up brings early; only a round
+    /// that split the votes with other contenders, re-tried at once (see
+    /// [`Redlock::try_lock`](crate::Redlock::try_lock)), comes on top.
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = Some(retries);
         self
@@ -143,7 +142,7 @@ impl<'a> Acquire<'a> {
                 ..Patience::until(deadline)
             },
         };
-        self.run(patience)
+        self.run("Acquire::lock", patience)
     }
 
     /// One round, as [`Redlock::try_lock`](crate::Redlock::try_lock): `Ok(None)` when someone else
@@ -153,14 +152,14 @@ impl<'a> Acquire<'a> {
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(self) -> Result<Option<LockGuard>, Error> {
-        match self.run(Patience::attempts(0)) {
+        match self.run("Acquire::try_lock", Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
         }
     }
 
-    fn run(self, patience: Patience) -> Result<LockGuard, Error> {
+    fn run(self, call: &str, patience: Patience) -> Result<LockGuard, Error> {
         let patience = Patience {
             cancel: self.cancel,
             ..patience
@@ -169,7 +168,7 @@ impl<'a> Acquire<'a> {
         let lease = self
             .core
             .acquire(&resources, self.ttl, patience)
-            .map_err(|err| err.in_call("Acquire::lock"))?;
+            .map_err(|err| err.in_call(call))?;
         let mut guard = LockGuard::new(self.core.clone(), lease);
         if self.keep_alive {
             guard.keep_alive();

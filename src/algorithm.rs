@@ -185,9 +185,10 @@ pub(crate) struct Outcome {
     pub(crate) permanent: bool,
     /// The largest fence value the yes votes counted here reported.
     pub(crate) fence: Option<u64>,
-    /// Refused, and no other client holds the key on a majority of the
-    /// nodes that answered (refusals that did not say who count for the
-    /// most common holder): contenders split the votes and nobody won.
+    /// Refused, and no other client can hold the key on a majority: not even
+    /// if every node that failed or had not answered, and every refusal that
+    /// did not say who holds it, were the most common holder's. Contenders
+    /// split the votes and nobody won.
     pub(crate) split: bool,
 }
 
@@ -268,9 +269,11 @@ impl Tally {
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
             fence: self.fence,
+            // Nodes that failed or had not answered may all be the most
+            // common holder's: a split only when even then it has no majority.
             split: verdict == Verdict::Refused && {
                 let most = self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0);
-                most + self.anonymous < self.quorum
+                most + self.anonymous + failed < self.quorum
             },
         }
     }
@@ -329,6 +332,57 @@ mod tests {
 
     fn fail(kind: FailureKind) -> Answer {
         Err(NodeFailure::new(Arc::from("n:1"), kind, ""))
+    }
+
+    /// A refusal is a split only when no holder can have a majority, with
+    /// the unanswered nodes counted for it (issue 24's review: with 4 nodes
+    /// a refusal is decided at 2 no's, and a single holder was read as a
+    /// split).
+    #[test]
+    fn a_split_is_told_from_a_holder() {
+        let tally = |n: usize, answers: &[Answer]| {
+            let mut tally = Tally::new(n);
+            for answer in answers {
+                tally.record(answer.clone());
+            }
+            assert_eq!(tally.verdict(), Some(Verdict::Refused));
+            tally.outcome().split
+        };
+        let (x, y) = (Ok(Vote::held_by(b"x")), Ok(Vote::held_by(b"y")));
+        // One holder everywhere, decided before every node answered.
+        assert!(!tally(4, &[x.clone(), x.clone()]));
+        assert!(!tally(5, &[x.clone(), x.clone(), x.clone()]));
+        assert!(!tally(2, std::slice::from_ref(&x)));
+        // Three contenders, 2 + 2 + 1 of 5: the one with a single node sees
+        // x, x, y and one node pending — which could be x's: held.
+        assert!(!tally(5, &[Ok(Vote::YES), x.clone(), x.clone(), y.clone()]));
+        // The ones with two see the others' 2 + 1: nobody can have three.
+        assert!(tally(
+            5,
+            &[
+                Ok(Vote::YES),
+                Ok(Vote::YES),
+                x.clone(),
+                x.clone(),
+                y.clone()
+            ]
+        ));
+        // A refusal that does not say who counts for the most common holder.
+        assert!(!tally(
+            5,
+            &[
+                Ok(Vote::YES),
+                Ok(Vote::YES),
+                x.clone(),
+                x.clone(),
+                Ok(Vote::NO)
+            ]
+        ));
+        // A failed node could be the holder's.
+        assert!(!tally(
+            5,
+            &[Ok(Vote::YES), x.clone(), x, fail(FailureKind::Timeout), y]
+        ));
     }
 
     #[test]

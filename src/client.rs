@@ -123,7 +123,7 @@ impl Redlock {
     /// so that none of them wins a majority; such a round (the nodes that
     /// refused name no single holder with a majority) is re-tried after
     /// 1–4 ms, up to 5 times within a tenth of the TTL (at most 100 ms), so
-    /// that one of them gets it. Nodes must run Redis 7.0 or later
+    /// that one of them usually gets it. Nodes must run Redis 7.0 or later
     /// (`SET … NX GET` tells who refused).
     ///
     /// # Errors
@@ -268,7 +268,9 @@ impl Redlock {
     where
         F: FnOnce(&LockGuard) -> T,
     {
-        let mut guard = self.lock(resource, ttl)?;
+        let retries = self.core.retry_count();
+        let mut guard =
+            self.acquire_with("with_lock", &[resource], ttl, Patience::attempts(retries))?;
         guard.keep_alive();
         let value = work(&guard);
         let valid = guard.ensure_valid();

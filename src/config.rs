@@ -621,11 +621,12 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     Ok(NodeSpec { address, client })
 }
 
-/// `text` as `(host, port)` when it is plainly `host:port` (a name or
-/// IPv4 address, and digits).
+/// `text` as `(host, port)` when it is plainly `host:port`: `localhost`, or
+/// a dotted name or IPv4 address, and digits (`admin:123456` could be a
+/// user and password: not shown).
 fn host_and_port(text: &str) -> Option<(&str, &str)> {
     let (host, port) = text.rsplit_once(':')?;
-    let plain = !host.is_empty()
+    let plain = (host == "localhost" || host.contains('.'))
         && host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')

@@ -154,7 +154,10 @@ impl fmt::Display for Error {
                 quorum,
                 failures,
             } => {
-                if confirmed + failures.len() >= *quorum && !failures.is_empty() {
+                if confirmed < quorum
+                    && confirmed + failures.len() >= *quorum
+                    && !failures.is_empty()
+                {
                     // The failures alone explain it: nodes did not answer.
                     write!(
                         f,
@@ -269,13 +272,19 @@ pub enum FailureKind {
     /// replies are not the Redis protocol). Retrying does not help: fix the
     /// URL's host or port.
     NotRedis,
+    /// The node's Redis is too old for this client: redlock-sync needs
+    /// Redis 7.0 or later (for `SET … NX GET`). Retrying does not help.
+    Unsupported,
 }
 
 impl FailureKind {
     /// Whether the failure will not go away by itself (bad credentials,
-    /// not a Redis server).
+    /// not a Redis server, a Redis too old).
     pub fn is_permanent(self) -> bool {
-        matches!(self, FailureKind::Auth | FailureKind::NotRedis)
+        matches!(
+            self,
+            FailureKind::Auth | FailureKind::NotRedis | FailureKind::Unsupported
+        )
     }
 
     fn as_str(self) -> &'static str {
@@ -289,6 +298,7 @@ impl FailureKind {
             FailureKind::Unanswered => "had not answered yet",
             FailureKind::Quarantined => "in restart quarantine",
             FailureKind::NotRedis => "not a Redis server",
+            FailureKind::Unsupported => "Redis too old",
         }
     }
 }

@@ -22,8 +22,10 @@
 //! client's own worker threads (one per node, started once, pipelining
 //! concurrent requests) and returns as soon as the outcome is known:
 //!
-//! * acquire: `SET resource token NX PX ttl`; success needs a majority
-//!   (`N/2 + 1`) of OKs while validity remains. Validity is
+//! * acquire: `SET resource token NX GET PX ttl` (Redis 7.0 or later; a
+//!   node that refuses names the holder, so a round nobody won is told
+//!   from a held resource); success needs a majority (`N/2 + 1`) of grants
+//!   while validity remains. Validity is
 //!   `ttl - elapsed - (ttl * drift_factor + 2 ms)`. A failed round releases on
 //!   every node (including those that timed out) without making you wait.
 //! * several resources ([`Redlock::lock_all`]): one Lua script per node that

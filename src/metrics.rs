@@ -104,6 +104,7 @@ mod on {
             FailureKind::Overloaded => "overloaded",
             FailureKind::Quarantined => "quarantined",
             FailureKind::NotRedis => "not_redis",
+            FailureKind::Unsupported => "unsupported",
             FailureKind::Unanswered => return,
         };
         metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)

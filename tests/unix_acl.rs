@@ -1,5 +1,5 @@
 //! Nodes reached over unix sockets, and through an ACL user allowed only the
-//! commands the crate needs (the README's `ACL SETUSER` line), against real
+//! commands the crate needs (the `ACL SETUSER` line in docs/operations.md), against real
 //! servers; a user lacking one of them gets an error that names it.
 
 mod harness;
@@ -45,7 +45,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
     settles("every key released", || cluster.count_key("acl:one") == 0);
 }
 
-/// The README's line, with the password and key pattern filled in.
+/// The line in docs/operations.md, with the password and key pattern filled in.
 const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +time +zadd +zrange +zrangebyscore +zrem +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
@@ -98,7 +98,7 @@ fn a_user_lacking_a_command_gets_an_error_that_names_it() {
     assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
 }
 
-/// As the README's user, a release wakes a waiter in another client at
+/// As the docs' ACL user, a release wakes a waiter in another client at
 /// once; a user without the pub/sub rules still releases, and its waiters
 /// fall back to their retry delay.
 #[test]

@@ -59,10 +59,12 @@ fn a_waiter_in_another_client_acquires_right_after_the_release() {
     }
     waits.sort();
     println!("release → acquisition in another client: {waits:?}");
-    assert_eq!(
-        publishes(&cluster),
-        5,
-        "each release woke its one waiter, on one node"
+    // One PUBLISH per release at most (none when the waiter's own round
+    // got in first: its timer round can meet the release), on one node.
+    let published = publishes(&cluster);
+    assert!(
+        (4..=5).contains(&published),
+        "each release woke its one waiter, on one node: {published} PUBLISHes"
     );
     // Polling alone would take up to the 400 ms retry delay, and would land
     // under 100 ms in only a quarter of the cases.

@@ -179,12 +179,17 @@ impl Core {
                 Err(failed) => failed,
             };
             // Nobody won: the contenders split the votes (or a winner's
-            // keys were still on their way). A short random pause, and
-            // again, not counted against the retries: `Busy` must mean that
-            // someone holds the resource.
+            // keys were still on their way). A caller that does not queue
+            // (a queued waiter's next round goes to the gate node, which
+            // lets one through) tries again after a short random pause, not
+            // counted against the retries: `Busy` must mean that someone
+            // holds the resource.
+            let queued = queues && ticket.is_some();
             if let Failed::Busy { split: true, .. } = failed
+                && !queued
                 && splits < MAX_SPLITS
                 && Instant::now() < splits_until
+                && patience.deadline.is_none_or(|d| Instant::now() < d)
             {
                 splits += 1;
                 std::thread::sleep(algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3));

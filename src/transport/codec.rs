@@ -500,6 +500,17 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
             Ok(Vote::queued(false))
         }
         (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
+        // Redis before 7.0 refuses `NX` with `GET`.
+        (Op::Acquire { .. }, Value::ServerError(err))
+            if !scripted && err.details().is_some_and(|d| d.contains("syntax error")) =>
+        {
+            Err(NodeFailure::new(
+                node.clone(),
+                FailureKind::Unsupported,
+                "the node refuses SET … NX GET: it runs Redis older than 7.0, which \
+                 redlock-sync needs",
+            ))
+        }
         (_, Value::ServerError(err)) => Err(NodeFailure::new(
             node.clone(),
             classify_code(err.code()),
@@ -750,6 +761,23 @@ mod tests {
             assert_eq!(failure.kind(), FailureKind::Server);
             assert!(!failure.to_string().contains("tok"));
         }
+    }
+
+    #[test]
+    fn a_redis_older_than_7_is_named() {
+        let node: Arc<str> = Arc::from("n:1");
+        let syntax = redis::parse_redis_value(b"-ERR syntax error\r\n").unwrap();
+        let failure =
+            interpret(&req(Op::Acquire { ttl_ms: 1 }), syntax.clone(), &node).unwrap_err();
+        assert_eq!(failure.kind(), FailureKind::Unsupported);
+        assert!(failure.kind().is_permanent());
+        assert!(
+            failure.to_string().contains("Redis older than 7.0"),
+            "{failure}"
+        );
+        // Another command's syntax error is the server's.
+        let other = interpret(&req(Op::Release), syntax, &node).unwrap_err();
+        assert_eq!(other.kind(), FailureKind::Server);
     }
 
     #[test]

@@ -169,7 +169,7 @@ impl Node {
     }
 
     /// Admits the node as an operator starting a new cluster would (the
-    /// README's one-liner): sets `redlock:admitted` to its `run_id`.
+    /// one-liner in docs/operations.md): sets `redlock:admitted` to its `run_id`.
     pub fn admit(&self) {
         let mut conn = self.conn();
         let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
