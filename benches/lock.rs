@@ -312,17 +312,39 @@ fn s1(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<[Duration; 4]> {
 
 /// S2: 4 threads, distinct keys: pairs per second. Contenders take turns in
 /// 5 slices each.
-fn s2(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<f64> {
+/// S2 for every contender, in alternating slices: pairs per second, and the
+/// CPU per pair (this process's and the nodes', over the contender's slices).
+fn s2(contenders: &[Arc<dyn Contender>], plan: &Plan, cluster: &Cluster) -> Vec<S2> {
     let mut done = vec![0.0; contenders.len()];
     let mut secs = vec![0.0; contenders.len()];
+    let mut cpu = vec![(0.0, 0.0); contenders.len()];
     for _slice in 0..5 {
         for (i, c) in contenders.iter().enumerate() {
+            let before = cross_client::cpu_used(cluster);
             let started = Instant::now();
             done[i] += s2_slice(c.as_ref(), plan.s2_time / 5) as f64;
             secs[i] += started.elapsed().as_secs_f64();
+            let after = cross_client::cpu_used(cluster);
+            cpu[i].0 += after.0 - before.0;
+            cpu[i].1 += after.1 - before.1;
         }
     }
-    done.iter().zip(secs).map(|(d, s)| d / s).collect()
+    (0..contenders.len())
+        .map(|i| {
+            let per_pair = |seconds: f64| Duration::from_secs_f64(seconds / done[i].max(1.0));
+            S2 {
+                per_sec: done[i] / secs[i],
+                cpu_per_pair: (per_pair(cpu[i].0), per_pair(cpu[i].1)),
+            }
+        })
+        .collect()
+}
+
+/// One contender's S2.
+struct S2 {
+    per_sec: f64,
+    /// CPU per pair: this process (10 ms ticks), the nodes.
+    cpu_per_pair: (Duration, Duration),
 }
 
 fn s2_slice(c: &dyn Contender, time: Duration) -> usize {
@@ -641,6 +663,10 @@ fn main() {
             label: "fenced: redlock-sync (fencing on)",
             client: Redlock::builder(&urls).fencing(true).build().unwrap(),
         }),
+        Arc::new(Ours {
+            label: "one node: redlock-sync over node 1 alone",
+            client: Redlock::new(&urls[..1]).unwrap(),
+        }),
     ];
 
     table(format!(
@@ -652,8 +678,8 @@ fn main() {
             ""
         }
     ));
-    table("| contender | S1 pair p50 µs | S1 pair p99 µs | S1 acquire p50 µs | S1 acquire p99 µs | S2 pairs/s (4 threads) |".into());
-    table("| --- | ---: | ---: | ---: | ---: | ---: |".into());
+    table("| contender | S1 pair p50 µs | S1 pair p99 µs | S1 acquire p50 µs | S1 acquire p99 µs | S2 pairs/s (4 threads) | S2 CPU µs per pair: clients / nodes |".into());
+    table("| --- | ---: | ---: | ---: | ---: | ---: | ---: |".into());
     let mut s1_results = Vec::new();
     let mut our_s1_p99 = Duration::ZERO;
     let latencies = s1(&contenders, &plan);
@@ -668,20 +694,23 @@ fn main() {
         }
         return;
     }
-    let throughputs = s2(&contenders, &plan);
-    for ((c, [p50, p99, a50, a99]), tput) in contenders.iter().zip(latencies).zip(throughputs) {
+    let throughputs = s2(&contenders, &plan, &cluster);
+    for ((c, [p50, p99, a50, a99]), s2) in contenders.iter().zip(latencies).zip(throughputs) {
+        let tput = s2.per_sec;
         if c.name().starts_with("redlock-sync") {
             our_s1_p99 = p99;
         }
         s1_results.push((c.name(), p50, tput));
         table(format!(
-            "| {} | {} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {} / {} |",
             c.name(),
             us(p50),
             us(p99),
             us(a50),
             us(a99),
-            tput
+            tput,
+            us(s2.cpu_per_pair.0),
+            us(s2.cpu_per_pair.1)
         ));
     }
 
@@ -691,10 +720,11 @@ fn main() {
     table("\n| contender | S3 acquisitions/s | S3 mean wait µs | S3 p99 wait µs | S3 owner changes/s |".into());
     table("| --- | ---: | ---: | ---: | ---: |".into());
     let mut s3_results = Vec::new();
-    for c in contenders
-        .iter()
-        .filter(|c| !c.name().starts_with("floor") && !c.name().starts_with("fenced"))
-    {
+    for c in contenders.iter().filter(|c| {
+        !c.name().starts_with("floor")
+            && !c.name().starts_with("fenced")
+            && !c.name().starts_with("one node")
+    }) {
         let r = s3(c.as_ref(), &plan);
         table(format!(
             "| {} | {:.0} | {} | {} | {:.0} |",
@@ -782,8 +812,17 @@ fn main() {
     let find = |n: &str| s1_results.iter().find(|r| r.0.starts_with(n)).unwrap();
     let (ours1, pipe) = (find("redlock-sync"), find("floor-pipe5"));
     let fenced = find("fenced");
+    let (one, floor1) = (find("one node"), find("floor-1node"));
     table("\n| target | measured | met |".into());
     table("| --- | --- | --- |".into());
+    let r1 = one.1.as_secs_f64() / floor1.1.as_secs_f64();
+    table(format!(
+        "| S1 one node pair p50 ≤ 2× floor-1node (issue 21) | {r1:.2}× ({} vs {} µs; 5 nodes {} µs) | {} |",
+        us(one.1),
+        us(floor1.1),
+        us(ours1.1),
+        yes(r1 <= 2.0)
+    ));
     let ratio = ours1.1.as_secs_f64() / pipe.1.as_secs_f64();
     table(format!(
         "| S1 pair p50 ≤ 1.0× floor-pipe5 | {ratio:.2}× | {} |",
@@ -921,7 +960,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {

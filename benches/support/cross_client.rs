@@ -151,7 +151,7 @@ fn longest_run<T: PartialEq>(owners: &[T]) -> usize {
 /// CPU time used so far by this process (Linux `/proc/self/stat`: utime +
 /// stime, in clock ticks of 10 ms) and by the nodes (`INFO cpu`, µs
 /// resolution).
-fn cpu_used(cluster: &Cluster) -> (f64, f64) {
+pub(crate) fn cpu_used(cluster: &Cluster) -> (f64, f64) {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat (Linux)");
     // Fields after the parenthesised command name; utime and stime are the
     // 14th and 15th of the whole line.
