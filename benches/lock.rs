@@ -9,6 +9,8 @@
 mod cross_client;
 #[path = "../tests/harness/mod.rs"]
 mod harness;
+#[path = "support/plots.rs"]
+mod plots;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -215,12 +217,18 @@ fn s3x_row(kind: cross_client::Kind, r: &cross_client::Contention) -> String {
 const S3N_HEADER: &str = "\n| S3n: N separate clients, one key, hold 1 ms | clients | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | owner changes | spread (max − min) / mean | rounds per acquisition | CPU µs per acquisition: clients / nodes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |";
 
 /// S3 with 4, 8, 16 and 32 separate clients, each contender side by side
-/// at each count.
-fn s3n(cluster: &Cluster, time: Duration) -> Vec<String> {
+/// at each count: the table rows, and each contender's acquisitions/s
+/// against the number of clients (for the plot).
+fn s3n(cluster: &Cluster, time: Duration) -> (Vec<String>, Vec<plots::Series>) {
     let mut rows = Vec::new();
+    let mut curves: Vec<plots::Series> = cross_client::MANY_KINDS
+        .iter()
+        .map(|kind| (kind.name().to_owned(), Vec::new()))
+        .collect();
     for count in cross_client::MANY_COUNTS {
-        for kind in cross_client::MANY_KINDS {
+        for (k, kind) in cross_client::MANY_KINDS.into_iter().enumerate() {
             let r = cross_client::s3x_with(kind, cluster, time, count);
+            curves[k].1.push((count as f64, r.per_sec));
             let (client_cpu, node_cpu) = r.cpu_per_acquisition.unwrap_or_default();
             let mean = r.acquisitions as f64 / r.shares.len().max(1) as f64;
             let spread = r.shares.iter().max().copied().unwrap_or(0)
@@ -240,7 +248,57 @@ fn s3n(cluster: &Cluster, time: Duration) -> Vec<String> {
             ));
         }
     }
-    rows
+    (rows, curves)
+}
+
+/// S3n's curves: acquisitions/s against the number of contending clients.
+fn plot_s3n(curves: &[plots::Series]) {
+    plot(
+        "s3n.svg",
+        "S3n: one key, hold 1 ms, N separate clients",
+        ("contending clients", "acquisitions/s"),
+        curves,
+        false,
+    );
+}
+
+/// S1's latency distributions: the share of pairs done within each latency
+/// (redlock 2.0, an order of magnitude slower, is left out for the scale).
+fn plot_s1(contenders: &[Arc<dyn Contender>], runs: &[([Duration; 4], Vec<Duration>)]) {
+    let curves: Vec<plots::Series> = contenders
+        .iter()
+        .zip(runs)
+        .filter(|(c, _)| !c.name().starts_with("redlock 2.0"))
+        .map(|(c, (_, sorted))| {
+            let n = sorted.len().max(1) as f64;
+            let step = (sorted.len() / 200).max(1);
+            let points = sorted
+                .iter()
+                .enumerate()
+                .step_by(step)
+                .map(|(i, d)| (d.as_secs_f64() * 1e6, (i + 1) as f64 / n))
+                .collect();
+            (c.name().to_owned(), points)
+        })
+        .collect();
+    plot(
+        "s1.svg",
+        "S1: lock + release pair latency, one thread, 5 nodes",
+        ("pair latency µs (log)", "share of pairs done"),
+        &curves,
+        true,
+    );
+}
+
+/// Draws `series` into `docs/bench/{file}`, or says why it could not.
+fn plot(file: &str, caption: &str, axes: (&str, &str), series: &[plots::Series], log_x: bool) {
+    let path = format!("{}/docs/bench/{file}", env!("CARGO_MANIFEST_DIR"));
+    if let Err(err) = std::fs::create_dir_all(format!("{}/docs/bench", env!("CARGO_MANIFEST_DIR")))
+        .map_err(Into::into)
+        .and_then(|()| plots::lines(&path, caption, axes, series, log_x))
+    {
+        eprintln!("bench: could not draw {file}: {err}");
+    }
 }
 
 const S3P_HEADER: &str = "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |";
@@ -271,9 +329,10 @@ fn keys(prefix: &str) -> impl FnMut() -> String + use<'_> {
     }
 }
 
-/// S1: one thread, fresh keys: pair and acquire latency. Contenders take
-/// turns in 10 slices each, so that the machine's drifting load hits all alike.
-fn s1(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<[Duration; 4]> {
+/// S1: one thread, fresh keys: pair and acquire latency (p50, p99 of each),
+/// and each contender's pair latencies, sorted. Contenders take turns in 10
+/// slices each, so that the machine's drifting load hits all alike.
+fn s1(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<([Duration; 4], Vec<Duration>)> {
     let mut next = keys("s1");
     for c in contenders {
         for _ in 0..plan.warmup {
@@ -300,20 +359,20 @@ fn s1(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<[Duration; 4]> {
         .map(|(p, a)| {
             p.sort();
             a.sort();
-            [
+            let percentiles = [
                 percentile(p, 0.5),
                 percentile(p, 0.99),
                 percentile(a, 0.5),
                 percentile(a, 0.99),
-            ]
+            ];
+            (percentiles, std::mem::take(p))
         })
         .collect()
 }
 
-/// S2: 4 threads, distinct keys: pairs per second. Contenders take turns in
-/// 5 slices each.
-/// S2 for every contender, in alternating slices: pairs per second, and the
-/// CPU per pair (this process's and the nodes', over the contender's slices).
+/// S2: 4 threads, distinct keys, for every contender in 5 alternating
+/// slices: pairs per second, and the CPU per pair (this process's and the
+/// nodes', over the contender's slices).
 fn s2(contenders: &[Arc<dyn Contender>], plan: &Plan, cluster: &Cluster) -> Vec<S2> {
     let mut done = vec![0.0; contenders.len()];
     let mut secs = vec![0.0; contenders.len()];
@@ -586,9 +645,11 @@ fn main() {
 
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "many") {
         println!("{S3N_HEADER}");
-        for row in s3n(&cluster, plan.s3_time) {
+        let (rows, curves) = s3n(&cluster, plan.s3_time);
+        for row in rows {
             println!("{row}");
         }
+        plot_s3n(&curves);
         return;
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
@@ -682,7 +743,9 @@ fn main() {
     table("| --- | ---: | ---: | ---: | ---: | ---: | ---: |".into());
     let mut s1_results = Vec::new();
     let mut our_s1_p99 = Duration::ZERO;
-    let latencies = s1(&contenders, &plan);
+    let s1_runs = s1(&contenders, &plan);
+    plot_s1(&contenders, &s1_runs);
+    let latencies: Vec<[Duration; 4]> = s1_runs.into_iter().map(|(l, _)| l).collect();
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s1") {
         for (c, l) in contenders.iter().zip(&latencies) {
             println!(
@@ -748,9 +811,11 @@ fn main() {
     table(S3P_HEADER.into());
     table(s3p_row(&s3p));
     table(S3N_HEADER.into());
-    for row in s3n(&cluster, plan.s3_time) {
+    let (rows, curves) = s3n(&cluster, plan.s3_time);
+    for row in rows {
         table(row);
     }
+    plot_s3n(&curves);
 
     cluster.nodes[2].pause();
     table(
@@ -961,6 +1026,10 @@ fn write_markdown(report: &str, version: &str) {
     let _ = writeln!(
         md,
         "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+    );
+    md.push_str(
+        "![S3n: acquisitions/s against contending clients](docs/bench/s3n.svg)\n\n\
+         ![S1: pair latency distribution](docs/bench/s1.svg)\n",
     );
     md.push_str(report);
     if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {
