@@ -166,3 +166,26 @@ fn retry_count_is_the_rounds_after_the_first() {
     let rounds: Vec<u64> = sets().iter().zip(&before).map(|(a, b)| a - b).collect();
     assert_eq!(rounds.iter().max(), Some(&11), "{rounds:?}");
 }
+
+/// A resource name whose key holds another type (a list) is held, for a
+/// single lock as for several (`SET … NX GET` answers WRONGTYPE there,
+/// which once read as a node failure).
+#[test]
+fn a_key_of_another_type_is_held() {
+    let cluster = Cluster::start(3);
+    for node in &cluster.nodes {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg("newcomer:list")
+            .arg("x")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let redlock = Redlock::new(cluster.urls()).unwrap();
+    assert!(redlock.try_lock("newcomer:list", TTL).unwrap().is_none());
+    assert!(
+        redlock
+            .try_lock_all(&["newcomer:free", "newcomer:list"], TTL)
+            .unwrap()
+            .is_none()
+    );
+}

@@ -500,6 +500,11 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
             Ok(Vote::queued(false))
         }
         (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
+        // The key holds another type (a list, a hash): it exists, so it is
+        // held, as plain `SET NX` and the scripts answer.
+        (Op::Acquire { .. }, Value::ServerError(err)) if !scripted && err.code() == "WRONGTYPE" => {
+            Ok(Vote::NO)
+        }
         // Redis before 7.0 refuses `NX` with `GET`.
         (Op::Acquire { .. }, Value::ServerError(err))
             if !scripted && err.details().is_some_and(|d| d.contains("syntax error")) =>
@@ -774,6 +779,15 @@ mod tests {
         assert!(
             failure.to_string().contains("Redis older than 7.0"),
             "{failure}"
+        );
+        // A key of another type is held, as for the scripts.
+        let wrong = redis::parse_redis_value(
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            interpret(&req(Op::Acquire { ttl_ms: 1 }), wrong, &node),
+            Ok(Vote::NO)
         );
         // Another command's syntax error is the server's.
         let other = interpret(&req(Op::Release), syntax, &node).unwrap_err();
