@@ -290,10 +290,17 @@ fn plot_s1(contenders: &[Arc<dyn Contender>], runs: &[([Duration; 4], Vec<Durati
     );
 }
 
-/// Draws `series` into `docs/bench/{file}`, or says why it could not.
+/// Draws `series` into `docs/bench/{file}` (a quick run, whose numbers mean
+/// nothing, into `target/bench-quick/` instead), or says why it could not.
 fn plot(file: &str, caption: &str, axes: (&str, &str), series: &[plots::Series], log_x: bool) {
-    let path = format!("{}/docs/bench/{file}", env!("CARGO_MANIFEST_DIR"));
-    if let Err(err) = std::fs::create_dir_all(format!("{}/docs/bench", env!("CARGO_MANIFEST_DIR")))
+    let dir = if std::env::var_os("BENCH_QUICK").is_some() {
+        "target/bench-quick"
+    } else {
+        "docs/bench"
+    };
+    let dir = format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{dir}/{file}");
+    if let Err(err) = std::fs::create_dir_all(&dir)
         .map_err(Into::into)
         .and_then(|()| plots::lines(&path, caption, axes, series, log_x))
     {
