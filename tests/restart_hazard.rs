@@ -183,3 +183,27 @@ fn a_new_cluster_starts_quarantined_until_its_nodes_have_been_up_for_the_period(
     let next = quarantined_client(&cluster, Duration::from_secs(2));
     assert!(next.try_lock("new2", TTL).unwrap().is_some());
 }
+
+/// A `redlock:admitted` marker that is not UTF-8 is no marker: the node is
+/// quarantined like any other new process (it once failed the connection
+/// with a conversion error, reported as "not a Redis server").
+#[test]
+fn a_marker_that_is_not_text_is_no_marker() {
+    let cluster = Cluster::start(3);
+    for node in &cluster.nodes {
+        let _: () = redis::cmd("SET")
+            .arg("redlock:admitted")
+            .arg(&b"\xff\xfe operator"[..])
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let client = quarantined_client(&cluster, Duration::from_secs(3600));
+    harness::settles("every node checked and quarantined", || {
+        match client.try_lock("hazard:marker", Duration::from_secs(5)) {
+            Err(redlock_sync::Error::NoQuorum { failures, .. }) => failures
+                .iter()
+                .all(|f| f.kind() == redlock_sync::FailureKind::Quarantined),
+            _ => false,
+        }
+    });
+}
