@@ -447,9 +447,11 @@ fn released(cluster: &Cluster, pattern: &str) -> bool {
     true
 }
 
-/// Reads `child`'s stdout until a line containing `what` (at most 10 s).
-fn read_until(child: &mut std::process::Child, what: &str) {
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+/// Runs `cmd` until its stdout has a line containing `what` (at most
+/// 10 s), then sends it Ctrl-C; returns its exit status.
+fn interrupted_after(mut cmd: Command, what: &str) -> std::process::ExitStatus {
+    let mut run = KillOnDrop(cmd.stdout(Stdio::piped()).spawn().unwrap());
+    let mut stdout = BufReader::new(run.0.stdout.take().unwrap());
     let (tx, rx) = std::sync::mpsc::channel();
     let what = what.to_owned();
     std::thread::spawn(move || {
@@ -463,6 +465,7 @@ fn read_until(child: &mut std::process::Child, what: &str) {
     });
     rx.recv_timeout(Duration::from_secs(10))
         .expect("the example never got that far");
+    interrupt(&mut run.0)
 }
 
 /// Issue 24: Ctrl-C releases what the examples hold (they once ended the
@@ -471,15 +474,10 @@ fn read_until(child: &mut std::process::Child, what: &str) {
 #[test]
 fn quickstart_releases_its_lock_on_ctrl_c() {
     let cluster = Cluster::start(5);
-    let mut run = KillOnDrop(
-        example("quickstart")
-            .args(cluster.urls())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    read_until(&mut run.0, "alice: got the lock");
-    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    let mut quickstart = example("quickstart");
+    quickstart.args(cluster.urls());
+    let status = interrupted_after(quickstart, "alice: got the lock");
+    assert_eq!(status.code(), Some(130));
     assert!(released(&cluster, "quickstart:*"), "lock left behind");
 }
 
@@ -549,30 +547,20 @@ fn long_job_runs_its_steps_under_a_kept_lock_and_releases_on_ctrl_c() {
     );
     assert_eq!(keys_left(&cluster, "jobs:*"), 0);
 
-    let mut run = KillOnDrop(
-        example("long_job")
-            .args(["--nodes", &nodes, "--steps", "100", "--ttl", "30s"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    read_until(&mut run.0, "step 1 of 100 committed");
-    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    let mut long_job = example("long_job");
+    long_job.args(["--nodes", &nodes, "--steps", "100", "--ttl", "30s"]);
+    let status = interrupted_after(long_job, "step 1 of 100 committed");
+    assert_eq!(status.code(), Some(130));
     assert!(released(&cluster, "jobs:*"), "lock left behind");
 }
 
 #[test]
 fn fenced_store_releases_its_lock_on_ctrl_c() {
     let cluster = Cluster::start(3);
-    let mut run = KillOnDrop(
-        example("fenced_store")
-            .args(["--nodes", &cluster.urls().join(",")])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    read_until(&mut run.0, "A holds the lock");
+    let mut fenced_store = example("fenced_store");
+    fenced_store.args(["--nodes", &cluster.urls().join(",")]);
     // Its lock lives 0.5 s (the scenario needs it to expire): what counts
     // here is that the scenario stops and the program exits 130.
-    assert_eq!(interrupt(&mut run.0).code(), Some(130));
+    let status = interrupted_after(fenced_store, "A holds the lock");
+    assert_eq!(status.code(), Some(130));
 }
