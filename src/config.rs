@@ -898,6 +898,25 @@ mod tests {
                 assert_hidden(&url, &secrets)?;
             }
 
+            /// Input with no scheme is shown only when it is plainly
+            /// `host:port` with a dotted host or `localhost`: user
+            /// information pasted without a scheme never is.
+            #[test]
+            fn scheme_less_input_never_shows_user_information(
+                user in "[A-Za-z]{5,9}",
+                (pw, words) in password(),
+                rest in "[a-z0-9.:]{0,12}",
+                digits in "[0-9]{5,6}",
+            ) {
+                // A numeric password after a user name reads like a port.
+                assert_hidden(&format!("{user}:{digits}"), std::slice::from_ref(&digits))?;
+                let mut secrets = words;
+                secrets.push(user.clone());
+                secrets.retain(|w| !rest.contains(w.as_str()));
+                assert_hidden(&format!("{user}:{pw}@{rest}"), &secrets)?;
+                assert_hidden(&format!("{user}:{pw}"), &secrets)?;
+            }
+
             /// The same for secrets in the query or fragment, where unix
             /// URLs carry their password (`?pass=…`).
             #[test]
