@@ -290,11 +290,14 @@ fn plot_s1(contenders: &[Arc<dyn Contender>], runs: &[([Duration; 4], Vec<Durati
     );
 }
 
-/// Draws `series` into `docs/bench/{file}` (a quick run, whose numbers mean
-/// nothing, into `target/bench-quick/` instead), or says why it could not.
+/// Draws `series` into `docs/bench/{file}` beside the BENCHMARKS.md of a
+/// full run (a quick or partial run, which writes no BENCHMARKS.md, into
+/// `target/bench-partial/` instead), or says why it could not.
 fn plot(file: &str, caption: &str, axes: (&str, &str), series: &[plots::Series], log_x: bool) {
-    let dir = if std::env::var_os("BENCH_QUICK").is_some() {
-        "target/bench-quick"
+    let partial =
+        std::env::var_os("BENCH_QUICK").is_some() || std::env::var_os("BENCH_ONLY").is_some();
+    let dir = if partial {
+        "target/bench-partial"
     } else {
         "docs/bench"
     };
@@ -832,7 +835,7 @@ fn main() {
     table("| --- | ---: | ---: | ---: |".into());
     let mut s4_ours = None;
     for c in contenders.iter().filter(|c| {
-        !["floor", "fenced", "notifications"]
+        !["floor", "fenced", "notifications", "one node"]
             .iter()
             .any(|p| c.name().starts_with(p))
     }) {

@@ -621,18 +621,13 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     Ok(NodeSpec { address, client })
 }
 
-/// `text` as `(host, port)` when it is plainly `host:port`: `localhost`, or
-/// a dotted name or IPv4 address, and digits (`admin:123456` could be a
-/// user and password: not shown).
+/// `text` as `(host, port)` when it is plainly `host:port`: `localhost` or
+/// an IPv4 address, and a port number. Anything else could be a user and a
+/// password (`admin:123456`, `john.doe:48291`): not shown.
 fn host_and_port(text: &str) -> Option<(&str, &str)> {
     let (host, port) = text.rsplit_once(':')?;
-    let plain = (host == "localhost" || host.contains('.'))
-        && host
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
-        && !port.is_empty()
-        && port.len() <= 6
-        && port.chars().all(|c| c.is_ascii_digit());
+    let plain = (host == "localhost" || host.parse::<std::net::Ipv4Addr>().is_ok())
+        && port.parse::<u16>().is_ok_and(|p| p > 0);
     plain.then_some((host, port))
 }
 

@@ -206,6 +206,9 @@ fn what_to_check(failures: &[NodeFailure]) -> &'static str {
             "the nodes rejected the credentials: check the user name and password in the node \
              URLs (percent-encode any of : / ? # @ in them)"
         }
+        Some(FailureKind::Unsupported) if kinds.all(|k| k == FailureKind::Unsupported) => {
+            "the nodes run Redis older than 7.0, which redlock-sync needs: upgrade them"
+        }
         Some(FailureKind::NotRedis) if kinds.all(|k| k == FailureKind::NotRedis) => {
             "something else than Redis answers at the nodes' addresses: check the hosts and \
              ports in the node URLs"

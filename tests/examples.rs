@@ -555,7 +555,7 @@ fn long_job_runs_its_steps_under_a_kept_lock_and_releases_on_ctrl_c() {
 }
 
 #[test]
-fn fenced_store_releases_its_lock_on_ctrl_c() {
+fn fenced_store_stops_on_ctrl_c() {
     let cluster = Cluster::start(3);
     let mut fenced_store = example("fenced_store");
     fenced_store.args(["--nodes", &cluster.urls().join(",")]);

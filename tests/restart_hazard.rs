@@ -197,13 +197,29 @@ fn a_marker_that_is_not_text_is_no_marker() {
             .query(&mut node.conn())
             .unwrap();
     }
-    let client = quarantined_client(&cluster, Duration::from_secs(3600));
-    harness::settles("every node checked and quarantined", || {
-        match client.try_lock("hazard:marker", Duration::from_secs(5)) {
-            Err(redlock_sync::Error::NoQuorum { failures, .. }) => failures
-                .iter()
-                .all(|f| f.kind() == redlock_sync::FailureKind::Quarantined),
-            _ => false,
-        }
-    });
+    // Over RESP2, and over RESP3 (where INFO is a verbatim string).
+    let resp3: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| format!("{u}?protocol=resp3"))
+        .collect();
+    let clients = [
+        quarantined_client(&cluster, Duration::from_secs(3600)),
+        Redlock::builder(resp3)
+            .restart_quarantine(Duration::from_secs(3600))
+            .retry_count(0)
+            .connect_timeout(Duration::from_millis(300))
+            .build()
+            .unwrap(),
+    ];
+    for client in &clients {
+        harness::settles("every node checked and quarantined", || {
+            match client.try_lock("hazard:marker", Duration::from_secs(5)) {
+                Err(redlock_sync::Error::NoQuorum { failures, .. }) => failures
+                    .iter()
+                    .all(|f| f.kind() == redlock_sync::FailureKind::Quarantined),
+                _ => false,
+            }
+        });
+    }
 }

@@ -192,7 +192,9 @@ impl Core {
                 && patience.deadline.is_none_or(|d| Instant::now() < d)
             {
                 splits += 1;
-                std::thread::sleep(algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3));
+                let pause = algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3);
+                let until = pause_until(pause, &patience);
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
                 continue;
             }
             let permanent = matches!(

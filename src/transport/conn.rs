@@ -232,20 +232,20 @@ impl NodeManager {
         let Some((period, shared)) = &self.quarantine else {
             return Ok(());
         };
-        // Read as bytes: a marker that is not UTF-8 is no marker, not a
+        // The marker as bytes: one that is not UTF-8 is no marker, not a
         // conversion error (which the `redis` crate reports as a parse
-        // error, read as "not a Redis server").
-        let asked: redis::RedisResult<(Vec<u8>, Option<Vec<u8>>)> = redis::pipe()
+        // error, read as "not a Redis server"). `INFO` as a string: over
+        // RESP3 it is a verbatim string, which does not convert to bytes.
+        let asked: redis::RedisResult<(String, Option<Vec<u8>>)> = redis::pipe()
             .cmd("INFO")
             .arg("server")
             .cmd("GET")
             .arg(MARKER)
             .query(conn);
         let facts = match asked {
-            Ok((server, marker)) => Facts::parse(
-                &String::from_utf8_lossy(&server),
-                marker.and_then(|m| String::from_utf8(m).ok()),
-            ),
+            Ok((server, marker)) => {
+                Facts::parse(&server, marker.and_then(|m| String::from_utf8(m).ok()))
+            }
             // Refused (an ACL without INFO or GET): it cannot be checked.
             Err(err) if err.code().is_some() => None,
             Err(err) => return Err(err),
