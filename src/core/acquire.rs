@@ -16,11 +16,12 @@ use crate::transport::{Keys, Op, QUEUE_ALIVE};
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
 
-/// At most this many rounds in a row that split the votes are re-tried at
-/// once, within a tenth of the TTL and at most [`MAX_SPLIT_WAIT`].
+/// At most this many rounds that nobody won for a moment (a split vote, a
+/// release still on its way) are re-tried at once, within a tenth of the
+/// TTL and at most [`MAX_SPLIT_WAIT`].
 const MAX_SPLITS: u32 = 5;
 const MAX_SPLIT_WAIT: Duration = Duration::from_millis(100);
-/// The pause before re-trying a split round: 1 ms plus up to 3 ms more at
+/// The pause before re-trying such a round: 1 ms plus up to 3 ms more at
 /// random, so that the contenders fall out of step.
 const SPLIT_PAUSE: Duration = Duration::from_millis(1);
 
@@ -144,9 +145,7 @@ impl Core {
         // After this client's release woke a waiter, it queues behind.
         let mut gated = queues && self.waiters.yields(&keys[0]);
         let mut attempts = 0u32;
-        // The last round was retried at once (see below).
-        let mut again = false;
-        // Rounds that split the votes, re-tried at once (see below).
+        // Rounds nobody won for a moment, re-tried at once (see below).
         let mut splits = 0u32;
         let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
         loop {
@@ -178,15 +177,17 @@ impl Core {
                 }
                 Err(failed) => failed,
             };
-            // Nobody won: the contenders split the votes (or a winner's
-            // keys were still on their way). A caller that does not queue
-            // (a queued waiter's next round goes to the gate node, which
-            // lets one through) tries again after a short random pause, not
-            // counted against the retries: `Busy` must mean that someone
-            // holds the resource.
+            // Nobody won yet, for a moment: the contenders split the votes
+            // (a caller that does not queue; a queued waiter's next round
+            // goes to the gate node, which lets one through), or the gate
+            // node let this waiter through but a majority refused (the
+            // holder's release is usually still on its way to them). Again
+            // after a short random pause, a few times, not counted against
+            // the retries: `Busy` must mean that someone holds the resource.
             let queued = queues && ticket.is_some();
-            if let Failed::Busy { split: true, .. } = failed
-                && !queued
+            let transient = matches!(failed, Failed::Busy { split: true, .. } if !queued)
+                || matches!(failed, Failed::Busy { granted: true, .. });
+            if transient
                 && splits < MAX_SPLITS
                 && Instant::now() < splits_until
                 && patience.deadline.is_none_or(|d| Instant::now() < d)
@@ -209,7 +210,7 @@ impl Core {
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
-            if queues && let Failed::Busy { granted, .. } = failed {
+            if queues && matches!(failed, Failed::Busy { .. }) {
                 // Held (or queued): hear the gate node when the turn comes.
                 watch.get_or_insert_with(|| self.transport.watch());
                 if !gated {
@@ -219,15 +220,7 @@ impl Core {
                     gated = true;
                     continue;
                 }
-                if granted && !again {
-                    // First in the queue, and refused by a majority: the
-                    // holder's release is usually still on its way to
-                    // those nodes. Once in a row, try again at once.
-                    again = true;
-                    continue;
-                }
             }
-            again = false;
             let pause =
                 algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
             let pause = if queues {
