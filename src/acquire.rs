@@ -5,12 +5,13 @@ use std::time::{Duration, Instant};
 use crate::cancel::CancelToken;
 use std::sync::Arc;
 
-use crate::core::{Core, Patience};
+use crate::core::{Core, Patience, Target};
 use crate::error::Error;
 use crate::guard::LockGuard;
 
-/// An acquisition to configure and then run, from [`Redlock::acquire`](crate::Redlock::acquire) or
-/// [`Redlock::acquire_all`](crate::Redlock::acquire_all): how long to keep trying, what may cancel the
+/// An acquisition to configure and then run, from [`Redlock::acquire`](crate::Redlock::acquire),
+/// [`Redlock::acquire_all`](crate::Redlock::acquire_all) or
+/// [`Semaphore::acquire`](crate::Semaphore::acquire): how long to keep trying, what may cancel the
 /// wait, whether the guard starts kept alive. Every option has a default, so
 /// `redlock.acquire(r, ttl).lock()` is [`Redlock::lock`](crate::Redlock::lock).
 ///
@@ -39,7 +40,7 @@ use crate::guard::LockGuard;
 #[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
 pub struct Acquire<'a> {
     core: &'a Arc<Core>,
-    resources: Vec<String>,
+    what: What,
     ttl: Duration,
     wait: Option<Duration>,
     deadline: Option<Instant>,
@@ -51,7 +52,7 @@ pub struct Acquire<'a> {
 impl std::fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Acquire")
-            .field("resources", &self.resources)
+            .field("what", &self.what)
             .field("ttl", &self.ttl)
             .field("wait", &self.wait)
             .field("deadline", &self.deadline)
@@ -62,11 +63,31 @@ impl std::fmt::Debug for Acquire<'_> {
     }
 }
 
+/// What an [`Acquire`] takes.
+#[derive(Debug)]
+enum What {
+    Resources(Vec<String>),
+    Permit { semaphore: String, permits: u32 },
+}
+
 impl<'a> Acquire<'a> {
     pub(crate) fn new(core: &'a Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
+        Self::of(core, What::Resources(resources), ttl)
+    }
+
+    /// One permit of the semaphore `name` of `permits`.
+    pub(crate) fn permit(core: &'a Arc<Core>, name: &str, permits: u32, ttl: Duration) -> Self {
+        let what = What::Permit {
+            semaphore: name.to_owned(),
+            permits,
+        };
+        Self::of(core, what, ttl)
+    }
+
+    fn of(core: &'a Arc<Core>, what: What, ttl: Duration) -> Self {
         Acquire {
             core,
-            resources,
+            what,
             ttl,
             wait: None,
             deadline: None,
@@ -126,6 +147,11 @@ impl<'a> Acquire<'a> {
     /// As [`Redlock::lock`](crate::Redlock::lock) / [`Redlock::lock_all`](crate::Redlock::lock_all), and
     /// [`Error::Cancelled`] if the token was cancelled.
     pub fn lock(self) -> Result<LockGuard, Error> {
+        self.lock_as("Acquire::lock")
+    }
+
+    /// [`lock`](Self::lock), with errors naming `call`.
+    pub(crate) fn lock_as(self, call: &str) -> Result<LockGuard, Error> {
         let now = Instant::now();
         let deadline = match (self.wait, self.deadline) {
             (Some(wait), _) => Some(now.checked_add(wait)),
@@ -142,7 +168,7 @@ impl<'a> Acquire<'a> {
                 ..Patience::until(deadline)
             },
         };
-        self.run("Acquire::lock", patience)
+        self.run(call, patience)
     }
 
     /// One round, as [`Redlock::try_lock`](crate::Redlock::try_lock): `Ok(None)` when someone else
@@ -152,7 +178,12 @@ impl<'a> Acquire<'a> {
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(self) -> Result<Option<LockGuard>, Error> {
-        match self.run("Acquire::try_lock", Patience::attempts(0)) {
+        self.try_lock_as("Acquire::try_lock")
+    }
+
+    /// [`try_lock`](Self::try_lock), with errors naming `call`.
+    pub(crate) fn try_lock_as(self, call: &str) -> Result<Option<LockGuard>, Error> {
+        match self.run(call, Patience::attempts(0)) {
             Ok(guard) => Ok(Some(guard)),
             Err(Error::Busy { .. }) => Ok(None),
             Err(err) => Err(err),
@@ -164,10 +195,20 @@ impl<'a> Acquire<'a> {
             cancel: self.cancel,
             ..patience
         };
-        let resources: Vec<&str> = self.resources.iter().map(String::as_str).collect();
+        let resources: Vec<&str>;
+        let target = match &self.what {
+            What::Resources(names) => {
+                resources = names.iter().map(String::as_str).collect();
+                Target::Resources(&resources)
+            }
+            What::Permit { semaphore, permits } => Target::Semaphore {
+                name: semaphore,
+                permits: *permits,
+            },
+        };
         let lease = self
             .core
-            .acquire(&resources, self.ttl, patience)
+            .acquire_target(target, self.ttl, patience)
             .map_err(|err| err.in_call(call))?;
         let mut guard = LockGuard::new(self.core.clone(), lease);
         if self.keep_alive {

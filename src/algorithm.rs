@@ -98,6 +98,9 @@ pub(crate) struct Vote {
     /// With an acquisition's no: who holds the key there, as a hash of the
     /// holder's token (never the token), when the node said.
     pub(crate) holder: Option<u64>,
+    /// A semaphore's slot acquisition: the slots the node holds (bit `i`:
+    /// slot `i` exists there), counting one this round just took.
+    pub(crate) slots: Option<u64>,
 }
 
 impl Vote {
@@ -106,12 +109,14 @@ impl Vote {
         fence: None,
         queued: false,
         holder: None,
+        slots: None,
     };
     pub(crate) const NO: Vote = Vote {
         yes: false,
         fence: None,
         queued: false,
         holder: None,
+        slots: None,
     };
 
     /// A yes that reports a fence value.
@@ -121,6 +126,7 @@ impl Vote {
             fence: Some(fence),
             queued: false,
             holder: None,
+            slots: None,
         }
     }
 
@@ -145,6 +151,7 @@ impl Vote {
             fence: None,
             queued: true,
             holder: None,
+            slots: None,
         }
     }
 }
@@ -190,6 +197,9 @@ pub(crate) struct Outcome {
     /// did not say who holds it, were the most common holder's. Contenders
     /// split the votes and nobody won.
     pub(crate) split: bool,
+    /// A semaphore's slot acquisition: the slots each answering node
+    /// reported held (see [`Vote::slots`]), one entry per node.
+    pub(crate) slots: Vec<u64>,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -206,6 +216,8 @@ pub(crate) struct Tally {
     /// say who holds the key.
     holders: Vec<(u64, usize)>,
     anonymous: usize,
+    /// The slot reports, as [`Outcome::slots`].
+    slots: Vec<u64>,
 }
 
 impl Tally {
@@ -219,10 +231,17 @@ impl Tally {
             fence: None,
             holders: Vec::new(),
             anonymous: 0,
+            slots: Vec::new(),
         }
     }
 
     pub(crate) fn record(&mut self, answer: Answer) {
+        if let Ok(Vote {
+            slots: Some(held), ..
+        }) = answer
+        {
+            self.slots.push(held);
+        }
         match answer {
             Ok(Vote {
                 yes: true, fence, ..
@@ -275,6 +294,7 @@ impl Tally {
                 let most = self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0);
                 most + self.anonymous + failed < self.quorum
             },
+            slots: self.slots.clone(),
         }
     }
 

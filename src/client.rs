@@ -9,6 +9,7 @@ use crate::core::{Core, Patience};
 use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::health::NodeHealth;
+use crate::semaphore::Semaphore;
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -313,6 +314,29 @@ impl Redlock {
     pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire<'_> {
         let resources = resources.iter().map(|r| (*r).to_owned()).collect();
         Acquire::new(&self.core, resources, ttl)
+    }
+
+    /// A semaphore named `name` that admits at most `permits` holders at
+    /// once, across every client that uses the same nodes (see
+    /// [`Semaphore`] for how, and why it holds where per-node counting
+    /// does not). An empty name, 0 permits or more than 64 are reported
+    /// as [`Error::Config`] by its calls. Its keys never collide with a
+    /// lock of the same name.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let imports = redlock.semaphore("imports", 4);
+    /// if let Some(permit) = imports.try_lock(Duration::from_secs(30))? {
+    ///     // ... one of at most 4 imports ...
+    ///     permit.release()?;
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn semaphore(&self, name: &str, permits: u32) -> Semaphore {
+        Semaphore::new(self.core.clone(), name, permits)
     }
 
     /// How every node is doing, as far as this client can tell: whether it

@@ -216,6 +216,7 @@ mod guard;
 mod health;
 mod human;
 mod metrics;
+mod semaphore;
 mod settings;
 mod transport;
 
@@ -227,6 +228,7 @@ pub use config::RedlockBuilder;
 pub use error::{Error, FailureKind, NodeFailure};
 pub use guard::LockGuard;
 pub use health::NodeHealth;
+pub use semaphore::Semaphore;
 
 /// Compiles the README's examples as doc tests.
 #[cfg(doctest)]

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handoff::{Ticket, Woken};
+use super::slots::Slots;
 use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
-use crate::transport::{Keys, Op, QUEUE_ALIVE};
+use crate::transport::{Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, gate_name, slot_key};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -24,6 +25,15 @@ const MAX_SPLIT_WAIT: Duration = Duration::from_millis(100);
 /// The pause before re-trying such a round: 1 ms plus up to 3 ms more at
 /// random, so that the contenders fall out of step.
 const SPLIT_PAUSE: Duration = Duration::from_millis(1);
+
+/// What an acquisition takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// Every one of these resources (all or none).
+    Resources(&'a [&'a str]),
+    /// One permit of the semaphore `name`.
+    Semaphore { name: &'a str, permits: u32 },
+}
 
 /// When to stop retrying, and what may cancel the wait.
 #[derive(Debug, Clone, Default)]
@@ -69,7 +79,13 @@ enum Failed {
     /// others queued first. `granted`: the gate node had granted it (the
     /// caller was first in its queue). `split`: nobody holds it on a
     /// majority — contenders split the votes.
-    Busy { granted: bool, split: bool },
+    /// `reports`: a semaphore slot's round, the slots each node that
+    /// answered holds.
+    Busy {
+        granted: bool,
+        split: bool,
+        reports: Vec<u64>,
+    },
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
     NoQuorum { outcome: Outcome, permanent: bool },
@@ -113,15 +129,42 @@ impl Core {
     /// gate node first, and between rounds it sleeps until woken, its retry
     /// pause (at most the queue refresh, which keeps its place alive) or its
     /// deadline. Every round counts against the retries.
+    ///
+    /// A semaphore's round tries one of its slots; a busy one goes on at
+    /// once with the slot the nodes report free on the most nodes, until
+    /// none is left (see `slots.rs`), and only then waits or gives up.
     pub(crate) fn acquire(
         &self,
         resources: &[&str],
         ttl: Duration,
         patience: Patience,
     ) -> Result<Lease, Error> {
-        let keys = checked_keys(resources)?;
+        self.acquire_target(Target::Resources(resources), ttl, patience)
+    }
+
+    /// As [`acquire`](Self::acquire), for any [`Target`].
+    pub(crate) fn acquire_target(
+        &self,
+        target: Target<'_>,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Lease, Error> {
+        let (mut keys, name, mut slots) = match target {
+            Target::Resources(resources) => {
+                let keys = checked_keys(resources)?;
+                let name = display_name(&keys);
+                (keys, name, None)
+            }
+            Target::Semaphore { name, permits } => {
+                checked_semaphore(name, permits)?;
+                let slots = Slots::new(permits, self.node_count(), self.quorum());
+                let keys = slot_keys(name, slots.current());
+                (keys, name.to_owned(), Some((name, permits, slots)))
+            }
+        };
+        let report = slots.as_ref().map(|(_, permits, _)| *permits);
         let ttl = self.whole_ttl(ttl)?;
-        let name: Arc<str> = Arc::from(display_name(&keys));
+        let name: Arc<str> = Arc::from(name);
         let started = metrics::Started::now();
         let cancelled = |attempts| {
             metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
@@ -143,10 +186,12 @@ impl Core {
             .then(|| self.waiters.enter(self.transport.gate_index(&keys[0])));
         let mut watch = None;
         // After this client's release woke a waiter, it queues behind.
-        let mut gated = queues && self.waiters.yields(&keys[0]);
+        let mut gated = queues && self.waiters.yields(gate_name(&keys[0]));
         let mut attempts = 0u32;
         // Rounds nobody won for a moment, re-tried at once (see below).
         let mut splits = 0u32;
+        // A semaphore's rounds on the next free slot, not counted either.
+        let mut walked = 0u32;
         let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
         loop {
             attempts = attempts.saturating_add(1);
@@ -160,7 +205,7 @@ impl Core {
                     .as_ref()
                     .map_or_else(|| Arc::from(""), |t| t.member().clone())
             });
-            let round = self.attempt(&keys, &name, ttl, gated, member);
+            let round = self.attempt(&keys, &name, ttl, (gated, member), report);
             if patience.cancelled() {
                 // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
@@ -198,6 +243,30 @@ impl Core {
                 std::thread::sleep(until.saturating_duration_since(Instant::now()));
                 continue;
             }
+            // A semaphore's slot taken elsewhere: on to the slot the nodes
+            // report free on the most of them. Also after a round that
+            // failed for want of nodes: a slot held on the nodes that did
+            // answer says nothing about the others.
+            let reports = match &failed {
+                Failed::Busy { reports, .. } => Some(reports),
+                Failed::NoQuorum {
+                    outcome,
+                    permanent: false,
+                } => Some(&outcome.slots),
+                _ => None,
+            };
+            if let (Some((semaphore, _, slots)), Some(reports)) = (&mut slots, reports) {
+                let next = slots.next(reports);
+                keys = slot_keys(semaphore, slots.current());
+                if next.is_some() && patience.deadline.is_none_or(|d| Instant::now() < d) {
+                    walked += 1;
+                    if queues && ticket.is_some() {
+                        watch.get_or_insert_with(|| self.transport.watch());
+                        gated = true;
+                    }
+                    continue;
+                }
+            }
             let permanent = matches!(
                 failed,
                 Failed::NoQuorum {
@@ -205,7 +274,7 @@ impl Core {
                     ..
                 }
             );
-            if permanent || patience.exhausted(attempts - splits) {
+            if permanent || patience.exhausted(attempts - splits - walked) {
                 self.leave(&keys, ticket.as_ref());
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
@@ -266,13 +335,15 @@ impl Core {
     /// node first if `gated`, in the queue as `member` (`None`: this client
     /// keeps no queues; `""`: not waiting). On failure the partial lock is
     /// released everywhere (without waiting).
+    ///
+    /// `report`: a semaphore slot's round, with its number of slots.
     fn attempt(
         &self,
         keys: &Keys,
         name: &Arc<str>,
         ttl: Duration,
-        gated: bool,
-        member: Option<Arc<str>>,
+        (gated, member): (bool, Option<Arc<str>>),
+        report: Option<u32>,
     ) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
@@ -286,6 +357,7 @@ impl Core {
         };
         let mut request = self.request(op, keys, &token, ttl, by);
         request.queue = member.clone();
+        request.report = report;
         let pending = if gated {
             // Refused by the gate node: held, or others queued first;
             // nothing was set anywhere, and a waiter keeps its place.
@@ -294,6 +366,7 @@ impl Core {
                 .ok_or(Failed::Busy {
                     granted: false,
                     split: false,
+                    reports: Vec::new(),
                 })?
         } else {
             self.transport.start_round(request)
@@ -311,6 +384,7 @@ impl Core {
             Verdict::Confirmed if behind => Failed::Busy {
                 granted: false,
                 split: false,
+                reports: Vec::new(),
             },
             Verdict::Confirmed if Instant::now() < valid_until => {
                 let fence = if self.settings.fencing {
@@ -348,6 +422,7 @@ impl Core {
             Verdict::Refused => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
                 split: outcome.split,
+                reports: outcome.slots,
             },
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
@@ -429,9 +504,9 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
             "the resource name is empty; name what you lock",
         )),
         _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(
-            "resource names starting with `redlock-fence:`, `redlock-queue:` or \
-             `redlock-alive:`, and `redlock:admitted`, are reserved for the client's own \
-             keys; choose another name",
+            "resource names starting with `redlock-fence:`, `redlock-queue:`, \
+             `redlock-alive:` or `redlock-sem:`, and `redlock:admitted`, are reserved for the \
+             client's own keys; choose another name",
         )),
         [one] => Ok(Arc::from([Arc::from(*one)])),
         _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
@@ -459,10 +534,32 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
 
 /// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
-    ["redlock-fence:", "redlock-queue:", "redlock-alive:"]
-        .iter()
-        .any(|prefix| resource.starts_with(prefix))
-        || resource == "redlock:admitted"
+    RESERVED.iter().any(|prefix| resource.starts_with(prefix)) || resource == "redlock:admitted"
+}
+
+/// A semaphore's name and number of permits, or a `Config` error.
+fn checked_semaphore(name: &str, permits: u32) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::argument(
+            "the semaphore name is empty; name what the permits limit",
+        ));
+    }
+    if permits == 0 {
+        return Err(Error::argument(
+            "a semaphore of 0 permits admits nobody; give it at least 1",
+        ));
+    }
+    if permits > MAX_PERMITS {
+        return Err(Error::argument(format!(
+            "{permits} permits asked; a semaphore has at most {MAX_PERMITS}"
+        )));
+    }
+    Ok(())
+}
+
+/// The one key of a round on a semaphore's slot.
+fn slot_keys(name: &str, slot: u32) -> Keys {
+    Arc::from([Arc::from(slot_key(name, slot))])
 }
 
 /// How errors name a lock: its resource, or its resources joined by `, `.
@@ -508,6 +605,7 @@ mod tests {
             "redlock-fence:a",
             "redlock-queue:a",
             "redlock-alive:a",
+            "redlock-sem:a#0",
             "redlock:admitted",
         ] {
             assert!(checked_keys(&[name]).is_err(), "{name}");

@@ -161,7 +161,7 @@ impl Waiters {
     /// `by` at the latest). If it woke a waiter, this client's next
     /// acquisition of `key` (within [`YIELD_FOR`]) lets the waiters go
     /// first.
-    pub(crate) fn released(&self, key: &Arc<str>, gate: GateAnswer, by: Instant) {
+    pub(crate) fn released(&self, key: &str, gate: GateAnswer, by: Instant) {
         let state = match gate.now() {
             Some(vote) if vote.queued => Yield::Woke,
             Some(_) => return,
@@ -174,7 +174,7 @@ impl Waiters {
             let now = Instant::now();
             yielded.retain(|_, (_, until)| *until > now);
         }
-        yielded.insert(key.clone(), (state, Instant::now() + YIELD_FOR));
+        yielded.insert(Arc::from(key), (state, Instant::now() + YIELD_FOR));
         self.yielding.store(yielded.len(), Ordering::Release);
     }
 

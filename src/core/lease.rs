@@ -29,7 +29,7 @@ use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::error::{Error, NodeFailure};
 use crate::metrics;
-use crate::transport::{Keys, Op, PendingRound};
+use crate::transport::{Keys, Op, PendingRound, gate_name};
 
 pub(crate) struct Lease {
     resources: Keys,
@@ -321,10 +321,10 @@ impl Lease {
         let by = answer_by(start, core.node_timeout(ttl), None);
         let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
         let pending = core.transport.start_round(request);
-        let key = &self.resources[0];
         let (outcome, gate) = pending.collect_with_gate(by);
         metrics::round(metrics::RoundOp::Release, start);
-        core.waiters.released(key, gate, by);
+        core.waiters
+            .released(gate_name(&self.resources[0]), gate, by);
         if was_lost {
             return Err(lock_lost(&self.name, outcome));
         }

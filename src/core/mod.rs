@@ -31,6 +31,7 @@ mod acquire;
 mod handoff;
 mod keeper;
 mod lease;
+mod slots;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -48,7 +49,7 @@ use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
 use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
-pub(crate) use acquire::Patience;
+pub(crate) use acquire::{Patience, Target};
 use handoff::Waiters;
 pub(crate) use lease::Lease;
 
@@ -155,6 +156,7 @@ impl Core {
             timeout: self.node_timeout(ttl),
             expires,
             queue: None,
+            report: None,
         }
     }
 

@@ -41,6 +41,7 @@
 
 use std::sync::Arc;
 
+use super::keys::{gate_name, slot_siblings};
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
@@ -247,13 +248,11 @@ for _, key in ipairs(KEYS) do
 end
 return 1"#;
 
-/// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
-/// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
-/// answers the token of the first that was held (`-1` if it holds no
-/// string), else the largest fence value stored.
-/// A fence key holding anything but an integer in `[0, 2^53)` (exact in a
-/// Lua number) is an error, and nothing is set.
-pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = r#"local n = tonumber(ARGV[3])
+/// The body of [`ACQUIRE_FENCED_SCRIPT`] (also run inside
+/// [`SLOT_ACQUIRE_FENCED_SCRIPT`]).
+macro_rules! acquire_fenced {
+    () => {
+        r#"local n = tonumber(ARGV[3])
 for i = 1, n do
     if redis.call("exists", KEYS[i]) == 1 then
         local holder = redis.pcall("get", KEYS[i])
@@ -275,7 +274,17 @@ end
 for i = 1, n do
     redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
 end
-return fence"#;
+return fence"#
+    };
+}
+
+/// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
+/// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
+/// answers the token of the first that was held (`-1` if it holds no
+/// string), else the largest fence value stored.
+/// A fence key holding anything but an integer in `[0, 2^53)` (exact in a
+/// Lua number) is an error, and nothing is set.
+pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = acquire_fenced!();
 
 /// Fence write-back: `KEYS` as above; `ARGV` = token, new fence value,
 /// idle ms, number of lock keys. Only while every lock key holds our token:
@@ -303,6 +312,48 @@ for i = 1, n do
 end
 return 1"#;
 
+/// The end of both slot scripts: with the acquisition's answer `r`, which
+/// of the semaphore's slots this node holds — the last `ARGV` is the number
+/// of slots `k`, the last `k` `KEYS` are the slot keys — as a string of
+/// `0`/`1`, one per slot: `{r, held}`.
+macro_rules! slot_report {
+    () => {
+        r#"
+local k=tonumber(ARGV[#ARGV])
+local held={}
+for i=1,k do
+if redis.call("exists",KEYS[#KEYS-k+i])==1 then held[i]="1" else held[i]="0" end
+end
+return {r,table.concat(held)}"#
+    };
+}
+
+/// A semaphore slot's acquisition on a node that is not its gate:
+/// `KEYS` = the slot key, then every slot key of the semaphore; `ARGV` =
+/// token, ttl ms, number of slots. As `SET NX GET PX` (`1` set, or the
+/// holder's token; `0` for a key of another type), and the slots held.
+pub(crate) const SLOT_ACQUIRE_SCRIPT: &str = concat!(
+    r#"local r=redis.pcall("set",KEYS[1],ARGV[1],"NX","GET","PX",ARGV[2])
+if type(r)=="table" then
+if r.err and string.find(r.err,"WRONGTYPE") then r=0 else return r end
+elseif not r then r=1 end"#,
+    slot_report!()
+);
+
+/// A fencing client's semaphore slot acquisition on a node that is not its
+/// gate: `KEYS` = the slot key, its fence key, then every slot key;
+/// `ARGV` = token, ttl ms, `1`, number of slots. As
+/// [`ACQUIRE_FENCED_SCRIPT`], and the slots held.
+pub(crate) const SLOT_ACQUIRE_FENCED_SCRIPT: &str = concat!(
+    "local function acquire()\n",
+    acquire_fenced!(),
+    r#"
+end
+local r=acquire()
+if type(r)=="table" then return r end"#,
+    slot_report!()
+);
+
 /// The channel a client's queued waiters are woken on:
 /// `redlock-wake:{client id}`.
 pub(crate) fn wake_channel(client: &str) -> String {
@@ -319,6 +370,7 @@ pub(crate) fn fence_key(key: &str) -> String {
 
 /// The gate node's queue keys for `key`: arrival order, and alive times.
 fn queue_keys(key: &str) -> [String; 2] {
+    let key = gate_name(key);
     [
         format!("redlock-queue:{key}"),
         format!("redlock-alive:{key}"),
@@ -331,6 +383,9 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     if req.queue.is_some() || req.op == Op::Leave {
         let member = req.queue.as_deref().unwrap_or("");
         return encode_gate(req, first, member, out);
+    }
+    if let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op) {
+        return encode_slot(req, first, permits, out);
     }
     if let Op::AcquireFenced { .. } | Op::Fence { .. } = req.op {
         return encode_fenced(req, None, out);
@@ -452,6 +507,40 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
     cmd.write_packed_command(out);
 }
 
+/// A semaphore slot's acquisition that also reports the slots held.
+fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
+    let mut cmd = redis::cmd("EVAL");
+    let (script, ttl_ms, fenced) = match req.op {
+        Op::AcquireFenced { ttl_ms } => (SLOT_ACQUIRE_FENCED_SCRIPT, ttl_ms, true),
+        Op::Acquire { ttl_ms } => (SLOT_ACQUIRE_SCRIPT, ttl_ms, false),
+        _ => {
+            return encode(
+                &Request {
+                    report: None,
+                    ..req.clone()
+                },
+                out,
+            );
+        }
+    };
+    let lock_keys = if fenced { 2 } else { 1 };
+    cmd.arg(script)
+        .arg(lock_keys + usize::try_from(permits).unwrap_or(0))
+        .arg(slot);
+    if fenced {
+        cmd.arg(fence_key(slot));
+    }
+    for sibling in slot_siblings(slot, permits) {
+        cmd.arg(sibling);
+    }
+    cmd.arg(req.token.as_bytes()).arg(ttl_ms);
+    if fenced {
+        cmd.arg(1);
+    }
+    cmd.arg(permits);
+    cmd.write_packed_command(out);
+}
+
 /// Several keys: one script that acts on all of them or on none.
 fn encode_all(req: &Request, out: &mut Vec<u8>) {
     let (script, ttl_ms) = match req.op {
@@ -473,8 +562,57 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
 
 /// Reads a node's reply to one request as a vote.
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
+    let reports = req.report.is_some()
+        && req.queue.is_none()
+        && matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
+    if !reports {
+        return vote(req, value, node, req.keys.len() > 1 || req.queue.is_some());
+    }
+    // The slot scripts: `{answer, held}`.
+    match value {
+        redis::Value::Array(parts) if parts.len() == 2 => {
+            let mut parts = parts.into_iter();
+            let (answer, held) = (parts.next(), parts.next());
+            let held = match held {
+                Some(redis::Value::BulkString(held)) => slots_held(&held),
+                _ => None,
+            };
+            match (answer, held) {
+                (Some(answer), Some(held)) => vote(req, answer, node, true).map(|vote| Vote {
+                    slots: Some(held),
+                    ..vote
+                }),
+                _ => Err(unexpected(node)),
+            }
+        }
+        other => vote(req, other, node, true),
+    }
+}
+
+/// A slot report (`0`/`1` per slot) as a set of slots.
+fn slots_held(held: &[u8]) -> Option<u64> {
+    if held.len() > 64 {
+        return None;
+    }
+    held.iter()
+        .enumerate()
+        .try_fold(0u64, |set, (i, c)| match c {
+            b'0' => Some(set),
+            b'1' => Some(set | 1 << i),
+            _ => None,
+        })
+}
+
+/// A reply that is none of the expected ones. Never echoes the reply
+/// itself: it could carry a token.
+fn unexpected(node: &Arc<str>) -> NodeFailure {
+    NodeFailure::new(node.clone(), FailureKind::Server, "unexpected reply type")
+}
+
+/// Reads one reply as a vote; `scripted`: it came from one of the scripts,
+/// not from `SET NX GET`.
+fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> Answer {
     use redis::Value;
-    let scripted = req.keys.len() > 1 || req.queue.is_some();
     match (req.op, value) {
         // `SET … NX GET`: nil when it set the key, else the holder's token.
         (Op::Acquire { .. }, Value::Nil) if !scripted => Ok(Vote::YES),
@@ -523,12 +661,7 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
                 .trim_end()
                 .to_owned(),
         )),
-        // Never echo the reply itself: it could carry a token.
-        (_, _) => Err(NodeFailure::new(
-            node.clone(),
-            FailureKind::Server,
-            "unexpected reply type",
-        )),
+        (_, _) => Err(unexpected(node)),
     }
 }
 
@@ -555,6 +688,7 @@ mod tests {
             timeout: NodeTimeout::fixed(Duration::from_millis(5)),
             expires: Instant::now(),
             queue: None,
+            report: None,
         }
     }
 

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::codec::fence_key;
+use super::keys::{gate_name, slot_siblings};
 use super::link::Link;
 use super::request::{Op, Request};
 use super::{NodeShared, Transport};
@@ -262,7 +263,8 @@ impl Link for FakeLink {
                         )),
                         _ => match &req.queue {
                             Some(member) => queued(&mut inner, req, member, &mut woken),
-                            None => apply(&mut inner.keys, req),
+                            None => apply(&mut inner.keys, req)
+                                .map(|vote| report(&inner.keys, req, vote)),
                         },
                     })
                     .collect();
@@ -357,6 +359,25 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
     }
 }
 
+/// A slot acquisition's vote with the slots this node holds (as the slot
+/// scripts in `codec.rs`).
+fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) -> Vote {
+    let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op)
+    else {
+        return vote;
+    };
+    let now = Instant::now();
+    let first = req.keys.first().map_or("", |k| &**k);
+    let held = slot_siblings(first, permits)
+        .enumerate()
+        .filter(|(_, key)| live(keys, key, now).is_some())
+        .fold(0u64, |set, (i, _)| set | 1 << i);
+    Vote {
+        slots: Some(held),
+        ..vote
+    }
+}
+
 /// What a gate node does with a request that takes part in the first key's
 /// queue (as the gate scripts in `codec.rs`); members it wakes go to
 /// `woken`.
@@ -366,7 +387,10 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
     const ALIVE: Duration = Duration::from_secs(60);
     let now = Instant::now();
     let first = req.keys.first().map_or("", |k| &**k).to_owned();
-    let queue = inner.queues.entry(first.clone()).or_default();
+    let queue = inner
+        .queues
+        .entry(gate_name(&first).to_owned())
+        .or_default();
     queue.retain(|(_, alive)| *alive > now);
     let head = queue.first().map(|(m, _)| m.clone());
     let free = |keys: &HashMap<String, (String, Instant)>| live(keys, &first, now).is_none();

@@ -11,6 +11,7 @@ mod codec;
 mod conn;
 #[cfg(test)]
 pub(crate) mod fake;
+mod keys;
 mod link;
 mod notify;
 mod quarantine;
@@ -30,6 +31,7 @@ use crate::health::NodeHealth;
 use crate::settings::Settings;
 pub(crate) use codec::QUEUE_ALIVE;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
+pub(crate) use keys::{MAX_PERMITS, RESERVED, gate_name, slot_key};
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};
@@ -129,9 +131,11 @@ impl GateOf {
 
     /// The gate node's index for `key`.
     pub(crate) fn gate(&self, key: &str) -> usize {
-        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
+        let hash = gate_name(key)
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
         let n = self.by_address.len().max(1) as u64;
         self.by_address
             .get(usize::try_from(hash % n).unwrap_or(0))

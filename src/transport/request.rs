@@ -45,6 +45,10 @@ pub(crate) struct Request {
     /// (`""`: not waiting). The transport sends it so to the gate node
     /// only; the other nodes get the plain command (see `codec.rs`).
     pub(crate) queue: Option<Arc<str>>,
+    /// A semaphore slot's acquisition (the one key is a slot key): every
+    /// node but the gate also reports which of the semaphore's this many
+    /// slots it holds (see `Vote::slots`).
+    pub(crate) report: Option<u32>,
 }
 
 impl std::fmt::Debug for Request {
@@ -54,6 +58,7 @@ impl std::fmt::Debug for Request {
             .field("keys", &self.keys)
             .field("token", &"<redacted>")
             .field("queue", &self.queue)
+            .field("report", &self.report)
             .finish_non_exhaustive()
     }
 }

@@ -493,3 +493,24 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// A loopback port that takes connections (the kernel completes them into
+/// the listen backlog) and never answers a byte: a node this client cannot
+/// reach, while other clients reach the real one.
+#[derive(Debug)]
+pub struct BlackHole {
+    listener: TcpListener,
+}
+
+impl BlackHole {
+    pub fn new() -> BlackHole {
+        BlackHole {
+            listener: TcpListener::bind("127.0.0.1:0").expect("bind a black hole"),
+        }
+    }
+
+    pub fn url(&self) -> String {
+        let port = self.listener.local_addr().expect("local addr").port();
+        format!("redis://127.0.0.1:{port}")
+    }
+}
