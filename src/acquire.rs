@@ -8,10 +8,13 @@ use std::sync::Arc;
 use crate::core::{Core, Patience, Target};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::transport::Role;
 
 /// An acquisition to configure and then run, from [`Redlock::acquire`](crate::Redlock::acquire),
-/// [`Redlock::acquire_all`](crate::Redlock::acquire_all) or
-/// [`Semaphore::acquire`](crate::Semaphore::acquire): how long to keep trying, what may cancel the
+/// [`Redlock::acquire_all`](crate::Redlock::acquire_all),
+/// [`Semaphore::acquire`](crate::Semaphore::acquire),
+/// [`RwLock::acquire_read`](crate::RwLock::acquire_read) or
+/// [`RwLock::acquire_write`](crate::RwLock::acquire_write): how long to keep trying, what may cancel the
 /// wait, whether the guard starts kept alive. Every option has a default, so
 /// `redlock.acquire(r, ttl).lock()` is [`Redlock::lock`](crate::Redlock::lock).
 ///
@@ -68,6 +71,7 @@ impl std::fmt::Debug for Acquire<'_> {
 enum What {
     Resources(Vec<String>),
     Permit { semaphore: String, permits: u32 },
+    Rw { lock: String, role: Role },
 }
 
 impl<'a> Acquire<'a> {
@@ -80,6 +84,15 @@ impl<'a> Acquire<'a> {
         let what = What::Permit {
             semaphore: name.to_owned(),
             permits,
+        };
+        Self::of(core, what, ttl)
+    }
+
+    /// The reader-writer lock `name`, as a reader or as its writer.
+    pub(crate) fn rw(core: &'a Arc<Core>, name: &str, role: Role, ttl: Duration) -> Self {
+        let what = What::Rw {
+            lock: name.to_owned(),
+            role,
         };
         Self::of(core, what, ttl)
     }
@@ -204,6 +217,10 @@ impl<'a> Acquire<'a> {
             What::Permit { semaphore, permits } => Target::Semaphore {
                 name: semaphore,
                 permits: *permits,
+            },
+            What::Rw { lock, role } => Target::Rw {
+                name: lock,
+                role: *role,
             },
         };
         let lease = self

@@ -9,6 +9,7 @@ use crate::core::{Core, Patience};
 use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::health::NodeHealth;
+use crate::rw_lock::RwLock;
 use crate::semaphore::Semaphore;
 
 /// A Redlock client over N independent Redis masters.
@@ -337,6 +338,25 @@ impl Redlock {
     /// ```
     pub fn semaphore(&self, name: &str, permits: u32) -> Semaphore {
         Semaphore::new(self.core.clone(), name, permits)
+    }
+
+    /// A reader-writer lock named `name`: many readers at once, or one
+    /// writer (see [`RwLock`]). An empty name is reported as
+    /// [`Error::Config`] by its calls. Its keys never collide with a lock
+    /// or a semaphore of the same name.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let config = redlock.rw_lock("config");
+    /// let read = config.read(Duration::from_secs(5))?;
+    /// # drop(read);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn rw_lock(&self, name: &str) -> RwLock {
+        RwLock::new(self.core.clone(), name)
     }
 
     /// How every node is doing, as far as this client can tell: whether it

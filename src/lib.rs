@@ -216,6 +216,7 @@ mod guard;
 mod health;
 mod human;
 mod metrics;
+mod rw_lock;
 mod semaphore;
 mod settings;
 mod transport;
@@ -228,6 +229,7 @@ pub use config::RedlockBuilder;
 pub use error::{Error, FailureKind, NodeFailure};
 pub use guard::LockGuard;
 pub use health::NodeHealth;
+pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
 
 /// Compiles the README's examples as doc tests.

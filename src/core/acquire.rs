@@ -12,7 +12,9 @@ use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
-use crate::transport::{Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, gate_name, slot_key};
+use crate::transport::{
+    Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, Role, gate_name, rw_key, rw_parts, slot_key,
+};
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
@@ -33,6 +35,8 @@ pub(crate) enum Target<'a> {
     Resources(&'a [&'a str]),
     /// One permit of the semaphore `name`.
     Semaphore { name: &'a str, permits: u32 },
+    /// The reader-writer lock `name`, as a reader or as its writer.
+    Rw { name: &'a str, role: Role },
 }
 
 /// When to stop retrying, and what may cancel the wait.
@@ -161,7 +165,17 @@ impl Core {
                 let keys = slot_keys(name, slots.current());
                 (keys, name.to_owned(), Some((name, permits, slots)))
             }
+            Target::Rw { name, role } => {
+                if name.is_empty() {
+                    return Err(Error::argument(
+                        "the lock name is empty; name what you lock",
+                    ));
+                }
+                let key: Keys = Arc::from([Arc::from(rw_key(name, role))]);
+                (key, name.to_owned(), None)
+            }
         };
+        let rw = matches!(target, Target::Rw { .. });
         let report = slots.as_ref().map(|(_, permits, _)| *permits);
         let ttl = self.whole_ttl(ttl)?;
         let name: Arc<str> = Arc::from(name);
@@ -179,7 +193,9 @@ impl Core {
         // waiters of one key, and a lock on several keys waits for all of
         // them (it retries; a release of its first key still wakes the
         // waiters queued for that key).
-        let queues = self.settings.notifications && keys.len() == 1;
+        // Nor do a reader-writer lock's: its waiters poll (a waiting
+        // writer's mark keeps new readers out meanwhile).
+        let queues = self.settings.notifications && keys.len() == 1 && !rw;
         // A caller that may retry sleeps on a ticket between rounds; with
         // queues on, the ticket is also its place in the gate node's queue.
         let mut ticket = (patience.retries != Some(0))
@@ -292,7 +308,8 @@ impl Core {
             }
             let pause =
                 algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
-            let pause = if queues {
+            // A waiting writer renews its mark at least this often.
+            let pause = if queues || rw {
                 pause.min(self.settings.queue_refresh)
             } else {
                 pause
@@ -350,7 +367,9 @@ impl Core {
         let timeout = self.node_timeout(ttl);
         let by = answer_by(start, timeout, None);
         let ttl_ms = millis(ttl);
-        let op = if self.settings.fencing {
+        // Readers exclude nobody but writers: nothing to fence.
+        let reader = matches!(rw_parts(&keys[0]), Some((Role::Read, _)));
+        let op = if self.settings.fencing && !reader {
             Op::AcquireFenced { ttl_ms }
         } else {
             Op::Acquire { ttl_ms }
@@ -387,7 +406,7 @@ impl Core {
                 reports: Vec::new(),
             },
             Verdict::Confirmed if Instant::now() < valid_until => {
-                let fence = if self.settings.fencing {
+                let fence = if self.settings.fencing && !reader {
                     self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
                 } else {
                     Ok(None)

@@ -41,7 +41,7 @@
 
 use std::sync::Arc;
 
-use super::keys::{gate_name, slot_siblings};
+use super::keys::{Role, gate_name, rw_parts, slot_siblings};
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
@@ -354,6 +354,110 @@ if type(r)=="table" then return r end"#,
     slot_report!()
 );
 
+/// The start of the reader-writer scripts: `KEYS` = the writer's key, the
+/// readers' set, the waiting writer's mark; `now` in the node's
+/// milliseconds; readers past their time leave the set. A writer that
+/// holds answers its token (`refused()` if the key holds no string).
+macro_rules! rw_start {
+    () => {
+        r#"local t=redis.call("time")
+local now=t[1]*1000+math.floor(t[2]/1000)
+redis.call("zremrangebyscore",KEYS[2],"-inf",now)
+if redis.call("exists",KEYS[1])==1 then
+local h=redis.pcall("get",KEYS[1])
+if type(h)=="string" then return h end
+return refused()
+end
+"#
+    };
+}
+
+/// A reader's acquisition (`ARGV` = token, ttl ms): refused while a writer
+/// holds (its token) or waits (`0`); else the reader joins the set until
+/// `now + ttl`, the set living at least that long. `1`.
+pub(crate) const READ_ACQUIRE_SCRIPT: &str = concat!(
+    "local function refused() return 0 end\n",
+    rw_start!(),
+    r#"if redis.call("exists",KEYS[3])==1 then return 0 end
+local ttl=tonumber(ARGV[2])
+redis.call("zadd",KEYS[2],now+ttl,ARGV[1])
+if redis.call("pttl",KEYS[2])<ttl then redis.call("pexpire",KEYS[2],ttl) end
+return 1"#
+);
+
+/// The body of the writer's acquisition (`ARGV` = token, ttl ms, mark ms):
+/// refused while a writer holds (its token); while readers hold, it marks
+/// that a writer waits, for the mark's ms (new readers are turned away),
+/// and answers `refused()`; else it sets the writer's key and removes the
+/// mark (a writer still waiting marks again with its next round, once
+/// readers hold again). Ends with `ok()`.
+macro_rules! write_acquire {
+    () => {
+        concat!(
+            rw_start!(),
+            r#"if redis.call("zcard",KEYS[2])>0 then
+redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
+return refused()
+end
+redis.call("set",KEYS[1],ARGV[1],"PX",ARGV[2])
+redis.call("del",KEYS[3])
+return ok()"#
+        )
+    };
+}
+
+/// A writer's acquisition: see `write_acquire`. `1` once set, `0` for no.
+pub(crate) const WRITE_ACQUIRE_SCRIPT: &str = concat!(
+    "local function ok() return 1 end\nlocal function refused() return 0 end\n",
+    write_acquire!()
+);
+
+/// A fencing client's writer acquisition (`KEYS` also the writer key's
+/// fence key, fourth): as [`ACQUIRE_FENCED_SCRIPT`], the fence value
+/// stored once set, `-1` for no (or the holder's token).
+pub(crate) const WRITE_ACQUIRE_FENCED_SCRIPT: &str = concat!(
+    r#"local function refused() return -1 end
+local function ok()
+local raw=redis.call("get",KEYS[4])
+if not raw then return 0 end
+local s=tonumber(raw)
+if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
+return redis.error_reply("ERR redlock: "..KEYS[4].." holds no fence value")
+end
+return s
+end
+"#,
+    write_acquire!()
+);
+
+/// A reader's release (`KEYS` = the readers' set; `ARGV` = token): leaves
+/// the set; `1` if it was in it and its time had not passed.
+pub(crate) const READ_RELEASE_SCRIPT: &str = r#"local t=redis.call("time")
+local now=t[1]*1000+math.floor(t[2]/1000)
+local until_=redis.call("zscore",KEYS[1],ARGV[1])
+redis.call("zrem",KEYS[1],ARGV[1])
+if until_ and tonumber(until_)>now then return 1 end
+return 0"#;
+
+/// A reader's extension (`KEYS` = the readers' set; `ARGV` = token, ttl
+/// ms): while the reader is in the set and its time has not passed, moves
+/// its time to `now + ttl` if that is later (never shorter), the set living
+/// at least that long; `1`, else `0`.
+pub(crate) const READ_EXTEND_SCRIPT: &str = r#"local t=redis.call("time")
+local now=t[1]*1000+math.floor(t[2]/1000)
+local until_=redis.call("zscore",KEYS[1],ARGV[1])
+if not until_ or tonumber(until_)<=now then return 0 end
+local ttl=tonumber(ARGV[2])
+if now+ttl>tonumber(until_) then redis.call("zadd",KEYS[1],now+ttl,ARGV[1]) end
+if redis.call("pttl",KEYS[1])<ttl then redis.call("pexpire",KEYS[1],ttl) end
+return 1"#;
+
+/// How long a waiting writer's mark turns new readers away without a new
+/// round from that writer: four of its longest pauses between rounds
+/// (a writer waits at most [`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)
+/// between rounds).
+pub(crate) const WRITER_MARK: std::time::Duration = QUEUE_ALIVE;
+
 /// The channel a client's queued waiters are woken on:
 /// `redlock-wake:{client id}`.
 pub(crate) fn wake_channel(client: &str) -> String {
@@ -383,6 +487,11 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     if req.queue.is_some() || req.op == Op::Leave {
         let member = req.queue.as_deref().unwrap_or("");
         return encode_gate(req, first, member, out);
+    }
+    if let Some((role, keys)) = rw_parts(first)
+        && encode_rw(req, role, &keys, out)
+    {
+        return;
     }
     if let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op) {
         return encode_slot(req, first, permits, out);
@@ -541,6 +650,64 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
     cmd.write_packed_command(out);
 }
 
+/// A reader-writer lock's request, if it needs its own script (`false`:
+/// the writer's release, extension and fence write-back, which are those
+/// of an ordinary lock on the writer's key). `keys` as [`rw_parts`].
+fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -> bool {
+    let [writer, readers, mark] = keys;
+    let token = req.token.as_bytes();
+    let mut cmd = redis::cmd("EVAL");
+    match (role, req.op) {
+        (Role::Read, Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms }) => {
+            cmd.arg(READ_ACQUIRE_SCRIPT)
+                .arg(3)
+                .arg(writer)
+                .arg(readers)
+                .arg(mark)
+                .arg(token)
+                .arg(ttl_ms);
+        }
+        (Role::Read, Op::Release) => {
+            cmd.arg(READ_RELEASE_SCRIPT).arg(1).arg(readers).arg(token);
+        }
+        // Never sent: readers have no fence and no queue. A no.
+        (Role::Read, Op::Leave | Op::Fence { .. }) => {
+            cmd.arg("return 0").arg(0);
+        }
+        (Role::Read, Op::Extend { ttl_ms }) => {
+            cmd.arg(READ_EXTEND_SCRIPT)
+                .arg(1)
+                .arg(readers)
+                .arg(token)
+                .arg(ttl_ms);
+        }
+        (Role::Write, Op::Acquire { ttl_ms }) => {
+            cmd.arg(WRITE_ACQUIRE_SCRIPT)
+                .arg(3)
+                .arg(writer)
+                .arg(readers)
+                .arg(mark);
+            cmd.arg(token)
+                .arg(ttl_ms)
+                .arg(WRITER_MARK.as_millis() as u64);
+        }
+        (Role::Write, Op::AcquireFenced { ttl_ms }) => {
+            cmd.arg(WRITE_ACQUIRE_FENCED_SCRIPT)
+                .arg(4)
+                .arg(writer)
+                .arg(readers)
+                .arg(mark)
+                .arg(fence_key(writer));
+            cmd.arg(token)
+                .arg(ttl_ms)
+                .arg(WRITER_MARK.as_millis() as u64);
+        }
+        (Role::Write, _) => return false,
+    }
+    cmd.write_packed_command(out);
+    true
+}
+
 /// Several keys: one script that acts on all of them or on none.
 fn encode_all(req: &Request, out: &mut Vec<u8>) {
     let (script, ttl_ms) = match req.op {
@@ -566,7 +733,10 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
         && req.queue.is_none()
         && matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
     if !reports {
-        return vote(req, value, node, req.keys.len() > 1 || req.queue.is_some());
+        let scripted = req.keys.len() > 1
+            || req.queue.is_some()
+            || req.keys.first().is_some_and(|key| rw_parts(key).is_some());
+        return vote(req, value, node, scripted);
     }
     // The slot scripts: `{answer, held}`.
     match value {

@@ -5,6 +5,11 @@
 //!   fencing client: `redlock-fence:r`);
 //! * slot `i` of the semaphore `s`: `redlock-sem:s#i`, an ordinary lock key
 //!   (fence value `redlock-fence:redlock-sem:s#i`);
+//! * the reader-writer lock `l`: `redlock-rw:l#w` (the writer's token, an
+//!   ordinary lock key; fence value `redlock-fence:redlock-rw:l#w`),
+//!   `redlock-rw:l#r` (the readers: a sorted set, token → until when, in
+//!   the node's milliseconds) and `redlock-rw:l#wait` (a waiting writer's
+//!   mark, which turns new readers away);
 //! * the queue of waiters for a lock or a semaphore, on its gate node:
 //!   `redlock-queue:{g}` and `redlock-alive:{g}`, where `g` is the lock's
 //!   first key or `redlock-sem:s` (see [`gate_name`]).
@@ -15,13 +20,53 @@
 /// What every semaphore slot key starts with.
 pub(crate) const SLOT_PREFIX: &str = "redlock-sem:";
 
+/// What every reader-writer lock key starts with.
+pub(crate) const RW_PREFIX: &str = "redlock-rw:";
+
 /// Prefixes no resource name may start with (and the restart marker).
-pub(crate) const RESERVED: [&str; 4] = [
+pub(crate) const RESERVED: [&str; 5] = [
     "redlock-fence:",
     "redlock-queue:",
     "redlock-alive:",
     SLOT_PREFIX,
+    RW_PREFIX,
 ];
+
+/// Which side of a reader-writer lock a key is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Read,
+    Write,
+}
+
+/// The key a reader (`Role::Read`) or the writer of the lock `name` holds
+/// by: the readers' set, or the writer's key.
+pub(crate) fn rw_key(name: &str, role: Role) -> String {
+    match role {
+        Role::Read => format!("{RW_PREFIX}{name}#r"),
+        Role::Write => format!("{RW_PREFIX}{name}#w"),
+    }
+}
+
+/// For a key from [`rw_key`]: its role, and the lock's three keys — the
+/// writer's, the readers', the waiting writer's mark.
+pub(crate) fn rw_parts(key: &str) -> Option<(Role, [String; 3])> {
+    let (base, role) = key.strip_prefix(RW_PREFIX)?.rsplit_once('#')?;
+    let role = match role {
+        "r" => Role::Read,
+        "w" => Role::Write,
+        _ => return None,
+    };
+    let base = &key[..RW_PREFIX.len() + base.len()];
+    Some((
+        role,
+        [
+            format!("{base}#w"),
+            format!("{base}#r"),
+            format!("{base}#wait"),
+        ],
+    ))
+}
 
 /// The most permits a semaphore may have: a node reports the slots it
 /// holds as one 64-bit set.
@@ -41,15 +86,18 @@ pub(crate) fn slot_siblings(slot: &str, permits: u32) -> impl Iterator<Item = St
 
 /// The name whose gate node and queue of waiters a key uses: the key
 /// itself, except that every slot of a semaphore shares the semaphore's
-/// (`redlock-sem:s`), so that a release of any slot wakes its waiters.
+/// (`redlock-sem:s`), so that a release of any slot wakes its waiters (and
+/// a reader-writer lock's keys share `redlock-rw:l`).
 pub(crate) fn gate_name(key: &str) -> &str {
-    match key
-        .strip_prefix(SLOT_PREFIX)
-        .and_then(|rest| rest.rsplit_once('#'))
-    {
-        Some((name, _)) => &key[..SLOT_PREFIX.len() + name.len()],
-        None => key,
+    for prefix in [SLOT_PREFIX, RW_PREFIX] {
+        if let Some((name, _)) = key
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.rsplit_once('#'))
+        {
+            return &key[..prefix.len() + name.len()];
+        }
     }
+    key
 }
 
 #[cfg(test)]
@@ -61,8 +109,37 @@ mod tests {
         assert_eq!(gate_name(&slot_key("jobs", 0)), "redlock-sem:jobs");
         assert_eq!(gate_name(&slot_key("jobs", 63)), "redlock-sem:jobs");
         assert_eq!(gate_name(&slot_key("a#b", 2)), "redlock-sem:a#b");
-        for plain in ["jobs", "jobs#1", "x:redlock-sem:y#1", ""] {
+        assert_eq!(gate_name(&rw_key("l", Role::Read)), "redlock-rw:l");
+        assert_eq!(gate_name(&rw_key("l", Role::Write)), "redlock-rw:l");
+        for plain in [
+            "jobs",
+            "jobs#1",
+            "x:redlock-sem:y#1",
+            "x:redlock-rw:y#r",
+            "",
+        ] {
             assert_eq!(gate_name(plain), plain);
         }
+    }
+}
+
+#[cfg(test)]
+mod rw_tests {
+    use super::*;
+
+    #[test]
+    fn the_lock_keys_of_two_names_never_meet() {
+        let names = ["l", "l#r", "l#w", "l#wait", "l#", "#r", ""];
+        let mut all = std::collections::HashSet::new();
+        for name in names {
+            let (role, keys) = rw_parts(&rw_key(name, Role::Read)).unwrap();
+            assert_eq!(role, Role::Read);
+            assert_eq!(rw_parts(&rw_key(name, Role::Write)).unwrap().1, keys);
+            for key in keys {
+                assert!(all.insert(key), "{name}");
+            }
+        }
+        assert!(rw_parts("redlock-rw:l#wait").is_none());
+        assert!(rw_parts("l#r").is_none());
     }
 }

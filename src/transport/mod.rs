@@ -31,7 +31,7 @@ use crate::health::NodeHealth;
 use crate::settings::Settings;
 pub(crate) use codec::QUEUE_ALIVE;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
-pub(crate) use keys::{MAX_PERMITS, RESERVED, gate_name, slot_key};
+pub(crate) use keys::{MAX_PERMITS, RESERVED, Role, gate_name, rw_key, rw_parts, slot_key};
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};

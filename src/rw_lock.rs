@@ -1,0 +1,148 @@
+//! [`RwLock`]: many readers or one writer, on N independent masters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::acquire::Acquire;
+use crate::core::Core;
+use crate::error::Error;
+use crate::guard::LockGuard;
+use crate::transport::Role;
+
+/// A reader-writer lock across processes and machines: any number of
+/// readers at once, or one writer and no reader. From
+/// [`Redlock::rw_lock`](crate::Redlock::rw_lock); cheap to clone, and usable
+/// from many threads.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::Redlock;
+///
+/// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+/// let config = redlock.rw_lock("config");
+/// {
+///     let read = config.read(Duration::from_secs(5))?;
+///     // ... read the config; other readers may read too ...
+///     read.ensure_valid()?;
+/// }
+/// let write = config
+///     .acquire_write(Duration::from_secs(10))
+///     .wait(Duration::from_secs(30))
+///     .lock()?;
+/// // ... reload it: no reader and no other writer meanwhile ...
+/// write.release()?;
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
+///
+/// A read or write hold is a [`LockGuard`]: `is_valid`, `ensure_valid`,
+/// `extend`, `keep_alive`, `release` and drop work as for a lock, each for
+/// its own hold.
+///
+/// # Why this one is sound on N masters
+///
+/// A reader-writer lock forbids only *pairs*: writer with writer, writer
+/// with reader. Any two majorities share a node, and every node runs one
+/// atomic script per request that refuses the second of such a pair — so
+/// two conflicting holders would need two majorities with no node in
+/// common. (A counting limit, "at most K", is different: see
+/// [`Semaphore`](crate::Semaphore).)
+///
+/// On each node, per lock: the writer's key (an ordinary lock key,
+/// `redlock-rw:{name}#w`), the readers (`redlock-rw:{name}#r`, each reader
+/// with its own expiry: a crashed reader keeps writers out for at most its
+/// TTL), and a waiting writer's mark (`redlock-rw:{name}#wait`). A reader
+/// gets in where no writer holds or waits; a writer where no writer and no
+/// live reader holds. A writer refused because readers hold leaves its mark
+/// for 2 s and renews it with every round (it retries at least every
+/// 500 ms), so overlapping readers cannot starve it: new readers wait
+/// until it has written. A writer that gives up leaves its mark to expire.
+///
+/// # What it costs, and what it does not do
+///
+/// A read or write is one round, like a lock. Waiters retry on their retry
+/// delay (at most 500 ms apart): unlike locks and semaphores, they are not
+/// queued and not woken by a release. With
+/// [`fencing`](crate::RedlockBuilder::fencing), a writer's guard carries a
+/// fencing token that grows from one writer to the next; a reader's has
+/// none (`None`), since readers exclude nobody but writers.
+///
+/// Its keys never collide with a lock or a semaphore of the same name.
+#[derive(Clone)]
+pub struct RwLock {
+    core: Arc<Core>,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for RwLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RwLock").field("name", &self.name).finish()
+    }
+}
+
+impl RwLock {
+    pub(crate) fn new(core: Arc<Core>, name: &str) -> Self {
+        RwLock {
+            core,
+            name: Arc::from(name),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Takes a read hold for `ttl`, retrying per the client's retry policy.
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::lock`](crate::Redlock::lock): [`Error::Busy`] while a
+    /// writer held or waited after the last round, [`Error::Config`] for an
+    /// empty name.
+    pub fn read(&self, ttl: Duration) -> Result<LockGuard, Error> {
+        self.acquire_read(ttl).lock_as("RwLock::read")
+    }
+
+    /// Takes the write hold for `ttl`, retrying per the client's retry
+    /// policy.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read); `Busy` while a writer or readers held.
+    pub fn write(&self, ttl: Duration) -> Result<LockGuard, Error> {
+        self.acquire_write(ttl).lock_as("RwLock::write")
+    }
+
+    /// One round for a read hold: `Ok(None)` while a writer holds or waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Self::read), except that `Busy` is reported as `Ok(None)`.
+    pub fn try_read(&self, ttl: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_read(ttl).try_lock_as("RwLock::try_read")
+    }
+
+    /// One round for the write hold: `Ok(None)` while a writer or readers
+    /// hold. A refusal because of readers leaves this writer's mark for a
+    /// moment (new readers wait), as any writer's round does.
+    ///
+    /// # Errors
+    ///
+    /// As [`write`](Self::write), except that `Busy` is reported as
+    /// `Ok(None)`.
+    pub fn try_write(&self, ttl: Duration) -> Result<Option<LockGuard>, Error> {
+        self.acquire_write(ttl).try_lock_as("RwLock::try_write")
+    }
+
+    /// A read hold to configure (how long to wait, what cancels it,
+    /// keep-alive), then take with [`lock`](Acquire::lock) or
+    /// [`try_lock`](Acquire::try_lock).
+    pub fn acquire_read(&self, ttl: Duration) -> Acquire<'_> {
+        Acquire::rw(&self.core, &self.name, Role::Read, ttl)
+    }
+
+    /// The write hold to configure, as [`acquire_read`](Self::acquire_read).
+    pub fn acquire_write(&self, ttl: Duration) -> Acquire<'_> {
+        Acquire::rw(&self.core, &self.name, Role::Write, ttl)
+    }
+}

@@ -1,0 +1,314 @@
+//! Reader-writer locks on real nodes: readers share, a writer excludes
+//! everyone — also for clients that each reach a different majority —,
+//! a waiting writer is not starved by overlapping readers, and a crashed
+//! reader frees the lock after its TTL.
+
+mod harness;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::{BlackHole, Cluster, Node, NodeOptions, test_client};
+use redlock_sync::{Error, LockGuard, Redlock, RwLock};
+
+const TTL: Duration = Duration::from_secs(10);
+
+/// A client that reaches only the nodes in `reach`; the others are black
+/// holes (they take the connection and never answer).
+fn partitioned(cluster: &Cluster, reach: &[usize], holes: &mut Vec<BlackHole>) -> Redlock {
+    let urls = (0..cluster.nodes.len()).map(|i| {
+        if reach.contains(&i) {
+            cluster.nodes[i].url()
+        } else {
+            holes.push(BlackHole::new());
+            holes.last().map(BlackHole::url).unwrap_or_default()
+        }
+    });
+    test_client(urls, 0, Some(Duration::from_millis(100)))
+}
+
+fn flush(cluster: &Cluster) {
+    for node in &cluster.nodes {
+        let _: () = redis::cmd("FLUSHALL").query(&mut node.conn()).unwrap();
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Role {
+    Read,
+    Write,
+}
+
+fn take(lock: &RwLock, role: Role) -> Option<LockGuard> {
+    let taken = match role {
+        Role::Read => lock.try_read(TTL),
+        Role::Write => lock.try_write(TTL),
+    };
+    match taken {
+        Ok(guard) => guard,
+        Err(Error::NoQuorum { .. }) => None,
+        Err(other) => panic!("{role:?}: {other}"),
+    }
+}
+
+#[test]
+fn readers_share_and_a_writer_excludes_everyone() {
+    let cluster = Cluster::start(3);
+    let a = test_client(cluster.urls(), 0, None).rw_lock("doc");
+    let b = test_client(cluster.urls(), 0, None).rw_lock("doc");
+    let r1 = a.try_read(TTL).unwrap().expect("free");
+    let r2 = b.try_read(TTL).unwrap().expect("readers share");
+    assert!(b.try_write(TTL).unwrap().is_none(), "readers hold");
+    // That writer's mark now turns new readers away for a moment.
+    assert!(a.try_read(TTL).unwrap().is_none(), "a writer waits");
+    r1.release().unwrap();
+    drop(r2);
+    let mut w = b.try_write(TTL).unwrap().expect("the readers left");
+    assert!(a.try_read(TTL).unwrap().is_none(), "a writer holds");
+    assert!(a.try_write(TTL).unwrap().is_none(), "a writer holds");
+    w.extend(Duration::from_secs(20)).unwrap();
+    assert!(w.ttl() >= Duration::from_secs(20));
+    w.release().unwrap();
+    let mut r = a.try_read(TTL).unwrap().expect("free again");
+    r.extend(Duration::from_secs(20)).unwrap();
+    r.ensure_valid().unwrap();
+    r.release().unwrap();
+    // Released reads leave nothing that keeps the writer out.
+    b.try_write(TTL).unwrap().expect("free").release().unwrap();
+}
+
+#[test]
+fn clients_each_reaching_a_different_majority_never_conflict() {
+    let cluster = Cluster::start(3);
+    let mut holes = Vec::new();
+    let clients: Vec<RwLock> = (0..3)
+        .map(|cut| {
+            let reach: Vec<usize> = (0..3).filter(|&n| n != cut).collect();
+            partitioned(&cluster, &reach, &mut holes).rw_lock("split")
+        })
+        .collect();
+    let orders = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    let roles = [
+        [Role::Write, Role::Read, Role::Read],
+        [Role::Read, Role::Write, Role::Read],
+        [Role::Read, Role::Read, Role::Write],
+        [Role::Write, Role::Write, Role::Read],
+        [Role::Read, Role::Read, Role::Read],
+    ];
+    for order in orders {
+        for roles in roles {
+            flush(&cluster);
+            let mut held = Vec::new();
+            for (&client, &role) in order.iter().zip(&roles) {
+                if let Some(guard) = take(&clients[client], role) {
+                    held.push((role, guard));
+                }
+            }
+            let writers = held.iter().filter(|(r, _)| *r == Role::Write).count();
+            let readers = held.len() - writers;
+            assert!(
+                writers == 0 || (writers == 1 && readers == 0),
+                "order {order:?}, roles {roles:?}: {writers} writers, {readers} readers"
+            );
+            assert!(
+                !held.is_empty(),
+                "order {order:?}, roles {roles:?}: the first got in"
+            );
+            if roles == [Role::Read; 3] {
+                assert_eq!(readers, 3, "readers share across partitions");
+            }
+        }
+    }
+}
+
+#[test]
+fn contending_readers_and_writers_with_a_witness() {
+    let cluster = Cluster::start(3);
+    let witness = Node::start(&NodeOptions::default());
+    let clients = [
+        test_client(cluster.urls(), 0, None),
+        test_client(cluster.urls(), 0, None),
+    ];
+    let until = Instant::now() + Duration::from_secs(4);
+    let most_readers = AtomicUsize::new(0);
+    let counts: Vec<u64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|t| {
+                let lock = clients[t % 2].rw_lock("mix");
+                let most_readers = &most_readers;
+                let witness = witness.url();
+                // Threads 0 and 1 write, the others read.
+                let writes = t < 2;
+                s.spawn(move || {
+                    let mut conn = redis::Client::open(witness)
+                        .unwrap()
+                        .get_connection()
+                        .unwrap();
+                    let mut entered = 0u64;
+                    while Instant::now() < until {
+                        let wait = Duration::from_secs(3);
+                        let taken = if writes {
+                            lock.acquire_write(TTL).wait(wait).lock()
+                        } else {
+                            lock.acquire_read(TTL).wait(wait).lock()
+                        };
+                        let Ok(guard) = taken else { continue };
+                        let (mine, theirs) = if writes {
+                            ("writers", "readers")
+                        } else {
+                            ("readers", "writers")
+                        };
+                        let inside: usize = redis::cmd("INCR").arg(mine).query(&mut conn).unwrap();
+                        let others: Option<usize> =
+                            redis::cmd("GET").arg(theirs).query(&mut conn).unwrap();
+                        assert!(guard.is_valid());
+                        if writes {
+                            assert_eq!(inside, 1, "two writers");
+                        } else {
+                            most_readers.fetch_max(inside, Ordering::SeqCst);
+                        }
+                        assert_eq!(others.unwrap_or(0), 0, "a writer with a reader");
+                        std::thread::sleep(Duration::from_millis(5));
+                        let _: i64 = redis::cmd("DECR").arg(mine).query(&mut conn).unwrap();
+                        guard.release().unwrap();
+                        entered += 1;
+                    }
+                    entered
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    println!("holds per thread (2 writers, 4 readers): {counts:?}");
+    assert!(most_readers.load(Ordering::SeqCst) >= 2, "readers shared");
+    assert!(
+        counts.iter().all(|&c| c > 0),
+        "every thread progressed: {counts:?}"
+    );
+}
+
+#[test]
+fn a_writer_behind_overlapping_readers_gets_in_within_a_second() {
+    let cluster = Cluster::start(3);
+    let readers = test_client(cluster.urls(), 0, None);
+    let writer = test_client(cluster.urls(), 0, None);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let reads = AtomicUsize::new(0);
+    let waited = std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                let lock = readers.rw_lock("starve");
+                while !stop.load(Ordering::SeqCst) {
+                    // Overlapping reads: always at least one reader holds
+                    // while a new one comes.
+                    if let Ok(Some(read)) = lock.try_read(TTL) {
+                        reads.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_millis(50));
+                        drop(read);
+                    }
+                }
+            });
+        }
+        harness::settles("readers hold", || reads.load(Ordering::SeqCst) >= 6);
+        let started = Instant::now();
+        let write = writer
+            .rw_lock("starve")
+            .acquire_write(TTL)
+            .wait(Duration::from_secs(10))
+            .lock()
+            .expect("the writer got in");
+        let waited = started.elapsed();
+        stop.store(true, Ordering::SeqCst);
+        drop(write);
+        waited
+    });
+    println!("writer behind 3 overlapping readers waited {waited:?}");
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+}
+
+#[test]
+fn a_crashed_reader_frees_after_its_ttl_and_a_kept_one_does_not() {
+    let cluster = Cluster::start(3);
+    let client = test_client(cluster.urls(), 0, None);
+    let other = test_client(cluster.urls(), 0, None);
+    let ours = client.rw_lock("crash");
+    let theirs = other.rw_lock("crash");
+    let ttl = Duration::from_millis(400);
+    std::mem::forget(ours.try_read(ttl).unwrap().expect("free"));
+    assert!(
+        theirs.try_write(TTL).unwrap().is_none(),
+        "the crashed reader holds"
+    );
+    theirs
+        .acquire_write(TTL)
+        .wait(Duration::from_secs(5))
+        .lock()
+        .expect("free once its TTL passed")
+        .release()
+        .unwrap();
+    let kept = ours.acquire_read(ttl).keep_alive().lock().unwrap();
+    let started = Instant::now();
+    while started.elapsed() < ttl * 4 {
+        assert!(theirs.try_write(TTL).unwrap().is_none(), "kept alive");
+        kept.ensure_valid().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    kept.release().unwrap();
+    // The refused writer's mark turned readers away; the writer itself is
+    // not: it gets in once the reader is gone.
+    let last = theirs.try_write(TTL).unwrap();
+    assert!(last.is_some(), "free once released");
+}
+
+#[test]
+fn writers_get_growing_fencing_tokens_and_readers_none() {
+    let cluster = Cluster::start(3);
+    let client = Redlock::builder(cluster.urls())
+        .fencing(true)
+        .build()
+        .unwrap();
+    let lock = client.rw_lock("fenced");
+    let first = lock.write(TTL).unwrap();
+    let t1 = first.fencing_token().expect("a writer's token");
+    first.release().unwrap();
+    let read = lock.read(TTL).unwrap();
+    assert_eq!(read.fencing_token(), None);
+    read.release().unwrap();
+    let second = lock.write(TTL).unwrap();
+    assert!(second.fencing_token().expect("a token") > t1);
+}
+
+#[test]
+fn bad_names_are_config_errors_and_names_never_collide() {
+    let cluster = Cluster::start(3);
+    let client = test_client(cluster.urls(), 0, None);
+    let err = client.rw_lock("").try_read(TTL).unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+    assert!(err.to_string().contains("RwLock::try_read"), "{err}");
+    assert!(matches!(
+        client.lock("redlock-rw:x#w", TTL),
+        Err(Error::Config { .. })
+    ));
+    let plain = client.lock("same", TTL).unwrap();
+    let permit = client
+        .semaphore("same", 1)
+        .try_lock(TTL)
+        .unwrap()
+        .expect("free");
+    let write = client.rw_lock("same").try_write(TTL).unwrap();
+    assert!(
+        write.is_some(),
+        "a lock and a semaphore of the name do not hold it"
+    );
+    drop((plain, permit, write));
+    let lock = client.rw_lock("same");
+    assert_eq!(lock.name(), "same");
+    assert!(format!("{lock:?}").contains("same"));
+}
