@@ -11,6 +11,8 @@ mod cross_client;
 mod harness;
 #[path = "support/plots.rs"]
 mod plots;
+#[path = "support/primitives.rs"]
+mod primitives;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -674,6 +676,21 @@ fn main() {
         return;
     }
 
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s6") {
+        // Only the semaphore and reader-writer lock figures.
+        let s6 = primitives::s6(&cluster, plan.s5_iterations);
+        println!(
+            "S6 pair p50 µs: lock {}, free permit of 4 {}, read {}, write {}, last free permit of 8 {} ({:.2} rounds)",
+            us(s6.plain),
+            us(s6.permit),
+            us(s6.read),
+            us(s6.write),
+            us(s6.last_permit),
+            s6.last_rounds
+        );
+        return;
+    }
+
     let mut report = String::new();
     let mut table = |line: String| {
         println!("{line}");
@@ -789,6 +806,7 @@ fn main() {
 
     // Before S3/S4, whose stalled peer calls linger in the background.
     let (s5_all, s5_singles) = s5(&ours, plan.s5_iterations);
+    let s6 = primitives::s6(&cluster, plan.s5_iterations);
 
     table("\n| contender | S3 acquisitions/s | S3 mean wait µs | S3 p99 wait µs | S3 owner changes/s |".into());
     table("| --- | ---: | ---: | ---: | ---: |".into());
@@ -883,6 +901,16 @@ fn main() {
         us(s5_singles)
     ));
 
+    table(format!(
+        "\n| S6: one thread, pair p50 µs | lock | free permit of 4 | read | write | last free permit of 8 (7 held) |\n| --- | ---: | ---: | ---: | ---: | ---: |\n| redlock-sync | {} | {} | {} | {} | {} ({:.2} rounds) |",
+        us(s6.plain),
+        us(s6.permit),
+        us(s6.read),
+        us(s6.write),
+        us(s6.last_permit),
+        s6.last_rounds
+    ));
+
     // Targets, as ratios measured in this run.
     let find = |n: &str| s1_results.iter().find(|r| r.0.starts_with(n)).unwrap();
     let (ours1, pipe) = (find("redlock-sync"), find("floor-pipe5"));
@@ -917,6 +945,22 @@ fn main() {
     table(format!(
         "| S2 ≥ 0.9× floor-pipe5 | {tr:.2}× | {} |",
         yes(tr >= 0.9)
+    ));
+    let ratio_to_lock = |d: Duration| d.as_secs_f64() / s6.plain.as_secs_f64();
+    let rp = ratio_to_lock(s6.permit);
+    table(format!(
+        "| S6 free permit pair ≤ 1.2× lock pair (issue 19) | {rp:.2}× | {} |",
+        yes(rp <= 1.2)
+    ));
+    let rr = ratio_to_lock(s6.read);
+    table(format!(
+        "| S6 read pair ≤ 1.2× lock pair (issue 19) | {rr:.2}× | {} |",
+        yes(rr <= 1.2)
+    ));
+    table(format!(
+        "| S6 last free permit of 8 in ≤ 2 rounds on average (issue 19) | {:.2} | {} |",
+        s6.last_rounds,
+        yes(s6.last_rounds <= 2.0)
     ));
     let r5 = s5_all.as_secs_f64() / s5_singles.as_secs_f64();
     table(format!(
@@ -1035,7 +1079,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S6 one thread, fresh names, 400 pairs of each kind in 10 alternating slices: lock, a free permit of a 4-permit semaphore, a read hold, a write hold, and the last free permit of an 8-permit semaphore whose other 7 another client holds (`try_lock`; its rounds per acquisition from the nodes' `EVAL` counts over a separate run: `r` rounds cost `10r` scripts with the clean-ups and the release); S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(
         "![S3n: acquisitions/s against contending clients](docs/bench/s3n.svg)\n\n\

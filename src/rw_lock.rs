@@ -57,14 +57,16 @@ use crate::transport::Role;
 /// 500 ms), so overlapping readers cannot starve it: new readers wait
 /// until it has written. A writer that gives up leaves its mark to expire.
 ///
-/// # What it costs, and what it does not do
+/// # What it costs
 ///
-/// A read or write is one round, like a lock. Waiters retry on their retry
-/// delay (at most 500 ms apart): unlike locks and semaphores, they are not
-/// queued and not woken by a release. With
-/// [`fencing`](crate::RedlockBuilder::fencing), a writer's guard carries a
-/// fencing token that grows from one writer to the next; a reader's has
-/// none (`None`), since readers exclude nobody but writers.
+/// A read or write is one round, like a lock. Waiters queue on the lock's
+/// gate node in arrival order, readers and writers alike: a release that
+/// frees the lock (a writer's, or the last reader's) wakes the first in
+/// line, and a reader let in wakes the next, so readers queued together
+/// come in together. With [`fencing`](crate::RedlockBuilder::fencing), a
+/// writer's guard carries a fencing token that grows from one writer to the
+/// next; a reader's has none (`None`), since readers exclude nobody but
+/// writers.
 ///
 /// Its keys never collide with a lock or a semaphore of the same name.
 #[derive(Clone)]

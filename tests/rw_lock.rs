@@ -268,6 +268,54 @@ fn a_crashed_reader_frees_after_its_ttl_and_a_kept_one_does_not() {
 }
 
 #[test]
+fn waiters_in_another_client_are_woken_by_the_release() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::new(cluster.urls()).unwrap().rw_lock("woken");
+    // Without a wake-up, its waiters would find the lock free only after
+    // their 400 ms retry pause.
+    let waiter = Redlock::builder(cluster.urls())
+        .retry_delay(Duration::from_millis(400))
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .unwrap()
+        .rw_lock("woken");
+    let mut waits = Vec::new();
+    // A reader waits for a writer, then a writer for a reader.
+    for (held, wanted) in [(Role::Write, Role::Read), (Role::Read, Role::Write)].repeat(2) {
+        let guard = match held {
+            Role::Write => holder.write(TTL).unwrap(),
+            Role::Read => holder.read(TTL).unwrap(),
+        };
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let wait = Duration::from_secs(30);
+                let got = match wanted {
+                    Role::Read => waiter.acquire_read(TTL).wait(wait).lock(),
+                    Role::Write => waiter.acquire_write(TTL).wait(wait).lock(),
+                };
+                tx.send(Instant::now()).unwrap();
+                drop(got.expect("after the release"));
+            });
+            harness::settles("the waiter is queued and listens", || {
+                harness::pubsub::waiting(&cluster, "redlock-rw:woken", 1)
+            });
+            let released = Instant::now();
+            drop(guard);
+            let acquired = rx.recv_timeout(Duration::from_secs(30)).expect("acquired");
+            waits.push(acquired.saturating_duration_since(released));
+        });
+    }
+    println!("release → hold in another client: {waits:?}");
+    for wait in &waits {
+        assert!(
+            *wait < Duration::from_millis(150),
+            "woken, not polling: {waits:?}"
+        );
+    }
+}
+
+#[test]
 fn writers_get_growing_fencing_tokens_and_readers_none() {
     let cluster = Cluster::start(3);
     let client = Redlock::builder(cluster.urls())

@@ -193,9 +193,7 @@ impl Core {
         // waiters of one key, and a lock on several keys waits for all of
         // them (it retries; a release of its first key still wakes the
         // waiters queued for that key).
-        // Nor do a reader-writer lock's: its waiters poll (a waiting
-        // writer's mark keeps new readers out meanwhile).
-        let queues = self.settings.notifications && keys.len() == 1 && !rw;
+        let queues = self.settings.notifications && keys.len() == 1;
         // A caller that may retry sleeps on a ticket between rounds; with
         // queues on, the ticket is also its place in the gate node's queue.
         let mut ticket = (patience.retries != Some(0))

@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
-use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport, rw_parts};
+use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
 pub(crate) use acquire::{Patience, Target};
 use handoff::Waiters;
 pub(crate) use lease::Lease;
@@ -205,8 +205,7 @@ impl Core {
         expires: Instant,
     ) -> Request {
         let mut request = self.request(Op::Release, keys, token, ttl, expires);
-        // A reader-writer lock keeps no queue.
-        if self.settings.notifications && rw_parts(&keys[0]).is_none() {
+        if self.settings.notifications {
             request.queue = Some(Arc::from(""));
         }
         request

@@ -356,13 +356,12 @@ if type(r)=="table" then return r end"#,
 
 /// The start of the reader-writer scripts: `KEYS` = the writer's key, the
 /// readers' set, the waiting writer's mark; `now` in the node's
-/// milliseconds; readers past their time leave the set. A writer that
-/// holds answers its token (`refused()` if the key holds no string).
+/// milliseconds. A writer that holds answers its token (`refused()` if the
+/// key holds no string).
 macro_rules! rw_start {
     () => {
         r#"local t=redis.call("time")
 local now=t[1]*1000+math.floor(t[2]/1000)
-redis.call("zremrangebyscore",KEYS[2],"-inf",now)
 if redis.call("exists",KEYS[1])==1 then
 local h=redis.pcall("get",KEYS[1])
 if type(h)=="string" then return h end
@@ -374,16 +373,18 @@ end
 
 /// A reader's acquisition (`ARGV` = token, ttl ms): refused while a writer
 /// holds (its token) or waits (`0`); else the reader joins the set until
-/// `now + ttl`, the set living at least that long. `1`.
-pub(crate) const READ_ACQUIRE_SCRIPT: &str = concat!(
-    "local function refused() return 0 end\n",
-    rw_start!(),
-    r#"if redis.call("exists",KEYS[3])==1 then return 0 end
+/// `now + ttl`, the set living at least that long. `1`. (Readers past
+/// their time leave the set when a writer or a release looks at it.)
+pub(crate) const READ_ACQUIRE_SCRIPT: &str = r#"if redis.call("exists",KEYS[1],KEYS[3])>0 then
+local h=redis.pcall("get",KEYS[1])
+if type(h)=="string" then return h end
+return 0
+end
+local t=redis.call("time")
 local ttl=tonumber(ARGV[2])
-redis.call("zadd",KEYS[2],now+ttl,ARGV[1])
+redis.call("zadd",KEYS[2],t[1]*1000+math.floor(t[2]/1000)+ttl,ARGV[1])
 if redis.call("pttl",KEYS[2])<ttl then redis.call("pexpire",KEYS[2],ttl) end
-return 1"#
-);
+return 1"#;
 
 /// The body of the writer's acquisition (`ARGV` = token, ttl ms, mark ms):
 /// refused while a writer holds (its token); while readers hold, it marks
@@ -395,7 +396,8 @@ macro_rules! write_acquire {
     () => {
         concat!(
             rw_start!(),
-            r#"if redis.call("zcard",KEYS[2])>0 then
+            r#"redis.call("zremrangebyscore",KEYS[2],"-inf",now)
+if redis.call("zcard",KEYS[2])>0 then
 redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
 return refused()
 end
@@ -430,12 +432,87 @@ end
     write_acquire!()
 );
 
+/// The gate node's reader-writer acquisition: `KEYS` = the writer's key,
+/// the readers' set, the waiting writer's mark, (on a fencing client the
+/// writer key's fence key,) then the queue keys; `ARGV` = token, ttl ms,
+/// mark ms, `r` or `w`, member. A reader counts the lock held while a
+/// writer holds or waits, a writer while a writer or a live reader holds
+/// (and then marks that it waits); the turn rule decides as for a lock:
+/// `1` taken (a fencing writer: the fence value), `2` (`-2` fenced) others
+/// queued first, `0` (`-1` fenced) or the writer's token for held. A reader
+/// let in wakes the next in line: readers behind it may come too.
+pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = gate_script!(
+    r#"local fenced=#KEYS==6
+local reader=ARGV[4]=="r"
+redis.call("zremrangebyscore",KEYS[2],"-inf",now)
+local writer=nil
+if redis.call("exists",KEYS[1])==1 then
+writer=redis.pcall("get",KEYS[1])
+if type(writer)~="string" then writer="" end
+end
+local readers=redis.call("zcard",KEYS[2])
+local held=writer~=nil or (reader and redis.call("exists",KEYS[3])==1) or (not reader and readers>0)
+if not reader and not writer and readers>0 then
+redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
+end
+local r=turn(held)
+if r==2 then if fenced then return -2 end return 2 end
+if r==0 then
+if writer and writer~="" then return writer end
+if fenced then return -1 end
+return 0
+end
+if reader then
+local ttl=tonumber(ARGV[2])
+redis.call("zadd",KEYS[2],now+ttl,ARGV[1])
+if redis.call("pttl",KEYS[2])<ttl then redis.call("pexpire",KEYS[2],ttl) end
+local h=head()
+if h then wake(h) end
+return 1
+end
+redis.call("set",KEYS[1],ARGV[1],"PX",ARGV[2])
+redis.call("del",KEYS[3])
+if not fenced then return 1 end
+local raw=redis.call("get",KEYS[4])
+if not raw then return 0 end
+local s=tonumber(raw)
+if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
+return redis.error_reply("ERR redlock: "..KEYS[4].." holds no fence value")
+end
+return s"#
+);
+
+/// The gate node's reader release: `KEYS` = the readers' set, the writer's
+/// key, then the queue keys; `ARGV` = token, member. Leaves the set; when
+/// no reader is left (and no writer holds), wakes the head of the queue.
+/// `0` unless the reader was in the set and its time had not passed, else
+/// `2` if it woke a waiter, `1` if not. A member goes back to the head of
+/// the queue, unwoken, as in [`GATE_RELEASE_SCRIPT`].
+pub(crate) const GATE_READ_RELEASE_SCRIPT: &str = concat!(
+    queue_fns!(),
+    r#"local until_=redis.call("zscore",KEYS[1],ARGV[1])
+redis.call("zrem",KEYS[1],ARGV[1])
+local me=ARGV[2]
+if until_ and me~="" then place(me,0) end
+local woke=0
+if until_ then
+redis.call("zremrangebyscore",KEYS[1],"-inf",now)
+if redis.call("zcard",KEYS[1])==0 and redis.call("exists",KEYS[2])==0 then
+local h=head()
+if h and h~=me then wake(h) woke=1 end
+end
+end
+if not until_ or tonumber(until_)<=now then return 0 end
+return 1+woke"#
+);
+
 /// A reader's release (`KEYS` = the readers' set; `ARGV` = token): leaves
 /// the set; `1` if it was in it and its time had not passed.
 pub(crate) const READ_RELEASE_SCRIPT: &str = r#"local t=redis.call("time")
 local now=t[1]*1000+math.floor(t[2]/1000)
 local until_=redis.call("zscore",KEYS[1],ARGV[1])
 redis.call("zrem",KEYS[1],ARGV[1])
+redis.call("zremrangebyscore",KEYS[1],"-inf",now)
 if until_ and tonumber(until_)>now then return 1 end
 return 0"#;
 
@@ -539,6 +616,52 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
 /// `first` (the first key), for the waiter `member` (`""`: not waiting).
 fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
     let [queue, alive] = queue_keys(first);
+    let mut cmd = redis::cmd("EVAL");
+    let token = req.token.as_bytes();
+    let rw = rw_parts(first);
+    match (req.op, rw) {
+        (
+            Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms },
+            Some((role, [writer, readers, mark])),
+        ) => {
+            let reader = role == Role::Read;
+            let fenced = matches!(req.op, Op::AcquireFenced { .. }) && !reader;
+            cmd.arg(GATE_RW_ACQUIRE_SCRIPT)
+                .arg(if fenced { 6 } else { 5 })
+                .arg(&writer)
+                .arg(readers)
+                .arg(mark);
+            if fenced {
+                cmd.arg(fence_key(&writer));
+            }
+            cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
+            cmd.arg(mark_ms());
+            cmd.arg(if reader { "r" } else { "w" }).arg(member);
+        }
+        (Op::Release, Some((Role::Read, [writer, readers, _]))) => {
+            cmd.arg(GATE_READ_RELEASE_SCRIPT)
+                .arg(4)
+                .arg(readers)
+                .arg(writer)
+                .arg(queue)
+                .arg(alive)
+                .arg(token)
+                .arg(member);
+        }
+        _ => return encode_gate_lock(req, first, (queue, alive), member, out),
+    }
+    cmd.write_packed_command(out);
+}
+
+/// [`encode_gate`] for a lock's keys (and a writer's release, extension and
+/// leave, which are a lock's).
+fn encode_gate_lock(
+    req: &Request,
+    first: &str,
+    (queue, alive): (String, String),
+    member: &str,
+    out: &mut Vec<u8>,
+) {
     let mut cmd = redis::cmd("EVAL");
     let token = req.token.as_bytes();
     let keys = req.keys.len() + 2;
@@ -648,6 +771,11 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
     }
     cmd.arg(permits);
     cmd.write_packed_command(out);
+}
+
+/// [`WRITER_MARK`] in milliseconds.
+fn mark_ms() -> u64 {
+    u64::try_from(WRITER_MARK.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A reader-writer lock's request, if it needs its own script (`false`:
