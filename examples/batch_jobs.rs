@@ -11,6 +11,12 @@
 //!
 //! `--state` names the Redis that records finished jobs (default: the first
 //! node). Both copies must be given the same `--nodes` and `--state`.
+//!
+//! Every fourth job is *heavy*: besides its own lock it needs one of
+//! `--heavy` (default 2) permits of the semaphore `batch:heavy`, a limit
+//! across every copy — however many copies and workers run, at most that
+//! many heavy jobs run at once. The summary says the most that ever ran
+//! together (counted in the state Redis).
 
 mod common;
 
@@ -25,6 +31,7 @@ struct Args {
     jobs: usize,
     workers: usize,
     work: Duration,
+    heavy: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -34,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
         jobs: 200,
         workers: 8,
         work: Duration::from_millis(20),
+        heavy: 2,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -49,9 +57,11 @@ fn parse_args() -> Result<Args, String> {
                 args.work =
                     Duration::from_millis(value()?.parse().map_err(|e| format!("--work-ms: {e}"))?)
             }
+            "--heavy" => args.heavy = value()?.parse().map_err(|e| format!("--heavy: {e}"))?,
             "--help" | "-h" => {
                 println!(
-                    "usage: batch_jobs [--nodes URL,...] [--state URL] [--jobs N] [--workers N] [--work-ms MS]"
+                    "usage: batch_jobs [--nodes URL,...] [--state URL] [--jobs N] [--workers N] \
+                     [--work-ms MS] [--heavy PERMITS]"
                 );
                 std::process::exit(0);
             }
@@ -77,6 +87,8 @@ fn main() -> std::process::ExitCode {
         std::process::exit(69);
     });
     let ttl = Duration::from_secs(5);
+    // Fleet-wide: at most `--heavy` heavy jobs at once, in every copy.
+    let heavy = redlock.semaphore("batch:heavy", args.heavy);
     let (queue, jobs) = crossbeam_channel::unbounded();
     for id in 0..args.jobs {
         queue.send(id).unwrap();
@@ -95,6 +107,7 @@ fn main() -> std::process::ExitCode {
     std::thread::scope(|s| {
         for _ in 0..args.workers {
             let (redlock, jobs, state_url) = (redlock.clone(), jobs.clone(), &state_url);
+            let heavy = &heavy;
             let (processed, skipped) = (&processed, &skipped);
             s.spawn(move || {
                 let mut state = redis::Client::open(state_url.as_str())
@@ -141,10 +154,50 @@ fn main() -> std::process::ExitCode {
                         skipped.fetch_add(1, Ordering::Relaxed);
                         return true;
                     }
+                    // A heavy job also waits for one of the fleet's permits.
+                    let permit = if id.is_multiple_of(4) {
+                        let permit = heavy
+                            .acquire(ttl)
+                            .wait(Duration::from_secs(30))
+                            .cancel_on(common::shutdown())
+                            .keep_alive()
+                            .lock();
+                        match permit {
+                            Ok(permit) => Some(permit),
+                            Err(err) => {
+                                if !common::interrupted() {
+                                    eprintln!("batch_jobs: no heavy permit for job {id}: {err}");
+                                }
+                                return true;
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    if permit.is_some() {
+                        // How many heavy jobs run now, and the most ever.
+                        let _: i64 = redis::Script::new(
+                            r#"local n=redis.call("incr",KEYS[1])
+                            if n>tonumber(redis.call("get",KEYS[2]) or "0") then redis.call("set",KEYS[2],n) end
+                            return n"#,
+                        )
+                        .key("batch:heavy:now")
+                        .key("batch:heavy:most")
+                        .invoke(&mut state)
+                        .unwrap();
+                    }
                     // The job itself: some work (Ctrl-C ends it: the guard
                     // is dropped, which releases the lock), and a count of
                     // how often it ran.
-                    if common::shutdown().sleep(args.work) {
+                    let interrupted = common::shutdown().sleep(args.work);
+                    if let Some(permit) = permit {
+                        let _: i64 = redis::cmd("DECR")
+                            .arg("batch:heavy:now")
+                            .query(&mut state)
+                            .unwrap();
+                        drop(permit);
+                    }
+                    if interrupted {
                         return true;
                     }
                     let _: i64 = redis::cmd("INCR")
@@ -194,6 +247,15 @@ fn main() -> std::process::ExitCode {
         processed.load(Ordering::Relaxed),
         skipped.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64()
+    );
+    let most: Option<u32> = redis::Client::open(state_url.as_str())
+        .and_then(|c| c.get_connection())
+        .and_then(|mut c| redis::cmd("GET").arg("batch:heavy:most").query(&mut c))
+        .unwrap_or(None);
+    println!(
+        "batch_jobs: heavy jobs at once, at most {} (limit {})",
+        most.unwrap_or(0),
+        args.heavy
     );
     drop(nodes);
     common::exit_code()

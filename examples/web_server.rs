@@ -13,6 +13,8 @@
 //! curl http://127.0.0.1:8080/seats/7                           # who has it
 //! curl -X POST http://127.0.0.1:8080/seats/7/swap/8              # swap two bookings
 //! curl http://127.0.0.1:8080/healthz                             # the lock nodes
+//! curl http://127.0.0.1:8080/config                              # read the config
+//! curl -X POST 'http://127.0.0.1:8080/config?version=2'          # reload it
 //! ```
 //!
 //! `/healthz` answers 200 while a majority of the lock nodes is up and 503
@@ -21,6 +23,13 @@
 //! A swap needs both seats at once: it takes one lock on both with
 //! `lock_all`, all or nothing, so two swaps in opposite orders (`7/swap/8`
 //! and `8/swap/7`) can neither deadlock nor interleave.
+//!
+//! The config is read by every request that wants it and reloaded now and
+//! then: readers take the read side of the reader-writer lock `config`
+//! (many at once), a reload takes the write side (alone). A reload writes
+//! the config in two steps — its version, then its body — so a reader
+//! without the lock could see one without the other; under the lock it
+//! never does.
 //!
 //! `--port 0` picks a free port; the first line printed says which.
 
@@ -107,6 +116,14 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
         }
         (Method::Post, ["seats", a, "swap", b]) if a != b => swap(redlock, state, a, b),
         (Method::Get, ["healthz"]) => healthz(redlock),
+        (Method::Get, ["config"]) => read_config(redlock, state),
+        (Method::Post, ["config"]) => {
+            let version = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("version="))
+                .unwrap_or("1");
+            reload_config(redlock, state, version)
+        }
         (Method::Get, ["seats", seat]) => {
             let holder: Option<String> = redis::cmd("GET")
                 .arg(format!("seat:{seat}:booking"))
@@ -119,12 +136,68 @@ fn handle(request: Request, redlock: &Redlock, state: &mut redis::Connection) {
         }
         _ => (
             404,
-            "try POST /seats/N/book?user=NAME, POST /seats/N/swap/M or GET /seats/N\n".to_owned(),
+            "try POST /seats/N/book?user=NAME, POST /seats/N/swap/M, GET /seats/N, GET /config \
+             or POST /config?version=N\n"
+                .to_owned(),
         ),
     };
     // A log line; a closed stdout must not take the server down.
     let _ = writeln!(std::io::stdout(), "{} {url} -> {status}", request.method());
     let _ = request.respond(Response::from_string(body).with_status_code(status));
+}
+
+/// The config under a read lock: `version N: body for version N`.
+fn read_config(redlock: &Redlock, state: &mut redis::Connection) -> (u16, String) {
+    let read = match redlock
+        .rw_lock("config")
+        .acquire_read(Duration::from_secs(5))
+        .wait(Duration::from_secs(5))
+        .lock()
+    {
+        Ok(read) => read,
+        Err(err) => return (503, format!("config is being reloaded: {err}\n")),
+    };
+    let (version, body): (Option<String>, Option<String>) = redis::pipe()
+        .get("config:version")
+        .get("config:body")
+        .query(state)
+        .unwrap_or((None, None));
+    drop(read);
+    match (version, body) {
+        (Some(version), Some(body)) => (200, format!("version {version}: {body}\n")),
+        _ => (200, "no config yet\n".to_owned()),
+    }
+}
+
+/// A reload under the write lock, in two steps a reader must never see
+/// apart.
+fn reload_config(redlock: &Redlock, state: &mut redis::Connection, version: &str) -> (u16, String) {
+    let write = match redlock
+        .rw_lock("config")
+        .acquire_write(Duration::from_secs(5))
+        .wait(Duration::from_secs(5))
+        .lock()
+    {
+        Ok(write) => write,
+        Err(err) => return (503, format!("could not reload: {err}\n")),
+    };
+    let _: () = redis::cmd("SET")
+        .arg("config:version")
+        .arg(version)
+        .query(state)
+        .unwrap();
+    // The reload takes a moment (fetching, parsing, ...).
+    std::thread::sleep(Duration::from_millis(5));
+    let _: () = redis::cmd("SET")
+        .arg("config:body")
+        .arg(format!("body for version {version}"))
+        .query(state)
+        .unwrap();
+    if write.ensure_valid().is_err() {
+        return (503, "lost the write lock during the reload\n".to_owned());
+    }
+    drop(write);
+    (200, format!("reloaded version {version}\n"))
 }
 
 /// 200 while a majority of the lock nodes is up, else 503; a line per node.

@@ -56,6 +56,10 @@ fn batch_jobs_in_two_copies_processes_every_job_exactly_once() {
             .find_map(|l| l.strip_prefix("batch_jobs: processed "))
             .unwrap_or_else(|| panic!("no summary in {stdout}"));
         processed.push(summary.split(' ').next().unwrap().parse::<usize>().unwrap());
+        assert!(
+            stdout.contains("heavy jobs at once, at most 2 (limit 2)"),
+            "two copies × 4 workers met the fleet-wide limit of 2 heavy jobs: {stdout}"
+        );
     }
     assert_eq!(processed.iter().sum::<usize>(), 200, "{processed:?}");
     assert!(
@@ -186,6 +190,58 @@ fn web_server_books_a_contended_seat_exactly_once() {
             "never reported unhealthy: {body}"
         );
     }
+}
+
+/// Readers of the config and reloads at once: a reader never sees the
+/// version of one reload with the body of another, and readers share.
+#[test]
+fn web_server_readers_never_see_a_half_reloaded_config() {
+    let cluster = Cluster::start(5);
+    let state = Node::start(&NodeOptions::default());
+    let (_server, port) = web_server(&cluster, &state);
+    let (status, body) = http(port, "POST", "/config?version=0");
+    assert_eq!(status, 200, "{body}");
+    let reads: Vec<String> = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            for version in 1..=10 {
+                let (status, body) = http(port, "POST", &format!("/config?version={version}"));
+                assert_eq!(status, 200, "{body}");
+            }
+        });
+        let readers: Vec<_> = (0..4)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..25)
+                        .map(|_| {
+                            let (status, body) = http(port, "GET", "/config");
+                            assert_eq!(status, 200, "{body}");
+                            body
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        writer.join().unwrap();
+        readers
+            .into_iter()
+            .flat_map(|r| r.join().unwrap())
+            .collect()
+    });
+    assert_eq!(reads.len(), 100);
+    for body in &reads {
+        let (version, rest) = body
+            .trim()
+            .strip_prefix("version ")
+            .and_then(|b| b.split_once(": "))
+            .unwrap_or_else(|| panic!("{body}"));
+        assert_eq!(
+            rest,
+            format!("body for version {version}"),
+            "torn read: {body}"
+        );
+    }
+    let (_, body) = http(port, "GET", "/config");
+    assert_eq!(body.trim(), "version 10: body for version 10");
 }
 
 /// Concurrent swaps of overlapping seat pairs, in both orders, under
