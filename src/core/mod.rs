@@ -31,6 +31,8 @@ mod acquire;
 mod handoff;
 mod keeper;
 mod lease;
+#[cfg(test)]
+mod slot_tests;
 mod slots;
 #[cfg(test)]
 mod tests;

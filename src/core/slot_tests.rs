@@ -1,0 +1,103 @@
+//! Semaphore rounds through the fake-node seam: which slot a round tries
+//! after a busy one, when a pass ends, and that a release of any slot
+//! wakes the semaphore's first waiter.
+
+use std::time::{Duration, Instant};
+
+use super::acquire::Target;
+use super::tests::{LONG_WAIT, acquisitions, settings, sleeps_30_s};
+use super::wake_tests::{asleep, clients};
+use super::{Core, Lease, Patience};
+use crate::error::Error;
+use crate::transport::fake::FakeNode;
+use crate::transport::slot_key;
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn permit(core: &Core, permits: u32, patience: Patience) -> Result<Lease, Error> {
+    let target = Target::Semaphore { name: "s", permits };
+    core.acquire_target(target, TTL, patience)
+}
+
+/// Another client holds `slots` of "s" on `nodes`.
+fn hold(nodes: &[FakeNode], slots: &[u32]) {
+    for node in nodes {
+        for slot in slots {
+            node.put(&slot_key("s", *slot), &format!("other-{slot}"), TTL);
+        }
+    }
+}
+
+#[test]
+fn a_busy_round_goes_on_to_the_slot_the_nodes_report_free() {
+    for _ in 0..20 {
+        let (nodes, cores) = clients(3, 1, &settings());
+        hold(&nodes, &[0, 1, 3, 4, 5, 6, 7]);
+        let lease = permit(&cores[0], 8, Patience::attempts(0)).expect("slot 2 is free");
+        assert_eq!(lease.resource(), slot_key("s", 2));
+        // The first round's slot, at random; if busy, slot 2 at once.
+        let rounds = acquisitions(&nodes[0]);
+        assert!((1..=2).contains(&rounds), "{rounds} rounds");
+    }
+}
+
+#[test]
+fn a_pass_ends_when_no_slot_can_be_free_on_a_majority() {
+    let (nodes, cores) = clients(3, 1, &settings());
+    // Every slot held on two of three nodes: none can have a majority.
+    hold(&nodes[..2], &[0, 1, 2, 3]);
+    let err = permit(&cores[0], 4, Patience::attempts(0)).unwrap_err();
+    assert!(matches!(err, Error::Busy { .. }), "{err:?}");
+    // One round: its reports rule out every slot.
+    assert_eq!(acquisitions(&nodes[2]), 1);
+}
+
+#[test]
+fn a_slot_held_on_a_minority_is_still_taken() {
+    let (nodes, cores) = clients(3, 1, &settings());
+    // Left behind on one node (a release that timed out there).
+    hold(&nodes[..1], &[0, 1]);
+    let lease = permit(&cores[0], 2, Patience::attempts(0)).expect("free on a majority");
+    assert!(lease.resource().starts_with("redlock-sem:s#"));
+}
+
+/// Two holders of both permits in one client, a waiter in another: the
+/// release of either slot wakes the waiter (its retry pause is 30 s).
+#[test]
+fn the_release_of_any_slot_wakes_the_first_waiter() {
+    for released in 0..2 {
+        let (nodes, cores) = clients(3, 2, &sleeps_30_s());
+        let held = [
+            permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
+            permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
+        ];
+        let gate = &nodes[cores[0].transport.gate_index("redlock-sem:s")];
+        std::thread::scope(|s| {
+            let waiter = &cores[1];
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            s.spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                tx.send(permit(waiter, 2, Patience::until(Some(deadline))))
+                    .unwrap();
+            });
+            super::tests::eventually("the waiter is queued", || {
+                gate.queue("redlock-sem:s").len() == 1
+            });
+            asleep(&cores[1..], 1);
+            let [first, second] = &held;
+            let (release, keep) = if released == 0 {
+                (first, second)
+            } else {
+                (second, first)
+            };
+            release.release(&cores[0]).unwrap();
+            let lease = rx
+                .recv_timeout(LONG_WAIT)
+                .expect("woken by the release, not its 30 s pause")
+                .expect("a permit");
+            assert_eq!(lease.resource(), release.resource(), "the freed slot");
+            assert_ne!(lease.resource(), keep.resource());
+            assert!(gate.queue("redlock-sem:s").is_empty(), "left the queue");
+        });
+    }
+}
