@@ -129,6 +129,60 @@ fn clients_each_reaching_a_different_majority_never_conflict() {
 }
 
 #[test]
+fn every_majority_of_five_nodes_never_conflicts() {
+    let cluster = Cluster::start(5);
+    let mut holes = Vec::new();
+    let mut clients = Vec::new();
+    for a in 0..5 {
+        for b in a + 1..5 {
+            for c in b + 1..5 {
+                clients.push(partitioned(&cluster, &[a, b, c], &mut holes).rw_lock("five"));
+            }
+        }
+    }
+    type RoleOf = fn(usize) -> Role;
+    let patterns: [(&str, RoleOf); 4] = [
+        ("a writer first", |i| {
+            if i == 0 { Role::Write } else { Role::Read }
+        }),
+        ("a writer last", |i| {
+            if i == 9 { Role::Write } else { Role::Read }
+        }),
+        ("alternating", |i| {
+            if i % 2 == 0 { Role::Write } else { Role::Read }
+        }),
+        ("writers only", |_| Role::Write),
+    ];
+    for (what, role_of) in patterns {
+        for reversed in [false, true] {
+            flush(&cluster);
+            let order: Vec<usize> = if reversed {
+                (0..10).rev().collect()
+            } else {
+                (0..10).collect()
+            };
+            let mut held = Vec::new();
+            for (turn, &i) in order.iter().enumerate() {
+                let role = role_of(turn);
+                if let Some(guard) = take(&clients[i], role) {
+                    held.push((role, guard));
+                }
+            }
+            let writers = held.iter().filter(|(r, _)| *r == Role::Write).count();
+            let readers = held.len() - writers;
+            assert!(
+                writers == 0 || (writers == 1 && readers == 0),
+                "{what}, reversed {reversed}: {writers} writers, {readers} readers"
+            );
+            assert!(!held.is_empty(), "{what}: the first got in");
+            if what == "a writer last" {
+                assert!(readers >= 2, "{what}: readers share ({readers})");
+            }
+        }
+    }
+}
+
+#[test]
 fn contending_readers_and_writers_with_a_witness() {
     let cluster = Cluster::start(3);
     let witness = Node::start(&NodeOptions::default());
