@@ -85,11 +85,12 @@ pub(crate) const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 /// How one node answered one operation.
 pub(crate) type Answer = Result<Vote, NodeFailure>;
 
-/// A node's vote: yes or no, and for a fenced acquisition the fence value it
-/// reported with its yes.
+/// A node's vote: yes or no, and what the node said with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Vote {
     pub(crate) yes: bool,
+    /// With a fenced acquisition's no: the proposed token was stale; the
+    /// node holds this fence value, at least as large.
     pub(crate) fence: Option<u64>,
     /// From the resource's gate node (see `transport/codec.rs`): others
     /// wait for the resource. With an acquisition's no: the key is free but
@@ -119,14 +120,11 @@ impl Vote {
         slots: None,
     };
 
-    /// A yes that reports a fence value.
-    pub(crate) fn fenced(fence: u64) -> Vote {
+    /// A fenced acquisition's no for a stale token: the node holds `fence`.
+    pub(crate) fn stale(fence: u64) -> Vote {
         Vote {
-            yes: true,
             fence: Some(fence),
-            queued: false,
-            holder: None,
-            slots: None,
+            ..Vote::NO
         }
     }
 
@@ -190,7 +188,9 @@ pub(crate) struct Outcome {
     /// Failures that will not heal by themselves (rejected credentials)
     /// alone rule out a majority, so retrying is pointless.
     pub(crate) permanent: bool,
-    /// The largest fence value the yes votes counted here reported.
+    /// Fenced acquisitions refused for a stale token (see [`Vote::fence`]).
+    pub(crate) stale: usize,
+    /// The largest fence value those refusals reported.
     pub(crate) fence: Option<u64>,
     /// Refused, and no other client can hold the key on a majority: not even
     /// if every node that failed or had not answered, and every refusal that
@@ -210,7 +210,8 @@ pub(crate) struct Tally {
     yes: usize,
     no: usize,
     failures: Vec<NodeFailure>,
-    /// The largest fence value reported with a yes.
+    /// Refusals for a stale token, and the largest fence value they reported.
+    stale: usize,
     fence: Option<u64>,
     /// Refusals by holder (hash of its token), and refusals that did not
     /// say who holds the key.
@@ -228,6 +229,7 @@ impl Tally {
             yes: 0,
             no: 0,
             failures: Vec::new(),
+            stale: 0,
             fence: None,
             holders: Vec::new(),
             anonymous: 0,
@@ -243,11 +245,16 @@ impl Tally {
             self.slots.push(held);
         }
         match answer {
+            Ok(Vote { yes: true, .. }) => self.yes += 1,
             Ok(Vote {
-                yes: true, fence, ..
+                yes: false,
+                fence: Some(fence),
+                ..
             }) => {
-                self.yes += 1;
-                self.fence = self.fence.max(fence);
+                // Nobody holds it there: the token was stale.
+                self.no += 1;
+                self.stale += 1;
+                self.fence = self.fence.max(Some(fence));
             }
             Ok(Vote {
                 yes: false, holder, ..
@@ -287,6 +294,7 @@ impl Tally {
             quorum: self.quorum,
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
+            stale: self.stale,
             fence: self.fence,
             // Nodes that failed or had not answered may all be the most
             // common holder's: a split only when even then it has no majority.

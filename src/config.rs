@@ -159,8 +159,8 @@ impl RedlockBuilder {
     /// validity). See the crate docs, "Fencing tokens", for the guarantee and
     /// its assumptions.
     ///
-    /// Cost: one more round trip on every acquisition (the token's
-    /// write-back to a majority), none on extend or release; one extra key
+    /// Cost: no extra round trip (the token is proposed and stored with the
+    /// acquisition, by a script), none on extend or release; one extra key
     /// per resource on each node, `redlock-fence:{resource}`, expiring after
     /// [`fencing_idle`](Self::fencing_idle). Lock keys and values stay as
     /// they are, so other Redlock clients still exclude and are excluded.

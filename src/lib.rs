@@ -137,16 +137,18 @@
 //! **Guarantee.** If acquisition B of a resource started after acquisition A
 //! returned, B's token is larger than A's.
 //!
-//! **Why.** Each node that grants B's `SET NX` reports the largest fence
-//! value it stores for the resource; B's token is one more than the largest
-//! reported, and B returns only after a majority stored it (as
-//! `max(stored, token)`, while they still hold B's lock). A's token was
-//! stored on a majority before A returned; B's granting majority meets that
-//! majority in at least one node, which reports at least A's token. Tokens
-//! are also never below the client's wall clock in microseconds.
+//! **Why.** The token travels with the acquisition, in one round: the
+//! client proposes it (one more than the largest fence value it has seen,
+//! never below its wall clock in microseconds), and each node grants the
+//! `SET NX` only if the token is larger than the fence value it stores for
+//! the resource, storing the token with the grant. A node that refuses a
+//! stale token reports its value, and the client proposes again above it at
+//! once (not a busy round). A returned only after a majority granted, so
+//! stored, A's token; B's granting majority meets that majority in at least
+//! one node, which granted B only for a larger token.
 //!
 //! **Assumptions.** (1) The fence values a majority stored are still there
-//! when the next majority reads them. Two majorities may meet in a single
+//! when the next majority reaches them. Two majorities may meet in a single
 //! node (with 3 nodes, usually they do): if that node lost its fence key —
 //! restarted empty, `FLUSHALL`, a failover to a replica, or eviction under a
 //! `maxmemory` `volatile-*` policy (fence keys have a TTL) — the majority
@@ -166,9 +168,10 @@
 //! timestamps plus counts, exact in Lua numbers below 2^53 (the year 2255);
 //! a fence key holding anything else is a node error, never a smaller token.
 //!
-//! **Cost.** One more round trip per acquisition; nothing on extend,
-//! release or keep-alive; one key per resource per node,
-//! `redlock-fence:{resource}`.
+//! **Cost.** No extra round trip: the acquisition is a script instead of a
+//! plain `SET NX` (a stale proposal costs one more round, only after another
+//! client's token overtook this client's clock); nothing on extend, release
+//! or keep-alive; one key per resource per node, `redlock-fence:{resource}`.
 //!
 //! # Every option in one call shape
 //!

@@ -47,8 +47,6 @@ pub(crate) enum RoundOp {
     Acquire,
     Extend,
     Release,
-    /// A fencing token's write-back.
-    Fence,
 }
 
 #[cfg(feature = "metrics")]
@@ -80,7 +78,6 @@ mod on {
             RoundOp::Acquire => "acquire",
             RoundOp::Extend => "extend",
             RoundOp::Release => "release",
-            RoundOp::Fence => "fence",
         };
         metrics::histogram!("redlock_round_seconds", "op" => op).record(took.as_secs_f64());
     }

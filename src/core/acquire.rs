@@ -95,12 +95,16 @@ enum Failed {
     NoQuorum { outcome: Outcome, permanent: bool },
     /// A majority granted it, too late for any validity to be left.
     TooSlow { elapsed: Duration, ttl: Duration },
+    /// A fenced round that a majority would have granted but for a stale
+    /// proposed token: the nodes reported larger fence values, and the
+    /// next round proposes above them.
+    Stale,
 }
 
 impl Failed {
     fn kind(&self) -> metrics::Acquired {
         match self {
-            Failed::Busy { .. } => metrics::Acquired::Busy,
+            Failed::Busy { .. } | Failed::Stale => metrics::Acquired::Busy,
             Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
             Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
         }
@@ -108,7 +112,7 @@ impl Failed {
 
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
-            Failed::Busy { .. } => Error::Busy {
+            Failed::Busy { .. } | Failed::Stale => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
             },
@@ -204,8 +208,10 @@ impl Core {
         let mut attempts = 0u32;
         // Rounds nobody won for a moment, re-tried at once (see below).
         let mut splits = 0u32;
-        // A semaphore's rounds on the next free slot, not counted either.
+        // A semaphore's rounds on the next free slot, and fenced rounds
+        // proposed again above a stale token: not counted either.
         let mut walked = 0u32;
+        let mut restarts = 0u32;
         let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
         loop {
             attempts = attempts.saturating_add(1);
@@ -236,6 +242,15 @@ impl Core {
                 }
                 Err(failed) => failed,
             };
+            // A stale fencing token: again at once, above what the nodes
+            // reported (not counted against the retries, a few times).
+            if matches!(failed, Failed::Stale)
+                && restarts < MAX_SPLITS
+                && patience.deadline.is_none_or(|d| Instant::now() < d)
+            {
+                restarts += 1;
+                continue;
+            }
             // Nobody won yet, for a moment: the contenders split the votes
             // (a caller that does not queue; a queued waiter's next round
             // goes to the gate node, which lets one through), or the gate
@@ -288,7 +303,7 @@ impl Core {
                     ..
                 }
             );
-            if permanent || patience.exhausted(attempts - splits - walked) {
+            if permanent || patience.exhausted(attempts - splits - walked - restarts) {
                 self.leave(&keys, ticket.as_ref());
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
@@ -367,10 +382,14 @@ impl Core {
         let ttl_ms = millis(ttl);
         // Readers exclude nobody but writers: nothing to fence.
         let reader = matches!(rw_parts(&keys[0]), Some((Role::Read, _)));
-        let op = if self.settings.fencing && !reader {
-            Op::AcquireFenced { ttl_ms }
-        } else {
-            Op::Acquire { ttl_ms }
+        let proposed = (self.settings.fencing && !reader).then(|| self.propose_fence());
+        let op = match proposed {
+            Some(proposed) => Op::AcquireFenced {
+                ttl_ms,
+                proposed,
+                idle_ms: millis(self.settings.fencing_idle),
+            },
+            None => Op::Acquire { ttl_ms },
         };
         let mut request = self.request(op, keys, &token, ttl, by);
         request.queue = member.clone();
@@ -393,6 +412,9 @@ impl Core {
         // only if it answered before the verdict (never waited for).
         let gate = gate.now();
         metrics::round(metrics::RoundOp::Acquire, start);
+        if let Some(stored) = outcome.fence {
+            self.saw_fence(stored);
+        }
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
@@ -404,38 +426,35 @@ impl Core {
                 reports: Vec::new(),
             },
             Verdict::Confirmed if Instant::now() < valid_until => {
-                let fence = if self.settings.fencing && !reader {
-                    self.write_fence(keys, &token, ttl, outcome.fence, (start, valid_until))
-                } else {
-                    Ok(None)
-                };
-                match fence {
-                    Ok(fence) => {
-                        log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
-                        if let Some(member) = member.clone().filter(|m| !m.is_empty())
-                            && !gate.is_some_and(|vote| vote.yes)
-                        {
-                            // Won without the gate node: still queued there.
-                            self.leave_as(keys, member);
-                        }
-                        let gone_by = self.keys_gone_by(start, ttl);
-                        let lease = Lease::new(
-                            keys.clone(),
-                            name.clone(),
-                            token,
-                            ttl,
-                            valid_until,
-                            gone_by,
-                        );
-                        return Ok(lease.with_fence(fence));
-                    }
-                    Err(failed) => failed,
+                log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
+                if let Some(member) = member.clone().filter(|m| !m.is_empty())
+                    && !gate.is_some_and(|vote| vote.yes)
+                {
+                    // Won without the gate node: still queued there.
+                    self.leave_as(keys, member);
                 }
+                if let Some(proposed) = proposed {
+                    self.saw_fence(proposed);
+                }
+                let gone_by = self.keys_gone_by(start, ttl);
+                let lease =
+                    Lease::new(keys.clone(), name.clone(), token, ttl, valid_until, gone_by);
+                return Ok(lease.with_fence(proposed));
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),
                 ttl,
             },
+            // Some nodes refused the proposed token as stale: unless the
+            // others' refusals alone rule out a majority, a round with a
+            // larger token may well be granted.
+            Verdict::Refused | Verdict::Unreachable
+                if outcome.stale > 0
+                    && outcome.confirmed + outcome.stale + outcome.failures.len()
+                        >= outcome.quorum =>
+            {
+                Failed::Stale
+            }
             Verdict::Refused => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
                 split: outcome.split,
@@ -450,54 +469,35 @@ impl Core {
         // waiter: a round others deferred to hands the resource on — unless
         // a majority refused it. Then the resource is held elsewhere, and a
         // queued waiter keeps its turn (see `clean_up`).
-        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. }));
+        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale));
         self.clean_up(keys, &token, (start, ttl), keep);
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
     }
 
-    /// The fencing token's write-back. The granting nodes reported their
-    /// fence values with their yes; the token is one more than the largest
-    /// of them, never below the wall clock in microseconds, and it counts
-    /// only once a majority has stored it (as `max(stored, token)`, on nodes
-    /// where every key still holds our lock token) while the lock is valid.
-    /// Any later acquisition's majority then meets that write.
-    fn write_fence(
-        &self,
-        keys: &Keys,
-        token: &Arc<str>,
-        ttl: Duration,
-        read: Option<u64>,
-        (acquiring, valid_until): (Instant, Instant),
-    ) -> Result<Option<u64>, Failed> {
+    /// The fencing token this client proposes next: one more than the
+    /// largest fence value it has seen (granted to it, or reported by a
+    /// node that refused a stale one), never below the wall clock in
+    /// microseconds (with the floor on), so that tokens keep growing after
+    /// a resource's fence values expired or a node lost them. A node grants
+    /// a fenced acquisition only above every fence value it stores, and
+    /// stores the token with the grant: an acquisition that returned had it
+    /// stored on a majority, and any later one's majority meets that
+    /// majority in a node that grants only a larger token.
+    fn propose_fence(&self) -> u64 {
         let floor = if self.settings.fencing_floor {
             wall_clock_micros()
         } else {
             0
         };
-        let fence = read.unwrap_or(0).saturating_add(1).max(floor);
-        let start = Instant::now();
-        let by = answer_by(start, self.node_timeout(ttl), Some(valid_until));
-        let op = Op::Fence {
-            value: fence,
-            idle_ms: millis(self.settings.fencing_idle),
-        };
-        let outcome = self
-            .transport
-            .start_round(self.request(op, keys, token, ttl, by))
-            .collect(by);
-        metrics::round(metrics::RoundOp::Fence, start);
-        match outcome.verdict {
-            Verdict::Confirmed if Instant::now() < valid_until => Ok(Some(fence)),
-            Verdict::Confirmed => Err(Failed::TooSlow {
-                elapsed: acquiring.elapsed(),
-                ttl,
-            }),
-            _ => Err(Failed::NoQuorum {
-                permanent: outcome.permanent,
-                outcome,
-            }),
-        }
+        let seen = self.fence_seen.load(std::sync::atomic::Ordering::Acquire);
+        floor.max(seen.saturating_add(1))
+    }
+
+    /// Notes a fence value this client saw.
+    fn saw_fence(&self, value: u64) {
+        self.fence_seen
+            .fetch_max(value, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

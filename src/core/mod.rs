@@ -64,6 +64,8 @@ pub(crate) struct Core {
     waiters: Arc<Waiters>,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
+    /// The largest fence value this client has seen (see `acquire.rs`).
+    fence_seen: std::sync::atomic::AtomicU64,
     #[cfg(test)]
     hooks: tests::Hooks,
 }
@@ -92,6 +94,7 @@ impl Core {
             settings,
             waiters,
             keeper: Mutex::new(None),
+            fence_seen: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             hooks: tests::Hooks::default(),
         })

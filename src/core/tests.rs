@@ -745,7 +745,7 @@ fn fencing_tokens_grow_across_clients_and_survive_extend() {
     assert_eq!(lock(&plain, "r", Duration::from_secs(10)).fence(), None);
 }
 
-/// The weak spot of the majority argument: the write-back reached a bare
+/// The weak spot of the majority argument: the token reached a bare
 /// majority, one node of it restarted empty, and the next majority meets
 /// the earlier one only in that node. The wall-clock floor still orders the
 /// tokens.
@@ -774,12 +774,13 @@ fn a_token_written_to_a_bare_majority_survives_one_of_it_restarting_empty() {
 }
 
 #[test]
-fn a_write_back_that_misses_a_majority_fails_the_round_and_releases_it() {
+fn grants_whose_answers_are_lost_fail_the_round_and_are_released() {
     let (nodes, transport) = fake::cluster(3);
     let core = Core::new(transport, fencing());
-    // Every node grants the lock; nodes 1 and 2 then fail the write-back.
+    // Every node grants the lock (and stores the token); the answers of
+    // nodes 1 and 2 are lost.
     for node in &nodes[1..] {
-        node.fail_fence(true);
+        node.lose_fenced_grants(true);
     }
     let err = core
         .acquire(&["r"], Duration::from_secs(10), Patience::attempts(0))
@@ -793,7 +794,7 @@ fn a_write_back_that_misses_a_majority_fails_the_round_and_releases_it() {
 /// The majority argument on its own (no wall-clock floor): two clients
 /// alternate acquisitions while a random minority of nodes fails each time;
 /// every token is larger than the one before, because each acquisition's
-/// majority meets the previous write-back's majority.
+/// majority meets the previous grant's majority.
 #[test]
 fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
     use rand::{RngExt, SeedableRng};

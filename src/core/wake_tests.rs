@@ -137,7 +137,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
 #[test]
 fn a_winner_whose_round_fails_hands_the_resource_on() {
     let (nodes, transport) = fake::cluster(3);
-    // A fences (its write-back will fail); B does not. A's failed round
+    // A fences (its grants' answers will be lost); B does not. A's failed round
     // leaves its turn to B and A rejoins the queue at its next round, which
     // it makes after its refresh pause.
     let a = Core::new(
@@ -162,9 +162,9 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
         let b_wait = waiting_acquire(s, &b);
         let order = queued(&nodes, &a, 2);
         asleep(&cores, 2);
-        // A's write-back will fail on two of three nodes.
+        // The answers to A's grants will be lost on two of three nodes.
         for node in &nodes[..2] {
-            node.fail_fence(true);
+            node.lose_fenced_grants(true);
         }
         held.release(&holder).unwrap();
         let lease = b_wait
@@ -181,7 +181,7 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
             "A woken by the release, then B by A's failed round's clean-up"
         );
         for node in &nodes[..2] {
-            node.fail_fence(false);
+            node.lose_fenced_grants(false);
         }
         lease.release(&b).unwrap();
         let lease = a_wait
@@ -276,6 +276,11 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     held.release(core).unwrap();
     let others: Vec<usize> = (0..3).filter(|&i| i != gate).collect();
     let asked = || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
+    // The first lock's round was decided at two answers: its last request
+    // may still be on its way.
+    eventually("every node saw the first round", || {
+        asked().iter().all(|&n| n == 1)
+    });
     let before = asked();
     let again = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
     assert!(matches!(again, Err(Error::Busy { .. })), "{again:?}");

@@ -125,6 +125,38 @@ macro_rules! gate_script {
     };
 }
 
+/// The Lua every fenced acquisition starts with; `ARGV[4]` is the token
+/// the client proposes, `ARGV[5]` the fence values' idle expiry (ms).
+/// `stale(i,n)`: of the fence keys `KEYS[i..i+n-1]`, the largest value not
+/// below the proposed token (`-1`: none is), or an error reply for a fence
+/// key that holds anything but an integer in `[0, 2^53)` (exact in a Lua
+/// number). `fence(i,n)` stores the proposed token in those fence keys.
+/// A fenced script answers `{v}` when the proposed token is stale (`v`: the
+/// larger value stored), and sets nothing then.
+macro_rules! fence_fns {
+    () => {
+        r#"local function stale(first,n)
+local p=tonumber(ARGV[4])
+local worst=-1
+for i=first,first+n-1 do
+local raw=redis.call("get",KEYS[i])
+if raw then
+local s=tonumber(raw)
+if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
+return redis.error_reply("ERR redlock: "..KEYS[i].." holds no fence value")
+end
+if s>=p and s>worst then worst=s end
+end
+end
+return worst
+end
+local function fence(first,n)
+for i=first,first+n-1 do redis.call("set",KEYS[i],ARGV[4],"PX",ARGV[5]) end
+end
+"#
+    };
+}
+
 /// The gate node's acquisition of one or several keys: `KEYS` = the lock
 /// keys, then the queue keys; `ARGV` = token, ttl ms, member. `1` set, `0`
 /// held, `2` free but others queued first.
@@ -140,27 +172,26 @@ return 1"#
 
 /// The gate node's fenced acquisition: `KEYS` = the lock keys, their fence
 /// keys, then the queue keys; `ARGV` = token, ttl ms, number of lock keys,
-/// member. As [`ACQUIRE_FENCED_SCRIPT`], and `-2` for "free but others
-/// queued first".
-pub(crate) const GATE_ACQUIRE_FENCED_SCRIPT: &str = gate_script!(
-    r#"local n=tonumber(ARGV[3])
+/// proposed token, idle ms, member. As [`ACQUIRE_FENCED_SCRIPT`], and `-2`
+/// for "free but others queued first". A stale token is answered before
+/// the turn rule runs: the caller keeps its place in the queue.
+pub(crate) const GATE_ACQUIRE_FENCED_SCRIPT: &str = concat!(
+    fence_fns!(),
+    gate_script!(
+        r#"local n=tonumber(ARGV[3])
 local held=false
 for i=1,n do if redis.call("exists",KEYS[i])==1 then held=true break end end
-local fence=0
-for i=1,n do
-local raw=redis.call("get",KEYS[n+i])
-if raw then
-local s=tonumber(raw)
-if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
-return redis.error_reply("ERR redlock: "..KEYS[n+i].." holds no fence value")
-end
-if s>fence then fence=s end
-end
+if not held then
+local w=stale(n+1,n)
+if type(w)=="table" then return w end
+if w>=0 then return {w} end
 end
 local r=turn(held)
 if r==0 then return -1 elseif r==2 then return -2 end
 for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
-return fence"#
+fence(n+1,n)
+return 1"#
+    )
 );
 
 /// The gate node's release: deletes every lock key that holds our token
@@ -249,68 +280,34 @@ end
 return 1"#;
 
 /// The body of [`ACQUIRE_FENCED_SCRIPT`] (also run inside
-/// [`SLOT_ACQUIRE_FENCED_SCRIPT`]).
+/// [`SLOT_ACQUIRE_FENCED_SCRIPT`]), after [`fence_fns`].
 macro_rules! acquire_fenced {
     () => {
-        r#"local n = tonumber(ARGV[3])
-for i = 1, n do
-    if redis.call("exists", KEYS[i]) == 1 then
-        local holder = redis.pcall("get", KEYS[i])
-        if type(holder) == "string" then return holder end
-        return -1
-    end
+        r#"local n=tonumber(ARGV[3])
+for i=1,n do
+if redis.call("exists",KEYS[i])==1 then
+local holder=redis.pcall("get",KEYS[i])
+if type(holder)=="string" then return holder end
+return -1
 end
-local fence = 0
-for i = 1, n do
-    local raw = redis.call("get", KEYS[n + i])
-    if raw then
-        local stored = tonumber(raw)
-        if not stored or stored ~= math.floor(stored) or stored < 0 or stored >= 9007199254740992 then
-            return redis.error_reply("ERR redlock: " .. KEYS[n + i] .. " holds no fence value")
-        end
-        if stored > fence then fence = stored end
-    end
 end
-for i = 1, n do
-    redis.call("set", KEYS[i], ARGV[1], "PX", ARGV[2])
-end
-return fence"#
+local w=stale(n+1,n)
+if type(w)=="table" then return w end
+if w>=0 then return {w} end
+for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
+fence(n+1,n)
+return 1"#
     };
 }
 
-/// Fenced acquisition: `KEYS` = the lock keys, then their fence keys;
-/// `ARGV` = token, ttl ms, number of lock keys. Sets every lock key or none;
-/// answers the token of the first that was held (`-1` if it holds no
-/// string), else the largest fence value stored.
-/// A fence key holding anything but an integer in `[0, 2^53)` (exact in a
-/// Lua number) is an error, and nothing is set.
-pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = acquire_fenced!();
-
-/// Fence write-back: `KEYS` as above; `ARGV` = token, new fence value,
-/// idle ms, number of lock keys. Only while every lock key holds our token:
-/// raises each fence key to the new value (never lowers it) and keeps it for
-/// the idle period; answers `1`, else `0`.
-pub(crate) const FENCE_SCRIPT: &str = r#"local n = tonumber(ARGV[4])
-for i = 1, n do
-    if redis.call("get", KEYS[i]) ~= ARGV[1] then return 0 end
-end
-local new = tonumber(ARGV[2])
-for i = 1, n do
-    local raw = redis.call("get", KEYS[n + i])
-    local stored = 0
-    if raw then
-        stored = tonumber(raw)
-        if not stored or stored ~= math.floor(stored) or stored < 0 or stored >= 9007199254740992 then
-            return redis.error_reply("ERR redlock: " .. KEYS[n + i] .. " holds no fence value")
-        end
-    end
-    if new > stored then
-        redis.call("set", KEYS[n + i], ARGV[2], "PX", ARGV[3])
-    else
-        redis.call("pexpire", KEYS[n + i], ARGV[3])
-    end
-end
-return 1"#;
+/// Fenced acquisition in one round: `KEYS` = the lock keys, then their
+/// fence keys; `ARGV` = token, ttl ms, number of lock keys, proposed token,
+/// idle ms. Sets every lock key or none: answers the token of the first
+/// that was held (`-1` if it holds no string); `{v}` if a fence key holds
+/// `v` not below the proposed token (stale); else sets the lock keys, stores
+/// the proposed token in every fence key for the idle period, and answers
+/// `1`. So a node grants a token only above every token it granted before.
+pub(crate) const ACQUIRE_FENCED_SCRIPT: &str = concat!(fence_fns!(), acquire_fenced!());
 
 /// The end of both slot scripts: with the acquisition's answer `r`, which
 /// of the semaphore's slots this node holds — the last `ARGV` is the number
@@ -342,15 +339,16 @@ elseif not r then r=1 end"#,
 
 /// A fencing client's semaphore slot acquisition on a node that is not its
 /// gate: `KEYS` = the slot key, its fence key, then every slot key;
-/// `ARGV` = token, ttl ms, `1`, number of slots. As
-/// [`ACQUIRE_FENCED_SCRIPT`], and the slots held.
+/// `ARGV` = token, ttl ms, `1`, proposed token, idle ms, number of slots.
+/// As [`ACQUIRE_FENCED_SCRIPT`], and the slots held.
 pub(crate) const SLOT_ACQUIRE_FENCED_SCRIPT: &str = concat!(
+    fence_fns!(),
     "local function acquire()\n",
     acquire_fenced!(),
     r#"
 end
 local r=acquire()
-if type(r)=="table" then return r end"#,
+if type(r)=="table" and r.err then return r end"#,
     slot_report!()
 );
 
@@ -386,12 +384,13 @@ redis.call("zadd",KEYS[2],t[1]*1000+math.floor(t[2]/1000)+ttl,ARGV[1])
 if redis.call("pttl",KEYS[2])<ttl then redis.call("pexpire",KEYS[2],ttl) end
 return 1"#;
 
-/// The body of the writer's acquisition (`ARGV` = token, ttl ms, mark ms):
-/// refused while a writer holds (its token); while readers hold, it marks
-/// that a writer waits, for the mark's ms (new readers are turned away),
-/// and answers `refused()`; else it sets the writer's key and removes the
-/// mark (a writer still waiting marks again with its next round, once
-/// readers hold again). Ends with `ok()`.
+/// The body of the writer's acquisition (`ARGV` = token, ttl ms, mark ms,
+/// and on a fencing client the proposed token and idle ms): refused while a
+/// writer holds (its token); while readers hold, it marks that a writer
+/// waits, for the mark's ms (new readers are turned away), and answers
+/// `refused()`; then `check()` may refuse (a stale token); else it sets the
+/// writer's key, removes the mark (a writer still waiting marks again with
+/// its next round, once readers hold again) and ends with `ok()`.
 macro_rules! write_acquire {
     () => {
         concat!(
@@ -401,6 +400,8 @@ if redis.call("zcard",KEYS[2])>0 then
 redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
 return refused()
 end
+local w=check()
+if w then return w end
 redis.call("set",KEYS[1],ARGV[1],"PX",ARGV[2])
 redis.call("del",KEYS[3])
 return ok()"#
@@ -411,23 +412,24 @@ return ok()"#
 /// A writer's acquisition: see `write_acquire`. `1` once set, `0` for no.
 pub(crate) const WRITE_ACQUIRE_SCRIPT: &str = concat!(
     "local function ok() return 1 end\nlocal function refused() return 0 end\n",
+    "local function check() return nil end\n",
     write_acquire!()
 );
 
 /// A fencing client's writer acquisition (`KEYS` also the writer key's
-/// fence key, fourth): as [`ACQUIRE_FENCED_SCRIPT`], the fence value
-/// stored once set, `-1` for no (or the holder's token).
+/// fence key, fourth): as [`ACQUIRE_FENCED_SCRIPT`]: `1` once set (the
+/// proposed token stored), `{v}` for a stale token, `-1` for no (or the
+/// holder's token).
 pub(crate) const WRITE_ACQUIRE_FENCED_SCRIPT: &str = concat!(
+    fence_fns!(),
     r#"local function refused() return -1 end
-local function ok()
-local raw=redis.call("get",KEYS[4])
-if not raw then return 0 end
-local s=tonumber(raw)
-if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
-return redis.error_reply("ERR redlock: "..KEYS[4].." holds no fence value")
+local function check()
+local w=stale(4,1)
+if type(w)=="table" then return w end
+if w>=0 then return {w} end
+return nil
 end
-return s
-end
+local function ok() fence(4,1) return 1 end
 "#,
     write_acquire!()
 );
@@ -435,15 +437,19 @@ end
 /// The gate node's reader-writer acquisition: `KEYS` = the writer's key,
 /// the readers' set, the waiting writer's mark, (on a fencing client the
 /// writer key's fence key,) then the queue keys; `ARGV` = token, ttl ms,
-/// mark ms, `r` or `w`, member. A reader counts the lock held while a
-/// writer holds or waits, a writer while a writer or a live reader holds
-/// (and then marks that it waits); the turn rule decides as for a lock:
-/// `1` taken (a fencing writer: the fence value), `2` (`-2` fenced) others
-/// queued first, `0` (`-1` fenced) or the writer's token for held. A reader
-/// let in wakes the next in line: readers behind it may come too.
-pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = gate_script!(
-    r#"local fenced=#KEYS==6
-local reader=ARGV[4]=="r"
+/// mark ms, proposed token, idle ms (both `0` unless fenced), `r` or `w`,
+/// member. A reader counts the lock held while a writer holds or waits, a
+/// writer while a writer or a live reader holds (and then marks that it
+/// waits); a fencing writer's stale token is answered `{v}` before the turn
+/// rule runs (it keeps its place); the turn rule decides as for a lock:
+/// `1` taken, `2` (`-2` fenced) others queued first, `0` (`-1` fenced) or
+/// the writer's token for held. A reader let in wakes the next in line:
+/// readers behind it may come too.
+pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
+    fence_fns!(),
+    gate_script!(
+        r#"local fenced=#KEYS==6
+local reader=ARGV[6]=="r"
 redis.call("zremrangebyscore",KEYS[2],"-inf",now)
 local writer=nil
 if redis.call("exists",KEYS[1])==1 then
@@ -454,6 +460,11 @@ local readers=redis.call("zcard",KEYS[2])
 local held=writer~=nil or (reader and redis.call("exists",KEYS[3])==1) or (not reader and readers>0)
 if not reader and not writer and readers>0 then
 redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
+end
+if fenced and not reader and not held then
+local w=stale(4,1)
+if type(w)=="table" then return w end
+if w>=0 then return {w} end
 end
 local r=turn(held)
 if r==2 then if fenced then return -2 end return 2 end
@@ -472,14 +483,9 @@ return 1
 end
 redis.call("set",KEYS[1],ARGV[1],"PX",ARGV[2])
 redis.call("del",KEYS[3])
-if not fenced then return 1 end
-local raw=redis.call("get",KEYS[4])
-if not raw then return 0 end
-local s=tonumber(raw)
-if not s or s~=math.floor(s) or s<0 or s>=9007199254740992 then
-return redis.error_reply("ERR redlock: "..KEYS[4].." holds no fence value")
-end
-return s"#
+if fenced then fence(4,1) end
+return 1"#
+    )
 );
 
 /// The gate node's reader release: `KEYS` = the readers' set, the writer's
@@ -573,7 +579,7 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     if let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op) {
         return encode_slot(req, first, permits, out);
     }
-    if let Op::AcquireFenced { .. } | Op::Fence { .. } = req.op {
+    if let Op::AcquireFenced { .. } = req.op {
         return encode_fenced(req, None, out);
     }
     if req.keys.len() > 1 {
@@ -605,8 +611,10 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
                 .arg(token)
                 .arg(ttl_ms);
         }
-        Op::AcquireFenced { .. } | Op::Fence { .. } | Op::Leave => {
-            return encode_fenced(req, None, out);
+        Op::AcquireFenced { .. } => return encode_fenced(req, None, out),
+        // Only ever sent to the gate node (see `encode_gate`).
+        Op::Leave => {
+            cmd.arg("return 0").arg(0);
         }
     }
     cmd.write_packed_command(out);
@@ -621,11 +629,17 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
     let rw = rw_parts(first);
     match (req.op, rw) {
         (
-            Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms },
+            Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms, .. },
             Some((role, [writer, readers, mark])),
         ) => {
             let reader = role == Role::Read;
-            let fenced = matches!(req.op, Op::AcquireFenced { .. }) && !reader;
+            let (proposed, idle_ms) = match req.op {
+                Op::AcquireFenced {
+                    proposed, idle_ms, ..
+                } if !reader => (proposed, idle_ms),
+                _ => (0, 0),
+            };
+            let fenced = proposed > 0;
             cmd.arg(GATE_RW_ACQUIRE_SCRIPT)
                 .arg(if fenced { 6 } else { 5 })
                 .arg(&writer)
@@ -635,7 +649,7 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
                 cmd.arg(fence_key(&writer));
             }
             cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
-            cmd.arg(mark_ms());
+            cmd.arg(mark_ms()).arg(proposed).arg(idle_ms);
             cmd.arg(if reader { "r" } else { "w" }).arg(member);
         }
         (Op::Release, Some((Role::Read, [writer, readers, _]))) => {
@@ -689,7 +703,7 @@ fn encode_gate_lock(
                 .arg(member);
         }
         // Nothing to queue for: the plain command.
-        Op::Extend { .. } | Op::Fence { .. } => {
+        Op::Extend { .. } => {
             let plain = Request {
                 queue: None,
                 ..req.clone()
@@ -708,14 +722,21 @@ fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request) -> &'c mut redis::Cmd {
     cmd
 }
 
-/// The fenced scripts: lock keys, then fence keys (then, on the gate node,
-/// the queue keys and the member).
+/// The fenced acquisition: lock keys, then fence keys (then, on the gate
+/// node, the queue keys and the member).
 fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut Vec<u8>) {
+    let Op::AcquireFenced {
+        ttl_ms,
+        proposed,
+        idle_ms,
+    } = req.op
+    else {
+        return;
+    };
     let mut cmd = redis::cmd("EVAL");
-    let script = match (req.op, &gate) {
-        (Op::Fence { .. }, _) => FENCE_SCRIPT,
-        (_, Some(_)) => GATE_ACQUIRE_FENCED_SCRIPT,
-        (_, None) => ACQUIRE_FENCED_SCRIPT,
+    let script = match &gate {
+        Some(_) => GATE_ACQUIRE_FENCED_SCRIPT,
+        None => ACQUIRE_FENCED_SCRIPT,
     };
     let queue_keys = if gate.is_some() { 2 } else { 0 };
     cmd.arg(script).arg(req.keys.len() * 2 + queue_keys);
@@ -726,13 +747,11 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
     if let Some((queue, alive, _)) = &gate {
         cmd.arg(queue).arg(alive);
     }
-    cmd.arg(req.token.as_bytes());
-    match req.op {
-        Op::Fence { value, idle_ms } => cmd.arg(value).arg(idle_ms),
-        Op::AcquireFenced { ttl_ms } => cmd.arg(ttl_ms),
-        _ => &mut cmd,
-    };
-    cmd.arg(req.keys.len());
+    cmd.arg(req.token.as_bytes())
+        .arg(ttl_ms)
+        .arg(req.keys.len())
+        .arg(proposed)
+        .arg(idle_ms);
     if let Some((_, _, member)) = gate {
         cmd.arg(member);
     }
@@ -742,9 +761,17 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
 /// A semaphore slot's acquisition that also reports the slots held.
 fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
     let mut cmd = redis::cmd("EVAL");
-    let (script, ttl_ms, fenced) = match req.op {
-        Op::AcquireFenced { ttl_ms } => (SLOT_ACQUIRE_FENCED_SCRIPT, ttl_ms, true),
-        Op::Acquire { ttl_ms } => (SLOT_ACQUIRE_SCRIPT, ttl_ms, false),
+    let (script, ttl_ms, fence) = match req.op {
+        Op::AcquireFenced {
+            ttl_ms,
+            proposed,
+            idle_ms,
+        } => (
+            SLOT_ACQUIRE_FENCED_SCRIPT,
+            ttl_ms,
+            Some((proposed, idle_ms)),
+        ),
+        Op::Acquire { ttl_ms } => (SLOT_ACQUIRE_SCRIPT, ttl_ms, None),
         _ => {
             return encode(
                 &Request {
@@ -755,19 +782,19 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
             );
         }
     };
-    let lock_keys = if fenced { 2 } else { 1 };
+    let lock_keys = if fence.is_some() { 2 } else { 1 };
     cmd.arg(script)
         .arg(lock_keys + usize::try_from(permits).unwrap_or(0))
         .arg(slot);
-    if fenced {
+    if fence.is_some() {
         cmd.arg(fence_key(slot));
     }
     for sibling in slot_siblings(slot, permits) {
         cmd.arg(sibling);
     }
     cmd.arg(req.token.as_bytes()).arg(ttl_ms);
-    if fenced {
-        cmd.arg(1);
+    if let Some((proposed, idle_ms)) = fence {
+        cmd.arg(1).arg(proposed).arg(idle_ms);
     }
     cmd.arg(permits);
     cmd.write_packed_command(out);
@@ -779,14 +806,14 @@ fn mark_ms() -> u64 {
 }
 
 /// A reader-writer lock's request, if it needs its own script (`false`:
-/// the writer's release, extension and fence write-back, which are those
+/// the writer's release and extension, which are those
 /// of an ordinary lock on the writer's key). `keys` as [`rw_parts`].
 fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -> bool {
     let [writer, readers, mark] = keys;
     let token = req.token.as_bytes();
     let mut cmd = redis::cmd("EVAL");
     match (role, req.op) {
-        (Role::Read, Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms }) => {
+        (Role::Read, Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms, .. }) => {
             cmd.arg(READ_ACQUIRE_SCRIPT)
                 .arg(3)
                 .arg(writer)
@@ -798,8 +825,8 @@ fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -
         (Role::Read, Op::Release) => {
             cmd.arg(READ_RELEASE_SCRIPT).arg(1).arg(readers).arg(token);
         }
-        // Never sent: readers have no fence and no queue. A no.
-        (Role::Read, Op::Leave | Op::Fence { .. }) => {
+        // Never sent: a reader's leave goes to the gate node. A no.
+        (Role::Read, Op::Leave) => {
             cmd.arg("return 0").arg(0);
         }
         (Role::Read, Op::Extend { ttl_ms }) => {
@@ -815,20 +842,24 @@ fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -
                 .arg(writer)
                 .arg(readers)
                 .arg(mark);
-            cmd.arg(token)
-                .arg(ttl_ms)
-                .arg(WRITER_MARK.as_millis() as u64);
+            cmd.arg(token).arg(ttl_ms).arg(mark_ms());
         }
-        (Role::Write, Op::AcquireFenced { ttl_ms }) => {
+        (
+            Role::Write,
+            Op::AcquireFenced {
+                ttl_ms,
+                proposed,
+                idle_ms,
+            },
+        ) => {
             cmd.arg(WRITE_ACQUIRE_FENCED_SCRIPT)
                 .arg(4)
                 .arg(writer)
                 .arg(readers)
                 .arg(mark)
                 .arg(fence_key(writer));
-            cmd.arg(token)
-                .arg(ttl_ms)
-                .arg(WRITER_MARK.as_millis() as u64);
+            cmd.arg(token).arg(ttl_ms).arg(mark_ms());
+            cmd.arg(proposed).arg(idle_ms);
         }
         (Role::Write, _) => return false,
     }
@@ -842,9 +873,8 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
         Op::Acquire { ttl_ms } => (ACQUIRE_ALL_SCRIPT, Some(ttl_ms)),
         Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
         Op::Release => (RELEASE_ALL_SCRIPT, None),
-        Op::AcquireFenced { .. } | Op::Fence { .. } | Op::Leave => {
-            return encode_fenced(req, None, out);
-        }
+        Op::AcquireFenced { .. } => return encode_fenced(req, None, out),
+        Op::Leave => (r#"return 0"#, None),
     };
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(req.keys.len());
@@ -921,13 +951,18 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
             2 => Vote::queued(false),
             _ => Vote::NO,
         }),
-        (Op::Extend { .. } | Op::Fence { .. } | Op::Leave, Value::Int(n)) => Ok((n == 1).into()),
+        (Op::Extend { .. } | Op::Leave, Value::Int(n)) => Ok((n == 1).into()),
         // 1 deleted, 2 (gate node) deleted and woke the next waiter.
         (Op::Release, Value::Int(2)) if req.queue.is_some() => Ok(Vote::queued(true)),
         (Op::Release, Value::Int(n)) => Ok((n == 1).into()),
-        // The largest fence value stored, -1 when a key was held, -2 (gate
-        // node) free but others queued first.
+        // 1 set (the proposed token stored), -1 when a key was held, -2
+        // (gate node) free but others queued first, `{v}` a stale token.
+        (Op::AcquireFenced { .. }, Value::Int(1)) => Ok(Vote::YES),
         (Op::AcquireFenced { .. }, Value::Int(-1)) => Ok(Vote::NO),
+        (Op::AcquireFenced { .. }, Value::Array(stored)) => match stored.as_slice() {
+            [Value::Int(v)] if *v >= 0 => Ok(Vote::stale(v.unsigned_abs())),
+            _ => Err(unexpected(node)),
+        },
         // The scripts' no that names the holder (the first held key's).
         (Op::Acquire { .. } | Op::AcquireFenced { .. }, Value::BulkString(holder)) => {
             Ok(Vote::held_by(&holder))
@@ -935,7 +970,6 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
         (Op::AcquireFenced { .. }, Value::Int(-2)) if req.queue.is_some() => {
             Ok(Vote::queued(false))
         }
-        (Op::AcquireFenced { .. }, Value::Int(n)) if n >= 0 => Ok(Vote::fenced(n.unsigned_abs())),
         // The key holds another type (a list, a hash): it exists, so it is
         // held, as plain `SET NX` and the scripts answer.
         (Op::Acquire { .. }, Value::ServerError(err)) if !scripted && err.code() == "WRONGTYPE" => {
@@ -1091,7 +1125,14 @@ mod tests {
             ])
         );
         assert_eq!(
-            gate(Op::AcquireFenced { ttl_ms: 9 }, &["res"]),
+            gate(
+                Op::AcquireFenced {
+                    ttl_ms: 9,
+                    proposed: 41,
+                    idle_ms: 5000
+                },
+                &["res"]
+            ),
             resp(&[
                 "EVAL",
                 GATE_ACQUIRE_FENCED_SCRIPT,
@@ -1103,6 +1144,8 @@ mod tests {
                 "tok",
                 "9",
                 "1",
+                "41",
+                "5000",
                 "c:7"
             ])
         );
@@ -1128,8 +1171,13 @@ mod tests {
             GATE_ACQUIRE_FENCED_SCRIPT,
             GATE_RELEASE_SCRIPT,
             LEAVE_SCRIPT,
+            GATE_RW_ACQUIRE_SCRIPT,
+            GATE_READ_RELEASE_SCRIPT,
         ] {
-            assert!(script.starts_with(&format!("local ALIVE={alive}\n")));
+            assert!(
+                script.contains(&format!("\nlocal ALIVE={alive}\n"))
+                    || script.starts_with(&format!("local ALIVE={alive}\n"))
+            );
         }
         assert!(LEAVE_SCRIPT.contains("\"redlock-wake:\".."));
     }
@@ -1173,9 +1221,17 @@ mod tests {
         assert_eq!(gate(acquire, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(gate(acquire, Value::Int(0)), Ok(Vote::NO));
         assert_eq!(gate(acquire, Value::Int(2)), Ok(Vote::queued(false)));
-        let fenced = Op::AcquireFenced { ttl_ms: 1 };
+        let fenced = Op::AcquireFenced {
+            ttl_ms: 1,
+            proposed: 5,
+            idle_ms: 9,
+        };
         assert_eq!(gate(fenced, Value::Int(-2)), Ok(Vote::queued(false)));
-        assert_eq!(gate(fenced, Value::Int(3)), Ok(Vote::fenced(3)));
+        assert_eq!(gate(fenced, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(
+            gate(fenced, Value::Array(vec![Value::Int(8)])),
+            Ok(Vote::stale(8))
+        );
         assert_eq!(
             read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
             Ok(Vote::YES)
@@ -1183,11 +1239,21 @@ mod tests {
         // Several keys: the script's 1 or 0.
         assert_eq!(read(acquire, 2, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
-        // Fenced: -1 refused, a fence value granted, anything else odd.
-        let fenced = Op::AcquireFenced { ttl_ms: 1 };
+        // Fenced: 1 granted, -1 refused, `{v}` stale (never a yes),
+        // anything else odd.
+        let fenced = Op::AcquireFenced {
+            ttl_ms: 1,
+            proposed: 5,
+            idle_ms: 9,
+        };
+        assert_eq!(read(fenced, 1, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(read(fenced, 1, Value::Int(-1)), Ok(Vote::NO));
-        assert_eq!(read(fenced, 1, Value::Int(7)), Ok(Vote::fenced(7)));
+        let stale = read(fenced, 1, Value::Array(vec![Value::Int(7)]));
+        assert_eq!(stale, Ok(Vote::stale(7)));
+        assert!(!stale.unwrap().yes);
         assert!(read(fenced, 1, Value::Int(-2)).is_err());
+        assert!(read(fenced, 1, Value::Int(7)).is_err());
+        assert!(read(fenced, 1, Value::Array(vec![Value::Int(-3)])).is_err());
         // A reply of the wrong shape is a failure that never echoes it.
         for (keys, odd) in [
             (1, Value::Int(1)),

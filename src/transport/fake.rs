@@ -38,8 +38,9 @@ struct Inner {
     behaviour: Behaviour,
     delay: Duration,
     received: Vec<Op>,
-    /// Fence write-backs fail (the node granted the lock just before).
-    fail_fence: bool,
+    /// Fenced acquisitions are applied, but their answers are lost (as if
+    /// the connection broke right after the node ran the command).
+    lose_fenced_grants: bool,
     /// Queues of waiters by first key, as on a gate node: members in
     /// arrival order, with until when each counts as alive.
     queues: HashMap<String, Vec<(String, Instant)>>,
@@ -79,7 +80,7 @@ impl FakeNode {
                     behaviour: Behaviour::Normal,
                     delay: Duration::ZERO,
                     received: Vec::new(),
-                    fail_fence: false,
+                    lose_fenced_grants: false,
                     queues: HashMap::new(),
                     on_wake: None,
                 }),
@@ -94,9 +95,10 @@ impl FakeNode {
         self.shared.changed.notify_all();
     }
 
-    /// Fence write-backs answer with a connection failure.
-    pub(crate) fn fail_fence(&self, fail: bool) {
-        self.shared.inner.lock().fail_fence = fail;
+    /// Fenced acquisitions are applied but answered with a connection
+    /// failure (the grant happened; the caller never hears of it).
+    pub(crate) fn lose_fenced_grants(&self, lose: bool) {
+        self.shared.inner.lock().lose_fenced_grants = lose;
     }
 
     /// Releases report reaching this many subscribers.
@@ -251,21 +253,24 @@ impl Link for FakeLink {
                 })
                 .collect(),
             _ => {
-                let fail_fence = inner.fail_fence;
+                let lose = inner.lose_fenced_grants;
                 let mut woken = Vec::new();
                 let answers = batch
                     .iter()
-                    .map(|req| match req.op {
-                        Op::Fence { .. } if fail_fence => Err(NodeFailure::new(
-                            self.address.clone(),
-                            FailureKind::Connection,
-                            "scripted failure",
-                        )),
-                        _ => match &req.queue {
+                    .map(|req| {
+                        let answer = match &req.queue {
                             Some(member) => queued(&mut inner, req, member, &mut woken),
                             None => apply(&mut inner.keys, req)
                                 .map(|vote| report(&inner.keys, req, vote)),
-                        },
+                        };
+                        match req.op {
+                            Op::AcquireFenced { .. } if lose => Err(NodeFailure::new(
+                                self.address.clone(),
+                                FailureKind::Connection,
+                                "scripted failure after the grant",
+                            )),
+                            _ => answer,
+                        }
                     })
                     .collect();
                 if let Some(wake) = inner.on_wake.clone() {
@@ -319,31 +324,21 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             Ok(Vote::YES)
         }
-        Op::AcquireFenced { ttl_ms } => {
+        Op::AcquireFenced {
+            ttl_ms,
+            proposed,
+            idle_ms,
+        } => {
             if let Some((holder, _)) = req.keys.iter().find_map(|key| live(keys, key, now)) {
                 return Ok(Vote::held_by(holder.as_bytes()));
             }
-            set(keys, ttl_ms);
-            let fence = req
-                .keys
-                .iter()
-                .filter_map(|key| live(keys, &fence_key(key), now))
-                .filter_map(|(value, _)| value.parse::<u64>().ok())
-                .max()
-                .unwrap_or(0);
-            Ok(Vote::fenced(fence))
-        }
-        Op::Fence { value, idle_ms } => {
-            if !req.keys.iter().all(|key| ours(keys, key)) {
-                return Ok(Vote::NO);
+            if let Some(stored) = stale(keys, req, proposed) {
+                return Ok(Vote::stale(stored));
             }
-            let expires = now + Duration::from_millis(idle_ms);
+            set(keys, ttl_ms);
+            let until = now + Duration::from_millis(idle_ms);
             for key in req.keys.iter() {
-                let fence = fence_key(key);
-                let stored = live(keys, &fence, now)
-                    .and_then(|(v, _)| v.parse::<u64>().ok())
-                    .unwrap_or(0);
-                keys.insert(fence, (value.max(stored).to_string(), expires));
+                keys.insert(fence_key(key), (proposed.to_string(), until));
             }
             Ok(Vote::YES)
         }
@@ -357,6 +352,18 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             Ok(all.into())
         }
     }
+}
+
+/// The largest fence value of `req`'s keys not below `proposed`, if any
+/// (as the fenced scripts in `codec.rs`).
+fn stale(keys: &HashMap<String, (String, Instant)>, req: &Request, proposed: u64) -> Option<u64> {
+    let now = Instant::now();
+    req.keys
+        .iter()
+        .filter_map(|key| live(keys, &fence_key(key), now))
+        .filter_map(|(value, _)| value.parse::<u64>().ok())
+        .filter(|stored| *stored >= proposed)
+        .max()
 }
 
 /// A slot acquisition's vote with the slots this node holds (as the slot
@@ -400,6 +407,14 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                 .keys
                 .iter()
                 .any(|key| live(&inner.keys, key, now).is_some());
+            // A stale token is answered before the turn rule: the caller
+            // keeps its place.
+            if let Op::AcquireFenced { proposed, .. } = req.op
+                && !held
+                && let Some(stored) = stale(&inner.keys, req, proposed)
+            {
+                return Ok(Vote::stale(stored));
+            }
             if !held && head.as_deref().is_none_or(|h| h == member) {
                 queue.retain(|(m, _)| m != member);
                 return apply(&mut inner.keys, req);
@@ -440,6 +455,6 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             }
             Ok(Vote::YES)
         }
-        Op::Extend { .. } | Op::Fence { .. } => apply(&mut inner.keys, req),
+        Op::Extend { .. } => apply(&mut inner.keys, req),
     }
 }

@@ -363,7 +363,11 @@ impl Transport {
         self.fan_out(&at_gate, &round, |index| index == gate);
         let quarter = by.saturating_duration_since(started) / 4;
         match round.gate_vote(started + wait.min(quarter)) {
-            Some(vote) if !vote.yes && (vote.queued || !queued) => return None,
+            // A stale fencing token goes on to the others like the first in
+            // line: their answers tell the caller which token to propose.
+            Some(vote) if !vote.yes && vote.fence.is_none() && (vote.queued || !queued) => {
+                return None;
+            }
             _ => {}
         }
         self.fan_out(&plain, &round, |index| index != gate);

@@ -8,7 +8,7 @@
 //! (and a failed round releases it; on a gate node, where a late one may
 //! also queue a waiter that already left, the key is one vote among N and
 //! the waiter drops out after its alive period), an extension never
-//! shortens a key, a release or fence write-back only acts while the key
+//! shortens a key, a release only acts while the key
 //! holds that acquisition's token, and a fence value is only ever raised.
 
 use std::sync::Arc;

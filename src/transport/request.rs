@@ -22,12 +22,15 @@ pub(crate) enum Op {
     /// Leave the queue of waiters (gate node only), waking the next waiter
     /// if the resource is free.
     Leave,
-    /// `SET NX PX` on every key (all or none, one script) that also reports
-    /// the largest fence value stored for the keys.
-    AcquireFenced { ttl_ms: u64 },
-    /// While every key holds our token: raise each key's fence value to
-    /// `value` (never lower it), and keep it for `idle_ms`.
-    Fence { value: u64, idle_ms: u64 },
+    /// `SET NX PX` on every key (all or none, one script) only if the
+    /// `proposed` fencing token is larger than every fence value stored for
+    /// the keys, storing it with the grant (kept for `idle_ms`); a node
+    /// whose fence value is not below it refuses and reports that value.
+    AcquireFenced {
+        ttl_ms: u64,
+        proposed: u64,
+        idle_ms: u64,
+    },
 }
 
 /// One operation, shared by the jobs sent to every node.
