@@ -155,8 +155,9 @@
 //! argument carries nothing, and the order rests on the floor alone: B's
 //! token ≥ B's clock at B's start. That is larger than A's token provided no
 //! client that fenced this resource within `fencing_idle` had a clock ahead
-//! of B's by more than the time between A's acquisition and B's (tokens
-//! carry forward, so a fast clock's lead is inherited). NTP keeps clocks
+//! of B's by more than the time between A's acquisition and B's (a token
+//! proposed below a stored fence value is proposed again above it, so a
+//! fast clock's lead is inherited by every later token of the resource). NTP keeps clocks
 //! within milliseconds; persistence (`appendfsync always`) and
 //! `maxmemory-policy noeviction` keep the fence keys. Delayed restarts and
 //! [`restart_quarantine`](RedlockBuilder::restart_quarantine) do not bring a

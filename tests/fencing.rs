@@ -1,8 +1,8 @@
 //! Fencing tokens against real nodes: Kleppmann's paused holder end to end
-//! (a child process SIGSTOPped past its validity), a write-back that reached
-//! a bare majority of which one node restarts empty, idle expiry of the
-//! fence state, and strictly increasing tokens from two processes under
-//! minority faults.
+//! (a child process SIGSTOPped past its validity), a fenced grant that
+//! reached a bare majority of which one node restarts empty, idle expiry of the
+//! fence state, strictly increasing tokens from two processes under
+//! minority faults, and a stale token that must not jump the queue.
 
 mod harness;
 
@@ -169,7 +169,7 @@ fn seed_fence(nodes: &[Node], resource: &str, value: u64) {
 /// Far above any wall clock in microseconds (the year 2112), below 2^53.
 const SEED: u64 = 1 << 52;
 
-/// A's write-back reaches only a bare majority; one node of it restarts
+/// A's fenced grant reaches only a bare majority; one node of it restarts
 /// empty; B's majority meets A's in that node only. The wall-clock floor
 /// keeps the order; with tokens above the clock (seeded) it cannot, which
 /// shows that the majority protocol alone does not cover this case.
@@ -181,7 +181,7 @@ fn a_token_on_a_bare_majority_survives_one_of_it_restarting_empty() {
         if seeded {
             seed_fence(&cluster.nodes[..3], resource, SEED);
         }
-        // Nodes 3 and 4 are down while A locks: its write-back reaches 0-2.
+        // Nodes 3 and 4 are down while A locks: its token is stored on 0-2.
         cluster.nodes[3].kill();
         cluster.nodes[4].kill();
         let a_client = fenced_client(&cluster.urls(), true);
@@ -440,4 +440,55 @@ fn tokens_strictly_increase_under_minority_faults() {
         last > SEED,
         "tokens came from the majority protocol: {last}"
     );
+}
+
+/// A fenced waiter queued behind another finds the resource free while its
+/// proposed token is stale on the gate node alone. The gate node answers
+/// "others queued first", not "stale": otherwise the round would go on to
+/// the other nodes, which grant the token, and the waiter would take the
+/// resource ahead of the head of the queue.
+#[test]
+fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
+    let cluster = Cluster::start(3);
+    let resource = "jump";
+    let holder = fenced_client(&cluster.urls(), false);
+    let waiter = fenced_client(&cluster.urls(), true);
+    let guard = holder.lock(resource, Duration::from_secs(10)).unwrap();
+    // Another waiter, queued first everywhere (only the gate node's queue
+    // counts), alive far longer than the test.
+    for node in &cluster.nodes {
+        let _: () = redis::pipe()
+            .cmd("ZADD")
+            .arg(format!("redlock-queue:{resource}"))
+            .arg(0)
+            .arg("elsewhere:1")
+            .cmd("ZADD")
+            .arg(format!("redlock-alive:{resource}"))
+            .arg(SEED)
+            .arg("elsewhere:1")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    std::thread::scope(|s| {
+        let waits =
+            s.spawn(|| waiter.lock_for(resource, Duration::from_secs(10), Duration::from_secs(2)));
+        let queue_len = |n: &Node| -> usize {
+            redis::cmd("ZCARD")
+                .arg(format!("redlock-queue:{resource}"))
+                .query(&mut n.conn())
+                .unwrap()
+        };
+        settles("the waiter queued behind", || {
+            cluster.nodes.iter().any(|n| queue_len(n) == 2)
+        });
+        let gate = cluster.nodes.iter().find(|n| queue_len(n) == 2).unwrap();
+        seed_fence(std::slice::from_ref(gate), resource, SEED);
+        guard.release().unwrap();
+        let result = waits.join().unwrap();
+        assert!(
+            matches!(result, Err(redlock_sync::Error::Busy { .. })),
+            "the head of the queue goes first: {result:?}"
+        );
+    });
+    assert_eq!(cluster.count_key(resource), 0, "nothing set");
 }

@@ -97,14 +97,16 @@ enum Failed {
     TooSlow { elapsed: Duration, ttl: Duration },
     /// A fenced round that a majority would have granted but for a stale
     /// proposed token: the nodes reported larger fence values, and the
-    /// next round proposes above them.
-    Stale,
+    /// next round proposes above them. `seen`: the largest they reported;
+    /// `then`: the failure it is once no more rounds are proposed.
+    Stale { seen: u64, then: Box<Failed> },
 }
 
 impl Failed {
     fn kind(&self) -> metrics::Acquired {
         match self {
-            Failed::Busy { .. } | Failed::Stale => metrics::Acquired::Busy,
+            Failed::Stale { then, .. } => then.kind(),
+            Failed::Busy { .. } => metrics::Acquired::Busy,
             Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
             Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
         }
@@ -112,7 +114,8 @@ impl Failed {
 
     fn into_error(self, resource: &str, attempts: u32) -> Error {
         match self {
-            Failed::Busy { .. } | Failed::Stale => Error::Busy {
+            Failed::Stale { then, .. } => then.into_error(resource, attempts),
+            Failed::Busy { .. } => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
             },
@@ -212,6 +215,9 @@ impl Core {
         // proposed again above a stale token: not counted either.
         let mut walked = 0u32;
         let mut restarts = 0u32;
+        // The largest fence value the nodes reported to this acquisition:
+        // its next fenced round proposes above it.
+        let mut fence_seen = 0u64;
         let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
         loop {
             attempts = attempts.saturating_add(1);
@@ -225,7 +231,7 @@ impl Core {
                     .as_ref()
                     .map_or_else(|| Arc::from(""), |t| t.member().clone())
             });
-            let round = self.attempt(&keys, &name, ttl, (gated, member), report);
+            let round = self.attempt(&keys, &name, ttl, (gated, member), (report, fence_seen));
             if patience.cancelled() {
                 // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
@@ -244,13 +250,18 @@ impl Core {
             };
             // A stale fencing token: again at once, above what the nodes
             // reported (not counted against the retries, a few times).
-            if matches!(failed, Failed::Stale)
-                && restarts < MAX_SPLITS
-                && patience.deadline.is_none_or(|d| Instant::now() < d)
-            {
-                restarts += 1;
-                continue;
-            }
+            let failed = match failed {
+                Failed::Stale { seen, then } => {
+                    fence_seen = fence_seen.max(seen);
+                    if restarts < MAX_SPLITS && patience.deadline.is_none_or(|d| Instant::now() < d)
+                    {
+                        restarts += 1;
+                        continue;
+                    }
+                    *then
+                }
+                failed => failed,
+            };
             // Nobody won yet, for a moment: the contenders split the votes
             // (a caller that does not queue; a queued waiter's next round
             // goes to the gate node, which lets one through), or the gate
@@ -361,19 +372,20 @@ impl Core {
         self.transport.broadcast(request);
     }
 
-    /// One acquisition round (two on a fencing client), sent to the gate
+    /// One acquisition round, sent to the gate
     /// node first if `gated`, in the queue as `member` (`None`: this client
     /// keeps no queues; `""`: not waiting). On failure the partial lock is
     /// released everywhere (without waiting).
     ///
     /// `report`: a semaphore slot's round, with its number of slots.
+    /// `seen`: the largest fence value the nodes reported so far (0: none).
     fn attempt(
         &self,
         keys: &Keys,
         name: &Arc<str>,
         ttl: Duration,
         (gated, member): (bool, Option<Arc<str>>),
-        report: Option<u32>,
+        (report, seen): (Option<u32>, u64),
     ) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
@@ -382,7 +394,7 @@ impl Core {
         let ttl_ms = millis(ttl);
         // Readers exclude nobody but writers: nothing to fence.
         let reader = matches!(rw_parts(&keys[0]), Some((Role::Read, _)));
-        let proposed = (self.settings.fencing && !reader).then(|| self.propose_fence());
+        let proposed = (self.settings.fencing && !reader).then(|| self.propose_fence(seen));
         let op = match proposed {
             Some(proposed) => Op::AcquireFenced {
                 ttl_ms,
@@ -412,13 +424,18 @@ impl Core {
         // only if it answered before the verdict (never waited for).
         let gate = gate.now();
         metrics::round(metrics::RoundOp::Acquire, start);
-        if let Some(stored) = outcome.fence {
-            self.saw_fence(stored);
-        }
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.is_some_and(|vote| vote.queued && !vote.yes);
+        // Some nodes refused the proposed token as stale: unless the
+        // others' refusals (or failures that will not heal) alone rule out
+        // a majority, a round with a larger token may well be granted.
+        let stale = (matches!(outcome.verdict, Verdict::Refused | Verdict::Unreachable)
+            && outcome.stale > 0
+            && !outcome.permanent
+            && outcome.confirmed + outcome.stale + outcome.failures.len() >= outcome.quorum)
+            .then(|| outcome.fence.unwrap_or(0));
         let failed = match outcome.verdict {
             Verdict::Confirmed if behind => Failed::Busy {
                 granted: false,
@@ -433,9 +450,6 @@ impl Core {
                     // Won without the gate node: still queued there.
                     self.leave_as(keys, member);
                 }
-                if let Some(proposed) = proposed {
-                    self.saw_fence(proposed);
-                }
                 let gone_by = self.keys_gone_by(start, ttl);
                 let lease =
                     Lease::new(keys.clone(), name.clone(), token, ttl, valid_until, gone_by);
@@ -445,16 +459,6 @@ impl Core {
                 elapsed: start.elapsed(),
                 ttl,
             },
-            // Some nodes refused the proposed token as stale: unless the
-            // others' refusals alone rule out a majority, a round with a
-            // larger token may well be granted.
-            Verdict::Refused | Verdict::Unreachable
-                if outcome.stale > 0
-                    && outcome.confirmed + outcome.stale + outcome.failures.len()
-                        >= outcome.quorum =>
-            {
-                Failed::Stale
-            }
             Verdict::Refused => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
                 split: outcome.split,
@@ -465,39 +469,39 @@ impl Core {
                 outcome,
             },
         };
+        let failed = match stale {
+            Some(seen) => Failed::Stale {
+                seen,
+                then: Box::new(failed),
+            },
+            _ => failed,
+        };
         // Where the gate node granted it, this release also wakes the next
         // waiter: a round others deferred to hands the resource on — unless
         // a majority refused it. Then the resource is held elsewhere, and a
         // queued waiter keeps its turn (see `clean_up`).
-        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale));
+        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale { .. }));
         self.clean_up(keys, &token, (start, ttl), keep);
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
     }
 
-    /// The fencing token this client proposes next: one more than the
-    /// largest fence value it has seen (granted to it, or reported by a
-    /// node that refused a stale one), never below the wall clock in
+    /// The fencing token an acquisition proposes next: one more than the
+    /// largest fence value the nodes reported to it (`seen`, from a round
+    /// they refused as stale), never below the wall clock in
     /// microseconds (with the floor on), so that tokens keep growing after
     /// a resource's fence values expired or a node lost them. A node grants
     /// a fenced acquisition only above every fence value it stores, and
     /// stores the token with the grant: an acquisition that returned had it
     /// stored on a majority, and any later one's majority meets that
     /// majority in a node that grants only a larger token.
-    fn propose_fence(&self) -> u64 {
+    fn propose_fence(&self, seen: u64) -> u64 {
         let floor = if self.settings.fencing_floor {
             wall_clock_micros()
         } else {
             0
         };
-        let seen = self.fence_seen.load(std::sync::atomic::Ordering::Acquire);
         floor.max(seen.saturating_add(1))
-    }
-
-    /// Notes a fence value this client saw.
-    fn saw_fence(&self, value: u64) {
-        self.fence_seen
-            .fetch_max(value, std::sync::atomic::Ordering::AcqRel);
     }
 }
 

@@ -64,8 +64,6 @@ pub(crate) struct Core {
     waiters: Arc<Waiters>,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
-    /// The largest fence value this client has seen (see `acquire.rs`).
-    fence_seen: std::sync::atomic::AtomicU64,
     #[cfg(test)]
     hooks: tests::Hooks,
 }
@@ -94,7 +92,6 @@ impl Core {
             settings,
             waiters,
             keeper: Mutex::new(None),
-            fence_seen: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             hooks: tests::Hooks::default(),
         })

@@ -791,6 +791,46 @@ fn grants_whose_answers_are_lost_fail_the_round_and_are_released() {
     });
 }
 
+/// A stale token on one node while the others fail: proposed again a few
+/// times at once, then the caller hears what kept it out — too few nodes
+/// (`NoQuorum`), not `Busy`, which would say that someone holds it. With
+/// the others' credentials rejected, no larger token could help: one round.
+#[test]
+fn a_stale_token_among_failed_nodes_is_no_quorum() {
+    let (nodes, transport) = fake::cluster(3);
+    let core = Core::new(
+        transport,
+        Settings {
+            fencing_floor: false,
+            ..fencing()
+        },
+    );
+    for kind in [FailureKind::Connection, FailureKind::Auth] {
+        nodes[0].put(
+            &crate::transport::fence_key("r"),
+            "100",
+            Duration::from_secs(60),
+        );
+        for node in &nodes[1..] {
+            node.set(Behaviour::Fail(kind));
+        }
+        let asked = acquisitions(&nodes[0]);
+        let err = core
+            .acquire(&["r"], Duration::from_secs(10), Patience::attempts(0))
+            .unwrap_err();
+        assert!(matches!(err, Error::NoQuorum { .. }), "{kind:?}: {err:?}");
+        let rounds = acquisitions(&nodes[0]) - asked;
+        if kind == FailureKind::Auth {
+            assert_eq!(rounds, 1, "no token proposed again");
+        } else {
+            assert!(rounds > 1, "proposed again: {rounds}");
+        }
+        for node in &nodes {
+            node.set(Behaviour::Normal);
+        }
+    }
+}
+
 /// The majority argument on its own (no wall-clock floor): two clients
 /// alternate acquisitions while a random minority of nodes fails each time;
 /// every token is larger than the one before, because each acquisition's

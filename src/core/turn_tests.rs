@@ -161,3 +161,46 @@ fn a_leave_waits_for_a_busy_gate_node() {
         lease.release(&cores[0]).unwrap();
     });
 }
+
+/// A queued waiter that others queued before finds the resource free, and
+/// its proposed fencing token is stale on the gate node alone (the gate
+/// node saw a grant the others did not). The gate node says "others queued
+/// first", not "stale": were it to answer only "stale", the round would go
+/// on to the other nodes, which grant the token, and the waiter would take
+/// the resource ahead of the head of the queue.
+#[test]
+fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
+    let settings = Settings {
+        fencing: true,
+        fencing_floor: false,
+        ..refreshing()
+    };
+    let (nodes, cores) = clients(3, 1, &settings);
+    let gate = cores[0].transport.gate_index("r");
+    for node in &nodes {
+        node.put("r", "another client", Duration::from_secs(60));
+    }
+    nodes[gate].enqueue("r", "elsewhere:1");
+    let core = &cores[0];
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| {
+            let patience = Patience::until(Some(Instant::now() + Duration::from_millis(600)));
+            core.acquire(&["r"], Duration::from_secs(10), patience)
+        });
+        queued(&nodes, core, 2);
+        nodes[gate].put(
+            &crate::transport::fence_key("r"),
+            "100",
+            Duration::from_secs(60),
+        );
+        for node in &nodes {
+            node.put("r", "gone", Duration::ZERO);
+        }
+        let err = waits
+            .join()
+            .unwrap()
+            .expect_err("the head of the queue goes first");
+        assert!(matches!(err, Error::Busy { .. }), "{err:?}");
+    });
+    assert!(nodes.iter().all(|n| n.holder("r").is_none()), "nothing set");
+}

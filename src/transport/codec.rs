@@ -173,15 +173,17 @@ return 1"#
 /// The gate node's fenced acquisition: `KEYS` = the lock keys, their fence
 /// keys, then the queue keys; `ARGV` = token, ttl ms, number of lock keys,
 /// proposed token, idle ms, member. As [`ACQUIRE_FENCED_SCRIPT`], and `-2`
-/// for "free but others queued first". A stale token is answered before
-/// the turn rule runs: the caller keeps its place in the queue.
+/// for "free but others queued first". A stale token is answered only
+/// where the turn rule would let the caller in (it keeps its place): a
+/// caller that others queued before is told so, never that it is stale.
 pub(crate) const GATE_ACQUIRE_FENCED_SCRIPT: &str = concat!(
     fence_fns!(),
     gate_script!(
         r#"local n=tonumber(ARGV[3])
 local held=false
 for i=1,n do if redis.call("exists",KEYS[i])==1 then held=true break end end
-if not held then
+local h=head()
+if not held and (not h or h==me) then
 local w=stale(n+1,n)
 if type(w)=="table" then return w end
 if w>=0 then return {w} end
@@ -440,8 +442,8 @@ local function ok() fence(4,1) return 1 end
 /// mark ms, proposed token, idle ms (both `0` unless fenced), `r` or `w`,
 /// member. A reader counts the lock held while a writer holds or waits, a
 /// writer while a writer or a live reader holds (and then marks that it
-/// waits); a fencing writer's stale token is answered `{v}` before the turn
-/// rule runs (it keeps its place); the turn rule decides as for a lock:
+/// waits); a fencing writer's stale token is answered `{v}` where the turn
+/// rule would let it in (it keeps its place); the turn rule decides as for a lock:
 /// `1` taken, `2` (`-2` fenced) others queued first, `0` (`-1` fenced) or
 /// the writer's token for held. A reader let in wakes the next in line:
 /// readers behind it may come too.
@@ -461,7 +463,8 @@ local held=writer~=nil or (reader and redis.call("exists",KEYS[3])==1) or (not r
 if not reader and not writer and readers>0 then
 redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
 end
-if fenced and not reader and not held then
+local h=head()
+if fenced and not reader and not held and (not h or h==me) then
 local w=stale(4,1)
 if type(w)=="table" then return w end
 if w>=0 then return {w} end

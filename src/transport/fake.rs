@@ -407,15 +407,14 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                 .keys
                 .iter()
                 .any(|key| live(&inner.keys, key, now).is_some());
-            // A stale token is answered before the turn rule: the caller
-            // keeps its place.
-            if let Op::AcquireFenced { proposed, .. } = req.op
-                && !held
-                && let Some(stored) = stale(&inner.keys, req, proposed)
-            {
-                return Ok(Vote::stale(stored));
-            }
             if !held && head.as_deref().is_none_or(|h| h == member) {
+                // A stale token is answered where the turn rule would let
+                // the caller in: it keeps its place.
+                if let Op::AcquireFenced { proposed, .. } = req.op
+                    && let Some(stored) = stale(&inner.keys, req, proposed)
+                {
+                    return Ok(Vote::stale(stored));
+                }
                 queue.retain(|(m, _)| m != member);
                 return apply(&mut inner.keys, req);
             }

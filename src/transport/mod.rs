@@ -30,6 +30,8 @@ use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
 pub(crate) use codec::QUEUE_ALIVE;
+#[cfg(test)]
+pub(crate) use codec::fence_key;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use keys::{MAX_PERMITS, RESERVED, Role, gate_name, rw_key, rw_parts, slot_key};
 pub(crate) use link::Link;
