@@ -138,8 +138,8 @@
 //! returned, B's token is larger than A's.
 //!
 //! **Why.** The token travels with the acquisition, in one round: the
-//! client proposes it (one more than the largest fence value it has seen,
-//! never below its wall clock in microseconds), and each node grants the
+//! client proposes it (its wall clock in microseconds, or one more than
+//! the largest fence value the nodes reported to this acquisition), and each node grants the
 //! `SET NX` only if the token is larger than the fence value it stores for
 //! the resource, storing the token with the grant. A node that refuses a
 //! stale token reports its value, and the client proposes again above it at
