@@ -180,6 +180,8 @@ pub(crate) struct Outcome {
     pub(crate) verdict: Verdict,
     /// Nodes that confirmed.
     pub(crate) confirmed: usize,
+    /// Nodes that refused (stale tokens included).
+    pub(crate) refused: usize,
     /// Confirmations needed.
     pub(crate) quorum: usize,
     /// Nodes that failed, with their causes; the round appends one
@@ -291,6 +293,7 @@ impl Tally {
         Outcome {
             verdict,
             confirmed: self.yes,
+            refused: self.no,
             quorum: self.quorum,
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),

@@ -53,8 +53,11 @@ use crate::guard::LockGuard;
 /// A round tries one slot on every node; the nodes answer with the slots
 /// they hold, so a busy round goes on at once with the slot free on the
 /// most nodes, not with the next in line. [`try_lock`](Self::try_lock) may
-/// take several rounds, never waits for a release, and answers `None` only
-/// when every slot is held on too many nodes to be free on a majority. A
+/// take several rounds (one pass: each slot tried at most once), never
+/// waits for a release, and answers `None` when the pass found every slot
+/// taken — refused when tried, or reported held on too many nodes to be
+/// free on a majority. The reports are what the nodes held when they
+/// answered: a permit released during the pass may be missed. A
 /// waiter queues on the semaphore's gate node like a lock's waiter and is
 /// woken by the release of any slot.
 ///
@@ -113,8 +116,10 @@ impl Semaphore {
         self.acquire(ttl).lock_as("Semaphore::lock")
     }
 
-    /// Takes a permit if one is free now: `Ok(None)` when every permit is
-    /// held. May take several rounds (one per slot at most), but never
+    /// Takes a permit if one is free now: `Ok(None)` when one pass over
+    /// the slots found every permit held (see [What it
+    /// costs](Self#what-it-costs): a permit released during the pass may be
+    /// missed). May take several rounds (one per slot at most), but never
     /// waits for a release.
     ///
     /// # Errors

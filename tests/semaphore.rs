@@ -198,9 +198,10 @@ fn contending_threads_never_exceed_the_limit_and_all_progress() {
                     let jobs = client.semaphore("jobs", 2);
                     let mut entered = 0u64;
                     while Instant::now() < until {
-                        let Ok(permit) = jobs.acquire(TTL).wait(Duration::from_secs(2)).lock()
-                        else {
-                            continue;
+                        let permit = match jobs.acquire(TTL).wait(Duration::from_secs(2)).lock() {
+                            Ok(permit) => permit,
+                            Err(Error::Busy { .. }) => continue,
+                            Err(other) => panic!("thread {t}: {other}"),
                         };
                         let inside: usize =
                             redis::cmd("INCR").arg("inside").query(&mut conn).unwrap();
@@ -295,13 +296,18 @@ fn a_waiter_in_another_client_is_woken_by_the_release_of_any_permit() {
             settles("the waiter is queued and listens", || {
                 pubsub::waiting(&cluster, "redlock-sem:woken", 1)
             });
+            // Either slot's release wakes it: slot 0 in even rounds.
             let [first, second] = permits;
-            // Either permit's release wakes it.
+            let (low, high) = if first.resource() < second.resource() {
+                (first, second)
+            } else {
+                (second, first)
+            };
             let released = Instant::now();
             if round % 2 == 0 {
-                drop(first);
+                drop(low);
             } else {
-                drop(second);
+                drop(high);
             }
             let acquired = rx.recv_timeout(Duration::from_secs(30)).expect("acquired");
             waits.push(acquired.saturating_duration_since(released));

@@ -285,14 +285,17 @@ impl Core {
             }
             // A semaphore's slot taken elsewhere: on to the slot the nodes
             // report free on the most of them. Also after a round that
-            // failed for want of nodes: a slot held on the nodes that did
-            // answer says nothing about the others.
+            // failed for want of nodes where some node refused the slot: it
+            // is held there, and another may be free on enough nodes.
             let reports = match &failed {
                 Failed::Busy { reports, .. } => Some(reports),
+                // Only where an answering node refused the slot: a round
+                // that failed for want of nodes alone would fail the same
+                // way on every other slot, a node timeout each.
                 Failed::NoQuorum {
                     outcome,
                     permanent: false,
-                } => Some(&outcome.slots),
+                } if outcome.refused > outcome.stale => Some(&outcome.slots),
                 _ => None,
             };
             if let (Some((semaphore, _, slots)), Some(reports)) = (&mut slots, reports) {
@@ -524,11 +527,11 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
         [""] => Err(Error::argument(
             "the resource name is empty; name what you lock",
         )),
-        _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(
-            "resource names starting with `redlock-fence:`, `redlock-queue:`, \
-             `redlock-alive:` or `redlock-sem:`, and `redlock:admitted`, are reserved for the \
+        _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(format!(
+            "resource names starting with {}, and `redlock:admitted`, are reserved for the \
              client's own keys; choose another name",
-        )),
+            RESERVED.map(|prefix| format!("`{prefix}`")).join(", ")
+        ))),
         [one] => Ok(Arc::from([Arc::from(*one)])),
         _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
@@ -627,9 +630,12 @@ mod tests {
             "redlock-queue:a",
             "redlock-alive:a",
             "redlock-sem:a#0",
+            "redlock-rw:a#w",
             "redlock:admitted",
         ] {
-            assert!(checked_keys(&[name]).is_err(), "{name}");
+            let err = checked_keys(&[name]).unwrap_err().to_string();
+            let prefix = name.split_inclusive(':').next().unwrap();
+            assert!(err.contains(prefix), "{err} names {prefix}");
             assert!(checked_keys(&["ok", name]).is_err(), "{name}");
         }
         assert!(checked_keys(&["redlock-queue"]).is_ok());

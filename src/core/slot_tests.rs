@@ -8,8 +8,8 @@ use super::acquire::Target;
 use super::tests::{LONG_WAIT, acquisitions, settings, sleeps_30_s};
 use super::wake_tests::{asleep, clients};
 use super::{Core, Lease, Patience};
-use crate::error::Error;
-use crate::transport::fake::FakeNode;
+use crate::error::{Error, FailureKind};
+use crate::transport::fake::{Behaviour, FakeNode};
 use crate::transport::slot_key;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -52,6 +52,31 @@ fn a_pass_ends_when_no_slot_can_be_free_on_a_majority() {
     assert_eq!(acquisitions(&nodes[2]), 1);
 }
 
+/// Too few nodes answer, and those that do grant the slot: every other
+/// slot would fail alike, so the pass ends after one round instead of a
+/// round (a node timeout, when nodes are stalled) per slot.
+#[test]
+fn a_round_short_of_nodes_alone_does_not_walk_the_slots() {
+    let (nodes, cores) = clients(3, 1, &settings());
+    for node in &nodes[1..] {
+        node.set(Behaviour::Fail(FailureKind::Connection));
+    }
+    let err = permit(&cores[0], 8, Patience::attempts(0)).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
+    assert_eq!(acquisitions(&nodes[0]), 1, "one round");
+}
+
+/// A node refused the slot while another failed: the slot is held there,
+/// and the next slot may be free on enough nodes.
+#[test]
+fn a_round_short_of_nodes_where_one_refused_walks_on() {
+    let (nodes, cores) = clients(3, 1, &settings());
+    nodes[2].set(Behaviour::Fail(FailureKind::Connection));
+    hold(&nodes[1..2], &[0, 1, 2, 4, 5, 6, 7]);
+    let lease = permit(&cores[0], 8, Patience::attempts(0)).expect("slot 3 is free on two");
+    assert_eq!(lease.resource(), slot_key("s", 3));
+}
+
 #[test]
 fn a_slot_held_on_a_minority_is_still_taken() {
     let (nodes, cores) = clients(3, 1, &settings());
@@ -67,10 +92,13 @@ fn a_slot_held_on_a_minority_is_still_taken() {
 fn the_release_of_any_slot_wakes_the_first_waiter() {
     for released in 0..2 {
         let (nodes, cores) = clients(3, 2, &sleeps_30_s());
-        let held = [
+        let mut held = [
             permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
             permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
         ];
+        // Slot 0 first: each run releases another slot.
+        held.sort_by_key(|lease| lease.resource().to_owned());
+        assert_eq!(held[0].resource(), slot_key("s", 0));
         let gate = &nodes[cores[0].transport.gate_index("redlock-sem:s")];
         std::thread::scope(|s| {
             let waiter = &cores[1];
