@@ -334,6 +334,68 @@ fn a_waiter_in_another_client_is_woken_by_the_release_of_any_permit() {
 /// large `K` is. Counted by the client itself (`redlock_acquire_rounds`,
 /// recorded on the calling thread).
 #[cfg(feature = "metrics")]
+/// Both permits come free while two waiters in other clients wait, but
+/// only one release is heard: the other permit's key was deleted behind its
+/// holder's back. The first waiter's grant, which leaves a permit free,
+/// wakes the second: two wake-ups. (Without that, the second waiter got in
+/// on its next refresh round, within 0.5 s, with one wake-up in all.)
+#[test]
+fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let slow = || {
+        Redlock::builder(cluster.urls())
+            .retry_delay(Duration::from_secs(30))
+            .retry_jitter(Duration::ZERO)
+            .build()
+            .unwrap()
+    };
+    let waiters = [slow(), slow()];
+    let ours = holder.semaphore("pass", 2);
+    let [kept, released] = [ours.lock(TTL).unwrap(), ours.lock(TTL).unwrap()];
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for (i, waiter) in waiters.iter().enumerate() {
+            let tx = tx.clone();
+            s.spawn(move || {
+                let permit = waiter
+                    .semaphore("pass", 2)
+                    .acquire(TTL)
+                    .wait(Duration::from_secs(60))
+                    .lock();
+                tx.send(permit).unwrap();
+            });
+            settles("the waiter is queued and listens", || {
+                pubsub::waiting(&cluster, "redlock-sem:pass", i + 1)
+            });
+        }
+        for node in &cluster.nodes {
+            let _: () = redis::cmd("DEL")
+                .arg(kept.resource())
+                .query(&mut node.conn())
+                .unwrap();
+        }
+        let before = publishes(&cluster);
+        drop(released);
+        let mut slots: Vec<String> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(10))
+                    .expect("acquired")
+                    .expect("a permit")
+                    .resource()
+                    .to_owned()
+            })
+            .collect();
+        slots.sort();
+        assert_eq!(slots, ["redlock-sem:pass#0", "redlock-sem:pass#1"]);
+        assert!(
+            publishes(&cluster) - before >= 2,
+            "the release woke the first waiter, its grant the second"
+        );
+    });
+    drop(kept);
+}
+
 #[test]
 fn the_last_free_permit_is_found_in_two_rounds_on_average() {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};

@@ -238,7 +238,7 @@ impl Core {
                 if let Ok(lease) = round {
                     lease.abandon(self);
                 }
-                self.leave(&keys, ticket.as_ref());
+                self.leave(&keys, ticket.as_ref(), report);
                 return cancelled(attempts);
             }
             let failed = match round {
@@ -318,7 +318,7 @@ impl Core {
                 }
             );
             if permanent || patience.exhausted(attempts - splits - walked - restarts) {
-                self.leave(&keys, ticket.as_ref());
+                self.leave(&keys, ticket.as_ref(), report);
                 metrics::acquired(failed.kind(), attempts, &started);
                 return Err(failed.into_error(&name, attempts));
             }
@@ -348,7 +348,7 @@ impl Core {
                 None => Woken::TimedOut,
             };
             if woken == Woken::Cancelled {
-                self.leave(&keys, ticket.as_ref());
+                self.leave(&keys, ticket.as_ref(), report);
                 return cancelled(attempts);
             }
         }
@@ -356,22 +356,26 @@ impl Core {
 
     /// Takes `ticket`'s waiter out of its gate node's queue (without
     /// waiting); the node wakes the next waiter if the resource is free.
-    fn leave(&self, keys: &Keys, ticket: Option<&Ticket<'_>>) {
+    /// `report`: a semaphore's, its number of slots (see [`attempt`]).
+    ///
+    /// [`attempt`]: Self::attempt
+    fn leave(&self, keys: &Keys, ticket: Option<&Ticket<'_>>, report: Option<u32>) {
         if let Some(ticket) = ticket
             && self.settings.notifications
         {
-            self.leave_as(keys, ticket.member().clone());
+            self.leave_as(keys, ticket.member().clone(), report);
         }
     }
 
     /// Takes `member` out of the gate node's queue for `keys` (unawaited).
-    fn leave_as(&self, keys: &Keys, member: Arc<str>) {
+    fn leave_as(&self, keys: &Keys, member: Arc<str>, report: Option<u32>) {
         let ttl = Duration::from_secs(1);
         // Sent however long the gate node's connection is busy: until the
         // member would have dropped out of the queue by itself.
         let expires = Instant::now() + QUEUE_ALIVE;
         let mut request = self.request(Op::Leave, keys, &Arc::from(""), ttl, expires);
         request.queue = Some(member);
+        request.report = report;
         self.transport.broadcast(request);
     }
 
@@ -451,7 +455,7 @@ impl Core {
                     && !gate.is_some_and(|vote| vote.yes)
                 {
                     // Won without the gate node: still queued there.
-                    self.leave_as(keys, member);
+                    self.leave_as(keys, member, report);
                 }
                 let gone_by = self.keys_gone_by(start, ttl);
                 let lease =

@@ -129,3 +129,49 @@ fn the_release_of_any_slot_wakes_the_first_waiter() {
         });
     }
 }
+
+/// Both permits come free while two waiters in other clients sleep (their
+/// retry pause is 30 s), but only one release is heard: the other holder's
+/// slot expired. The first waiter's grant, which leaves a slot free, wakes
+/// the second.
+#[test]
+fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
+    let (nodes, cores) = clients(3, 3, &sleeps_30_s());
+    let held = [
+        permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
+        permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
+    ];
+    let gate = &nodes[cores[0].transport.gate_index("redlock-sem:s")];
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for waiter in &cores[1..] {
+            let tx = tx.clone();
+            s.spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(60);
+                tx.send(permit(waiter, 2, Patience::until(Some(deadline))))
+                    .unwrap();
+            });
+            let queued = gate.queue("redlock-sem:s").len() + 1;
+            super::tests::eventually("the waiter is queued", || {
+                gate.queue("redlock-sem:s").len() == queued
+            });
+        }
+        asleep(&cores[1..], 2);
+        let [kept, released] = held;
+        for node in &nodes {
+            node.put(kept.resource(), "expired", Duration::ZERO);
+        }
+        released.release(&cores[0]).unwrap();
+        let mut slots: Vec<String> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(LONG_WAIT)
+                    .expect("woken, not after the 30 s pause")
+                    .expect("a permit")
+                    .resource()
+                    .to_owned()
+            })
+            .collect();
+        slots.sort();
+        assert_eq!(slots, [slot_key("s", 0), slot_key("s", 1)]);
+    });
+}

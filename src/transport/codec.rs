@@ -117,11 +117,29 @@ end
     };
 }
 
+/// After [`queue_fns`]: `pass_on(i,k)` wakes the head of the queue if any
+/// of `KEYS[i..i+k-1]` is free — a semaphore's slots after a grant or a
+/// leave (permits left for the next waiter), a lock's key after a leave.
+macro_rules! pass_on_fn {
+    () => {
+        r#"local function pass_on(first,k)
+for i=first,first+k-1 do
+if redis.call("exists",KEYS[i])==0 then
+local h=head()
+if h then wake(h) end
+return
+end
+end
+end
+"#
+    };
+}
+
 /// A gate script: the queue functions, the turn rule with the alive period
 /// filled in, then `body`.
 macro_rules! gate_script {
     ($body:expr) => {
-        concat!(queue_fns!(), turn_fn!(), $body)
+        concat!(queue_fns!(), turn_fn!(), pass_on_fn!(), $body)
     };
 }
 
@@ -158,21 +176,27 @@ end
 }
 
 /// The gate node's acquisition of one or several keys: `KEYS` = the lock
-/// keys, then the queue keys; `ARGV` = token, ttl ms, member. `1` set, `0`
-/// held, `2` free but others queued first.
+/// keys, a semaphore's `k` slot keys (none for a lock), then the queue
+/// keys; `ARGV` = token, ttl ms, `k`, member. `1` set, `0` held, `2` free
+/// but others queued first. A semaphore's grant that leaves a slot free
+/// wakes the next waiter: two releases in a row each free a permit, and
+/// the second may have woken the same head as the first.
 pub(crate) const GATE_ACQUIRE_SCRIPT: &str = gate_script!(
-    r#"local n=#KEYS-2
+    r#"local k=tonumber(ARGV[3])
+local n=#KEYS-2-k
 local held=false
 for i=1,n do if redis.call("exists",KEYS[i])==1 then held=true break end end
 local r=turn(held)
 if r~=1 then return r end
 for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
+pass_on(n+1,k)
 return 1"#
 );
 
 /// The gate node's fenced acquisition: `KEYS` = the lock keys, their fence
-/// keys, then the queue keys; `ARGV` = token, ttl ms, number of lock keys,
-/// proposed token, idle ms, member. As [`ACQUIRE_FENCED_SCRIPT`], and `-2`
+/// keys, a semaphore's `k` slot keys, then the queue keys; `ARGV` = token,
+/// ttl ms, number of lock keys, proposed token, idle ms, `k`, member. As
+/// [`ACQUIRE_FENCED_SCRIPT`] (and [`GATE_ACQUIRE_SCRIPT`]'s waking), and `-2`
 /// for "free but others queued first". A stale token is answered only
 /// where the turn rule would let the caller in (it keeps its place): a
 /// caller that others queued before is told so, never that it is stale.
@@ -192,6 +216,7 @@ local r=turn(held)
 if r==0 then return -1 elseif r==2 then return -2 end
 for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
 fence(n+1,n)
+pass_on(2*n+1,tonumber(ARGV[6]))
 return 1"#
     )
 );
@@ -222,17 +247,17 @@ if ours<#KEYS-2 then return 0 end
 return 1+woke"#
 );
 
-/// A waiter leaves the queue (`KEYS` = the first lock key, then the queue
-/// keys; `ARGV` = member) and, if the key is free, the next head is woken:
-/// a waiter that gives up after it was woken hands its turn on. `1`.
+/// A waiter leaves the queue (`KEYS` = the keys whose freedom lets the
+/// next waiter in — a lock's key, a semaphore's slots, a reader-writer
+/// lock's writer key — then the queue keys; `ARGV` = member) and, if one
+/// of them is free, the next head is woken: a waiter that gives up after
+/// it was woken hands its turn on. `1`.
 pub(crate) const LEAVE_SCRIPT: &str = concat!(
     queue_fns!(),
+    pass_on_fn!(),
     r#"redis.call("zrem",q,ARGV[1])
 redis.call("zrem",a,ARGV[1])
-if redis.call("exists",KEYS[1])==0 then
-local h=head()
-if h then wake(h) end
-end
+pass_on(1,#KEYS-2)
 return 1"#
 );
 
@@ -682,11 +707,12 @@ fn encode_gate_lock(
     let mut cmd = redis::cmd("EVAL");
     let token = req.token.as_bytes();
     let keys = req.keys.len() + 2;
+    let slots = siblings(req, first);
     match req.op {
         Op::Acquire { ttl_ms } => {
-            cmd.arg(GATE_ACQUIRE_SCRIPT).arg(keys);
-            all_keys(&mut cmd, req).arg(queue).arg(alive);
-            cmd.arg(token).arg(ttl_ms).arg(member);
+            cmd.arg(GATE_ACQUIRE_SCRIPT).arg(keys + slots.len());
+            all_keys(&mut cmd, req).arg(&slots).arg(queue).arg(alive);
+            cmd.arg(token).arg(ttl_ms).arg(slots.len()).arg(member);
         }
         Op::AcquireFenced { .. } => return encode_fenced(req, Some((queue, alive, member)), out),
         Op::Release => {
@@ -698,9 +724,16 @@ fn encode_gate_lock(
                 .arg(member);
         }
         Op::Leave => {
+            // What lets the next waiter in once free: a semaphore's slots,
+            // a reader-writer lock's writer key, a lock's (first) key.
+            let watched = match rw_parts(first) {
+                _ if !slots.is_empty() => slots,
+                Some((_, [writer, _, _])) => vec![writer],
+                None => vec![first.to_owned()],
+            };
             cmd.arg(LEAVE_SCRIPT)
-                .arg(3)
-                .arg(first)
+                .arg(watched.len() + 2)
+                .arg(&watched)
                 .arg(queue)
                 .arg(alive)
                 .arg(member);
@@ -715,6 +748,14 @@ fn encode_gate_lock(
         }
     }
     cmd.write_packed_command(out);
+}
+
+/// A semaphore slot's request (one with `report`): every slot key of the
+/// semaphore; else none.
+fn siblings(req: &Request, first: &str) -> Vec<String> {
+    req.report
+        .map(|permits| slot_siblings(first, permits).collect())
+        .unwrap_or_default()
 }
 
 /// Adds every lock key to `cmd`.
@@ -741,14 +782,19 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
         Some(_) => GATE_ACQUIRE_FENCED_SCRIPT,
         None => ACQUIRE_FENCED_SCRIPT,
     };
+    let slots = match gate {
+        Some(_) => siblings(req, req.keys.first().map_or("", |k| &**k)),
+        None => Vec::new(),
+    };
     let queue_keys = if gate.is_some() { 2 } else { 0 };
-    cmd.arg(script).arg(req.keys.len() * 2 + queue_keys);
+    cmd.arg(script)
+        .arg(req.keys.len() * 2 + slots.len() + queue_keys);
     all_keys(&mut cmd, req);
     for key in req.keys.iter() {
         cmd.arg(fence_key(key));
     }
     if let Some((queue, alive, _)) = &gate {
-        cmd.arg(queue).arg(alive);
+        cmd.arg(&slots).arg(queue).arg(alive);
     }
     cmd.arg(req.token.as_bytes())
         .arg(ttl_ms)
@@ -756,7 +802,7 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
         .arg(proposed)
         .arg(idle_ms);
     if let Some((_, _, member)) = gate {
-        cmd.arg(member);
+        cmd.arg(slots.len()).arg(member);
     }
     cmd.write_packed_command(out);
 }
@@ -1109,6 +1155,7 @@ mod tests {
                 a,
                 "tok",
                 "9",
+                "0",
                 "c:7"
             ])
         );
@@ -1124,6 +1171,7 @@ mod tests {
                 a,
                 "tok",
                 "9",
+                "0",
                 "c:7"
             ])
         );
@@ -1149,6 +1197,7 @@ mod tests {
                 "1",
                 "41",
                 "5000",
+                "0",
                 "c:7"
             ])
         );
@@ -1159,6 +1208,32 @@ mod tests {
         assert_eq!(
             gate(Op::Leave, &["res", "b"]),
             resp(&["EVAL", LEAVE_SCRIPT, "3", "res", q, a, "c:7"])
+        );
+        // A semaphore's slot: every slot; a reader: the writer's key.
+        let mut slot = req(Op::Leave);
+        slot.keys = Arc::from([Arc::from("redlock-sem:s#1")]);
+        slot.queue = Some(Arc::from("c:7"));
+        slot.report = Some(2);
+        let mut out = Vec::new();
+        encode(&slot, &mut out);
+        let (sq, sa) = ("redlock-queue:redlock-sem:s", "redlock-alive:redlock-sem:s");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            resp(&[
+                "EVAL",
+                LEAVE_SCRIPT,
+                "4",
+                "redlock-sem:s#0",
+                "redlock-sem:s#1",
+                sq,
+                sa,
+                "c:7"
+            ])
+        );
+        let (rq, ra) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
+        assert_eq!(
+            gate(Op::Leave, &["redlock-rw:l#r"]),
+            resp(&["EVAL", LEAVE_SCRIPT, "3", "redlock-rw:l#w", rq, ra, "c:7"])
         );
         // Nothing to queue for: the plain command.
         assert_eq!(

@@ -401,6 +401,12 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
     queue.retain(|(_, alive)| *alive > now);
     let head = queue.first().map(|(m, _)| m.clone());
     let free = |keys: &HashMap<String, (String, Instant)>| live(keys, &first, now).is_none();
+    // A semaphore's: a slot free lets the next waiter in (as `pass_on` in
+    // the gate scripts).
+    let slot_free = |keys: &HashMap<String, (String, Instant)>| match req.report {
+        Some(permits) => slot_siblings(&first, permits).any(|key| live(keys, &key, now).is_none()),
+        None => free(keys),
+    };
     match req.op {
         Op::Acquire { .. } | Op::AcquireFenced { .. } => {
             let held = req
@@ -416,7 +422,11 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                     return Ok(Vote::stale(stored));
                 }
                 queue.retain(|(m, _)| m != member);
-                return apply(&mut inner.keys, req);
+                let vote = apply(&mut inner.keys, req)?;
+                if req.report.is_some() && vote.yes && slot_free(&inner.keys) {
+                    woken.extend(queue.first().map(|(h, _)| (h.clone(), req.op)));
+                }
+                return Ok(vote);
             }
             if !member.is_empty() {
                 match queue.iter_mut().find(|(m, _)| m == member) {
@@ -449,7 +459,7 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
         Op::Leave => {
             queue.retain(|(m, _)| m != member);
             let next = queue.first().map(|(m, _)| m.clone());
-            if free(&inner.keys) {
+            if slot_free(&inner.keys) {
                 woken.extend(next.map(|h| (h, req.op)));
             }
             Ok(Vote::YES)
