@@ -55,7 +55,9 @@ use crate::transport::Role;
 /// live reader holds. A writer refused because readers hold leaves its mark
 /// for 2 s and renews it with every round (it retries at least every
 /// 500 ms), so overlapping readers cannot starve it: new readers wait
-/// until it has written. A writer that gives up leaves its mark to expire.
+/// until it has written, and when the last reader leaves it goes ahead of
+/// readers that queued before it. A writer that gives up leaves its mark to
+/// expire.
 ///
 /// # What it costs
 ///

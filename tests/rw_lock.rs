@@ -418,3 +418,67 @@ fn bad_names_are_config_errors_and_names_never_collide() {
     assert_eq!(lock.name(), "same");
     assert!(format!("{lock:?}").contains("same"));
 }
+
+/// A reader queued ahead of a waiting writer, refused only by a mark (left
+/// by a writer that gave up), and the writer's own mark once it queued: when
+/// the last reader leaves, the marking writer goes first, as its mark
+/// promised. Before, the reader at the head was refused by the mark, the
+/// writer waited its turn behind that reader, and both sat out the mark
+/// (up to 2 s): the reader got in first.
+#[test]
+fn the_marking_writer_goes_before_a_reader_queued_ahead_of_it() {
+    let cluster = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3)
+        .map(|_| test_client(cluster.urls(), 0, None))
+        .collect();
+    let first = clients[0].rw_lock("order").read(TTL).unwrap();
+    for node in &cluster.nodes {
+        let _: () = redis::cmd("SET")
+            .arg("redlock-rw:order#wait")
+            .arg("gave-up:1")
+            .arg("PX")
+            .arg(3000)
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let queued = |count: usize| {
+        harness::settles("queued on the gate node", || {
+            cluster.nodes.iter().any(|n| {
+                let len: usize = redis::cmd("ZCARD")
+                    .arg("redlock-queue:redlock-rw:order")
+                    .query(&mut n.conn())
+                    .unwrap();
+                len == count
+            })
+        });
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::scope(|s| {
+        let reader = clients[1].rw_lock("order");
+        let writer = clients[2].rw_lock("order");
+        let wait = Duration::from_secs(10);
+        let to_reader = tx.clone();
+        s.spawn(move || {
+            let guard = reader.acquire_read(TTL).wait(wait).lock().unwrap();
+            to_reader.send("reader").unwrap();
+            drop(guard);
+        });
+        queued(1);
+        s.spawn(move || {
+            let guard = writer.acquire_write(TTL).wait(wait).lock().unwrap();
+            tx.send("writer").unwrap();
+            // Long enough for the reader's next round to meet it.
+            std::thread::sleep(Duration::from_millis(50));
+            drop(guard);
+        });
+        queued(2);
+        drop(first);
+        let order: Vec<&str> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(15))
+                    .expect("both get in")
+            })
+            .collect();
+        assert_eq!(order, ["writer", "reader"]);
+    });
+}

@@ -472,6 +472,12 @@ local function ok() fence(4,1) return 1 end
 /// `1` taken, `2` (`-2` fenced) others queued first, `0` (`-1` fenced) or
 /// the writer's token for held. A reader let in wakes the next in line:
 /// readers behind it may come too.
+///
+/// A waiting writer's mark holds its member: once no reader is left, that
+/// writer goes ahead of the queue (the mark promised it the lock before new
+/// readers), and a reader refused only by the mark wakes it — otherwise a
+/// reader queued ahead of the writer would be refused by the mark, the
+/// writer would wait for that reader, and both would sit out the mark.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
     fence_fns!(),
     gate_script!(
@@ -484,17 +490,27 @@ writer=redis.pcall("get",KEYS[1])
 if type(writer)~="string" then writer="" end
 end
 local readers=redis.call("zcard",KEYS[2])
-local held=writer~=nil or (reader and redis.call("exists",KEYS[3])==1) or (not reader and readers>0)
+local marked=redis.call("get",KEYS[3])
+local held=writer~=nil or (reader and marked~=false) or (not reader and readers>0)
 if not reader and not writer and readers>0 then
-redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
+if me~="" then marked=me else marked=ARGV[1] end
+redis.call("set",KEYS[3],marked,"PX",ARGV[3])
 end
 local h=head()
-if fenced and not reader and not held and (not h or h==me) then
+local mine=not reader and not held and me~="" and marked==me
+if fenced and not reader and not held and (not h or h==me or mine) then
 local w=stale(4,1)
 if type(w)=="table" then return w end
 if w>=0 then return {w} end
 end
-local r=turn(held)
+if reader and held and not writer and readers==0 and marked then wake(marked) end
+local r
+if mine then
+redis.call("zrem",q,me) redis.call("zrem",a,me)
+r=1
+else
+r=turn(held)
+end
 if r==2 then if fenced then return -2 end return 2 end
 if r==0 then
 if writer and writer~="" then return writer end
@@ -517,8 +533,10 @@ return 1"#
 );
 
 /// The gate node's reader release: `KEYS` = the readers' set, the writer's
-/// key, then the queue keys; `ARGV` = token, member. Leaves the set; when
-/// no reader is left (and no writer holds), wakes the head of the queue.
+/// key, the waiting writer's mark, then the queue keys; `ARGV` = token,
+/// member. Leaves the set; when no reader is left (and no writer holds),
+/// wakes the writer whose member the mark holds, else the head of the
+/// queue.
 /// `0` unless the reader was in the set and its time had not passed, else
 /// `2` if it woke a waiter, `1` if not. A member goes back to the head of
 /// the queue, unwoken, as in [`GATE_RELEASE_SCRIPT`].
@@ -532,7 +550,8 @@ local woke=0
 if until_ then
 redis.call("zremrangebyscore",KEYS[1],"-inf",now)
 if redis.call("zcard",KEYS[1])==0 and redis.call("exists",KEYS[2])==0 then
-local h=head()
+local h=redis.call("get",KEYS[3])
+if not h or not string.match(h,":%d+$") then h=head() end
 if h and h~=me then wake(h) woke=1 end
 end
 end
@@ -680,11 +699,12 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
             cmd.arg(mark_ms()).arg(proposed).arg(idle_ms);
             cmd.arg(if reader { "r" } else { "w" }).arg(member);
         }
-        (Op::Release, Some((Role::Read, [writer, readers, _]))) => {
+        (Op::Release, Some((Role::Read, [writer, readers, mark]))) => {
             cmd.arg(GATE_READ_RELEASE_SCRIPT)
-                .arg(4)
+                .arg(5)
                 .arg(readers)
                 .arg(writer)
+                .arg(mark)
                 .arg(queue)
                 .arg(alive)
                 .arg(token)
