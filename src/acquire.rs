@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 use crate::cancel::CancelToken;
 use std::sync::Arc;
 
+use crate::core::Role;
 use crate::core::{Core, Patience, Target};
 use crate::error::Error;
 use crate::guard::LockGuard;
-use crate::transport::Role;
 
 /// An acquisition to configure and then run, from [`Redlock::acquire`](crate::Redlock::acquire),
 /// [`Redlock::acquire_all`](crate::Redlock::acquire_all),

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::acquire::Acquire;
 use crate::core::Core;
+use crate::core::Role;
 use crate::error::Error;
 use crate::guard::LockGuard;
-use crate::transport::Role;
 
 /// A reader-writer lock across processes and machines: any number of
 /// readers at once, or one writer and no reader. From

@@ -50,6 +50,8 @@ use parking_lot::Mutex;
 use crate::algorithm::{self, Outcome};
 use crate::error::Error;
 use crate::settings::{NodeTimeout, Settings};
+/// Which side of a reader-writer lock an acquisition takes.
+pub(crate) use crate::transport::Role;
 use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
 pub(crate) use acquire::{Patience, Target};
 use handoff::Waiters;
