@@ -377,16 +377,16 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
         }
         let before = publishes(&cluster);
         drop(released);
-        let mut slots: Vec<String> = (0..2)
+        // Held until both are in: a release would wake the other waiter.
+        let permits: Vec<_> = (0..2)
             .map(|_| {
                 rx.recv_timeout(Duration::from_secs(10))
                     .expect("acquired")
                     .expect("a permit")
-                    .resource()
-                    .to_owned()
             })
             .collect();
-        slots.sort();
+        let mut slots: Vec<&str> = permits.iter().map(|p| p.resource()).collect();
+        slots.sort_unstable();
         assert_eq!(slots, ["redlock-sem:pass#0", "redlock-sem:pass#1"]);
         assert!(
             publishes(&cluster) - before >= 2,
