@@ -813,6 +813,9 @@ fn a_stale_token_among_failed_nodes_is_no_quorum() {
         );
         for node in &nodes[1..] {
             node.set(Behaviour::Fail(kind));
+            // Node 0's stale answer comes first: the round is decided on
+            // all three answers, not before node 0's is in.
+            node.set_delay(Duration::from_millis(50));
         }
         let asked = acquisitions(&nodes[0]);
         let err = core
@@ -827,6 +830,7 @@ fn a_stale_token_among_failed_nodes_is_no_quorum() {
         }
         for node in &nodes {
             node.set(Behaviour::Normal);
+            node.set_delay(Duration::ZERO);
         }
     }
 }
