@@ -59,11 +59,13 @@ fn a_waiter_in_another_client_acquires_right_after_the_release() {
     }
     waits.sort();
     println!("release → acquisition in another client: {waits:?}");
-    // One PUBLISH per release at most (none when the waiter's own round
-    // got in first: its timer round can meet the release), on one node.
+    // One PUBLISH per release at most, on one node: never a herd. (None when
+    // the waiter's own round got in first: a round in flight as the release
+    // lands is granted at the gate node without a wake-up — on a loaded CI
+    // machine, two of five were.)
     let published = publishes(&cluster);
     assert!(
-        (4..=5).contains(&published),
+        (1..=5).contains(&published),
         "each release woke its one waiter, on one node: {published} PUBLISHes"
     );
     // Polling alone would take up to the 400 ms retry delay, and would land
