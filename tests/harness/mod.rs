@@ -9,6 +9,7 @@
 
 mod clients;
 mod fenced;
+pub mod partition;
 mod proxy;
 pub mod pubsub;
 mod tls;
