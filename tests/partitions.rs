@@ -230,3 +230,114 @@ fn the_history_checker_finds_overlaps_per_resource() {
         Some(iv("a", 1, 2))
     );
 }
+
+/// A kept-alive holder is cut from a majority of the nodes (its renewals
+/// stop landing) while another client waits with a full view. The holder's
+/// validity ends — `ensure_valid` fails — before the other client's
+/// `lock()` returns: the keys it renewed last expire on the nodes no
+/// earlier than the validity it computed from them.
+#[test]
+fn a_kept_alive_holder_cut_from_its_majority_knows_it_lost_before_anyone_gets_in() {
+    let cluster = Cluster::start(5);
+    let net = Net::new(&cluster, 2);
+    let holder = client(&net.urls(0), false);
+    let other = client(&net.urls(1), false);
+    let mut guard = holder.lock("part:kept", TTL).unwrap();
+    guard.keep_alive();
+    // Renewed at least once across the TTL.
+    let first_valid = guard.valid_until();
+    settles("renewed", || guard.valid_until() > first_valid);
+    net.view(0, &[0, 1, 2]);
+    let got = other
+        .lock_for("part:kept", TTL, TTL * 4)
+        .expect("the other client gets in once the keys expire");
+    let entered = now_us();
+    let lost_at = wall_us(guard.valid_until());
+    assert!(
+        lost_at <= entered,
+        "the holder believed it held until {lost_at}, the other got in at {entered}"
+    );
+    assert!(
+        matches!(guard.ensure_valid(), Err(Error::LockLost { .. })),
+        "{:?}",
+        guard.ensure_valid()
+    );
+    got.release().unwrap();
+}
+
+/// A holder's extension and release reach only two of five nodes; the other
+/// three are held back. The resource frees by its TTL at the latest; when
+/// the partition heals, the held-back extension and release arrive late
+/// and touch nothing of the next holder's key.
+#[test]
+fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
+    let cluster = Cluster::start(5);
+    let net = Net::new(&cluster, 2);
+    let old = client(&net.urls(0), false);
+    let new = client(&net.urls(1), false);
+    let mut guard = old.lock("part:late", TTL).unwrap();
+    let locked = Instant::now();
+    net.view(0, &[2, 3, 4]);
+    assert!(guard.extend(TTL * 30).is_err(), "a minority cannot extend");
+    let _ = guard.release();
+    let got = new
+        .lock_for("part:late", TTL, TTL * 4)
+        .expect("free by its TTL");
+    let freed = locked.elapsed();
+    assert!(freed < TTL + Duration::from_millis(500), "{freed:?}");
+    for node in 2..5 {
+        assert!(net.held(0, node) > 0, "requests to node {node} held back");
+    }
+    let before: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
+    net.heal_all();
+    settles("the held-back requests delivered", || {
+        (2..5).all(|node| net.held(0, node) == 0)
+    });
+    // A round trip on every node after the late requests were written.
+    let after: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
+    assert_eq!(after, before, "the newer holder's key is untouched");
+    for node in &cluster.nodes {
+        let left = node.pttl("part:late");
+        assert!(left <= TTL.as_millis() as i64, "not extended: {left} ms");
+    }
+    got.release().unwrap();
+}
+
+/// The waiter's link to the gate node goes down while it is queued there:
+/// the release's wake-up is lost, and the waiter gets in by its retry
+/// delay, not after the holder's TTL.
+#[test]
+fn a_waiter_cut_from_the_gate_node_falls_back_to_its_retry_delay() {
+    let cluster = Cluster::start(5);
+    let net = Net::new(&cluster, 2);
+    let holder = client(&net.urls(0), false);
+    let retry = Duration::from_millis(300);
+    let waiter = Redlock::builder(net.urls(1))
+        .retry_delay(retry)
+        .retry_jitter(Duration::ZERO)
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(10);
+    let guard = holder.lock("part:gate", ttl).unwrap();
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| waiter.lock_for("part:gate", ttl, ttl * 2));
+        settles("the waiter is queued and listens", || {
+            harness::pubsub::waiting(&cluster, "part:gate", 1)
+        });
+        let gate = (0..5)
+            .find(|&i| harness::pubsub::queued(&cluster.nodes[i], "part:gate") == 1)
+            .expect("the gate node");
+        net.cut(1, gate);
+        let released = Instant::now();
+        guard.release().unwrap();
+        let got = waits.join().unwrap().expect("acquired");
+        let waited = released.elapsed();
+        println!("cut from the gate node: in after {waited:?}");
+        // The retry pause, the round that finds the gate node silent, and
+        // slack for a loaded machine: far below the 10 s TTL.
+        assert!(waited < retry * 4, "{waited:?}");
+        net.heal_all();
+        got.release().unwrap();
+    });
+}

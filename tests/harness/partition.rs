@@ -48,6 +48,11 @@ impl Net {
         self.links[client][node].set(Fault::Pass);
     }
 
+    /// Chunks of traffic held back between `client` and `node` now.
+    pub fn held(&self, client: usize, node: usize) -> usize {
+        self.links[client][node].held()
+    }
+
     /// `client` sees exactly the nodes not in `cut`.
     pub fn view(&self, client: usize, cut: &[usize]) {
         for node in 0..self.links[client].len() {

@@ -25,6 +25,8 @@ struct ProxyShared {
     /// Per connection: whether it went silent (see
     /// [`Proxy::silence_existing`]).
     silenced: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
+    /// Chunks read and not yet forwarded because of a [`Fault::Stall`].
+    held: std::sync::atomic::AtomicUsize,
 }
 
 /// A TCP proxy in front of a node, to inject network faults. Dropping it
@@ -51,6 +53,7 @@ impl Proxy {
             stop: std::sync::atomic::AtomicBool::new(false),
             sockets: std::sync::Mutex::new(Vec::new()),
             silenced: std::sync::Mutex::new(Vec::new()),
+            held: std::sync::atomic::AtomicUsize::new(0),
         });
         let accept_shared = shared.clone();
         std::thread::spawn(move || {
@@ -111,6 +114,12 @@ impl Proxy {
         }
     }
 
+    /// Chunks of traffic held back by a [`Fault::Stall`] right now: after
+    /// the link passes again, 0 once they were all delivered.
+    pub fn held(&self) -> usize {
+        self.shared.held.load(Ordering::SeqCst)
+    }
+
     /// Closes every connection through the proxy (new ones are accepted).
     pub fn cut_connections(&self) {
         for socket in self.shared.sockets.lock().unwrap().drain(..) {
@@ -142,6 +151,7 @@ fn pump(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        let mut holding = false;
         loop {
             if shared.stop.load(Ordering::SeqCst) {
                 break;
@@ -154,7 +164,13 @@ fn pump(
             let fault = *shared.fault.lock().unwrap();
             match fault {
                 // Hold the data: a stalled peer answers nothing.
-                Fault::Stall => std::thread::sleep(Duration::from_millis(2)),
+                Fault::Stall => {
+                    if !holding {
+                        holding = true;
+                        shared.held.fetch_add(1, Ordering::SeqCst);
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
                 Fault::Latency(delay) if replies => {
                     std::thread::sleep(delay);
                     break;
@@ -163,12 +179,19 @@ fn pump(
                     let _ = to.write_all(&buf[..n / 2]);
                     let _ = to.shutdown(std::net::Shutdown::Both);
                     let _ = from.shutdown(std::net::Shutdown::Both);
+                    if holding {
+                        shared.held.fetch_sub(1, Ordering::SeqCst);
+                    }
                     return;
                 }
                 _ => break,
             }
         }
-        if to.write_all(&buf[..n]).is_err() {
+        let written = to.write_all(&buf[..n]).is_ok();
+        if holding {
+            shared.held.fetch_sub(1, Ordering::SeqCst);
+        }
+        if !written {
             break;
         }
     }
