@@ -17,7 +17,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::partition::{Interval, Net, now_us, overlaps, random_cut, random_hold, wall_us};
+use harness::partition::{
+    Interval, Net, most_at_once, now_us, overlaps, random_cut, random_hold, wall_us,
+};
 use harness::{Cluster, settles};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -25,6 +27,8 @@ use redlock_sync::{Error, LockGuard, Redlock};
 
 const TTL: Duration = Duration::from_secs(1);
 const SHARED: &str = "part:shared";
+const SEMAPHORE: &str = "part:sem";
+const RW: &str = "part:rw";
 
 fn scenario_time() -> Duration {
     let default = if std::env::var_os("CI").is_some() {
@@ -51,6 +55,104 @@ fn client(urls: &[String], fencing: bool) -> Redlock {
 /// fencing client's lock), `all` (a fencing client's `lock_all` of the
 /// shared resource and one of its own), `plain-all` (the same, unfenced).
 const MODES: [&str; 4] = ["lock", "fenced", "all", "plain-all"];
+
+/// The children of the rotating semaphore and rw-lock scenario: three
+/// takers of a 2-permit semaphore, two readers and two writers.
+const LIMIT_MODES: [&str; 7] = ["sem", "sem", "sem", "read", "read", "write", "write"];
+
+/// What the children of one rotating run reported: every interval with
+/// its fencing token, and each child's `TAKEN name count` line.
+struct Reports {
+    intervals: Vec<(Interval, Option<u64>)>,
+    taken: Vec<String>,
+}
+
+impl Reports {
+    fn history(&self) -> Vec<Interval> {
+        self.intervals.iter().map(|(i, _)| i.clone()).collect()
+    }
+
+    /// Every child got in at least once.
+    fn assert_progress(&self, children: usize, seed: u64) {
+        assert_eq!(self.taken.len(), children, "every child reported");
+        for line in &self.taken {
+            let count: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert!(
+                count > 0,
+                "seed {seed}: a client never got in: {:?}",
+                self.taken
+            );
+        }
+    }
+}
+
+/// Runs one child per mode, each behind its own links to `cluster`, for
+/// `run` while every child's view changes every 100–300 ms (0–2 of 5 nodes
+/// cut, sometimes 3; seeded by `seed`); heals, and collects the reports.
+fn rotate(cluster: &Cluster, modes: &[&str], run: Duration, seed: u64) -> Reports {
+    let net = Net::new(cluster, modes.len());
+    let children: Vec<_> = modes
+        .iter()
+        .enumerate()
+        .map(|(i, mode)| {
+            Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", "partition_child", "--ignored", "--nocapture"])
+                .env("PARTITION_URLS", net.urls(i).join(","))
+                .env("PARTITION_MODE", mode)
+                .env("PARTITION_NAME", format!("{mode}-{i}"))
+                .env("PARTITION_MILLIS", run.as_millis().to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("child test process")
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let until = Instant::now() + run;
+    let mut views = 0u64;
+    while Instant::now() < until {
+        for client in 0..modes.len() {
+            net.view(client, &random_cut(&mut rng, 5));
+        }
+        views += 1;
+        std::thread::sleep(random_hold(&mut rng));
+    }
+    net.heal_all();
+    let mut reports = Reports {
+        intervals: Vec::new(),
+        taken: Vec::new(),
+    };
+    for mut child in children {
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        for line in stdout.lines().map_while(Result::ok) {
+            if let Some(interval) = Interval::parse(&line) {
+                let token = line
+                    .split(" token ")
+                    .nth(1)
+                    .and_then(|t| t.trim().parse::<u64>().ok());
+                reports.intervals.push((interval, token));
+            } else if let Some(rest) = line.split("TAKEN ").nth(1) {
+                reports.taken.push(rest.trim().to_owned());
+            }
+        }
+        assert!(child.wait().unwrap().success(), "a child failed");
+    }
+    println!(
+        "partitions: {views} views per client, {} intervals, per child: {:?}",
+        reports.intervals.len(),
+        reports.taken
+    );
+    reports
+}
+
+fn seed_and_run() -> (u64, Duration) {
+    let seed: u64 = std::env::var("REDLOCK_PARTITION_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(rand::random);
+    let run = scenario_time();
+    println!("partitions: seed {seed} (replay with REDLOCK_PARTITION_SEED={seed}), {run:?}");
+    (seed, run)
+}
 
 /// The interval `guard` is believed held, from `start` until now or the
 /// end of its validity, whichever is first.
@@ -87,6 +189,13 @@ fn partition_child() {
             .min(Duration::from_secs(2));
         let result = match mode.as_str() {
             "lock" | "fenced" => redlock.lock_for(SHARED, TTL, wait),
+            "sem" => redlock
+                .semaphore(SEMAPHORE, 2)
+                .acquire(TTL)
+                .wait(wait)
+                .lock(),
+            "read" => redlock.rw_lock(RW).acquire_read(TTL).wait(wait).lock(),
+            "write" => redlock.rw_lock(RW).acquire_write(TTL).wait(wait).lock(),
             _ => redlock.acquire_all(&[SHARED, &own], TTL).wait(wait).lock(),
         };
         let guard = match result {
@@ -97,7 +206,14 @@ fn partition_child() {
         };
         let start = now_us();
         std::thread::sleep(Duration::from_millis(5));
-        for resource in guard.resources() {
+        // A permit or a hold is reported under the primitive's name and
+        // role: the checks count holders, whichever slot they took.
+        let named: Vec<String> = match mode.as_str() {
+            "sem" => vec![SEMAPHORE.to_owned()],
+            "read" | "write" => vec![format!("{RW}:{mode}")],
+            _ => guard.resources().map(str::to_owned).collect(),
+        };
+        for resource in &named {
             let mut line = interval(&name, resource, start, &guard).to_line();
             if let Some(token) = guard.fencing_token() {
                 line.push_str(&format!(" token {token}"));
@@ -113,71 +229,14 @@ fn partition_child() {
 
 #[test]
 fn rotating_asymmetric_partitions_never_let_two_holders_in() {
-    let seed: u64 = std::env::var("REDLOCK_PARTITION_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(rand::random);
-    let run = scenario_time();
-    println!("partitions: seed {seed} (replay with REDLOCK_PARTITION_SEED={seed}), {run:?}");
+    let (seed, run) = seed_and_run();
     let cluster = Cluster::start(5);
-    let net = Net::new(&cluster, MODES.len());
-    let children: Vec<_> = MODES
-        .iter()
-        .enumerate()
-        .map(|(i, mode)| {
-            Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", "partition_child", "--ignored", "--nocapture"])
-                .env("PARTITION_URLS", net.urls(i).join(","))
-                .env("PARTITION_MODE", mode)
-                .env("PARTITION_NAME", format!("{mode}-{i}"))
-                .env("PARTITION_MILLIS", run.as_millis().to_string())
-                .stdout(Stdio::piped())
-                .spawn()
-                .expect("child test process")
-        })
-        .collect();
-    // Each client's view changes every 100–300 ms: 0–2 nodes cut, sometimes 3.
-    let mut rng = StdRng::seed_from_u64(seed);
-    let until = Instant::now() + run;
-    let mut views = 0u64;
-    while Instant::now() < until {
-        for client in 0..MODES.len() {
-            net.view(client, &random_cut(&mut rng, 5));
-        }
-        views += 1;
-        std::thread::sleep(random_hold(&mut rng));
-    }
-    net.heal_all();
-    let mut intervals = Vec::new();
-    let mut taken = Vec::new();
-    for mut child in children {
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        for line in stdout.lines().map_while(Result::ok) {
-            if let Some(interval) = Interval::parse(&line) {
-                let token = line
-                    .split(" token ")
-                    .nth(1)
-                    .and_then(|t| t.trim().parse::<u64>().ok());
-                intervals.push((interval, token));
-            } else if let Some(rest) = line.split("TAKEN ").nth(1) {
-                taken.push(rest.trim().to_owned());
-            }
-        }
-        assert!(child.wait().unwrap().success(), "a child failed");
-    }
-    let history: Vec<Interval> = intervals.iter().map(|(i, _)| i.clone()).collect();
-    let shared = history.iter().filter(|i| i.resource == SHARED).count();
-    println!(
-        "partitions: {views} views per client, {shared} holds of the shared resource, \
-         per child: {taken:?}"
-    );
+    let reports = rotate(&cluster, &MODES, run, seed);
+    let history = reports.history();
+    let intervals = &reports.intervals;
     let bad = overlaps(&history);
     assert!(bad.is_empty(), "seed {seed}: overlapping holds: {bad:?}");
-    assert_eq!(taken.len(), MODES.len(), "every child reported");
-    for line in &taken {
-        let count: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        assert!(count > 0, "seed {seed}: a client never got in: {taken:?}");
-    }
+    reports.assert_progress(MODES.len(), seed);
     // Fencing tokens grow from one fenced holder of the shared resource to
     // the next.
     let mut fenced: Vec<&(Interval, Option<u64>)> = intervals
@@ -210,6 +269,45 @@ fn rotating_asymmetric_partitions_never_let_two_holders_in() {
     });
 }
 
+/// Semaphores and reader-writer locks under the same rotating partitions:
+/// three takers of a 2-permit semaphore never make three holders; a writer
+/// never overlaps a reader or another writer, and every child progresses.
+#[test]
+fn rotating_partitions_keep_semaphore_and_rw_limits() {
+    let (seed, run) = seed_and_run();
+    let cluster = Cluster::start(5);
+    let reports = rotate(&cluster, &LIMIT_MODES, run, seed);
+    let history = reports.history();
+    reports.assert_progress(LIMIT_MODES.len(), seed);
+    let permits = most_at_once(&history, SEMAPHORE);
+    println!("partitions: at most {permits} of 2 permits held at once");
+    assert!(permits <= 2, "seed {seed}: {permits} holders of 2 permits");
+    let writes = format!("{RW}:write");
+    let reads = format!("{RW}:read");
+    assert!(
+        most_at_once(&history, &writes) <= 1,
+        "seed {seed}: two writers"
+    );
+    // A writer against every reader: the same resource name for both.
+    let mixed: Vec<Interval> = history
+        .iter()
+        .filter(|i| i.resource == writes || i.resource == reads)
+        .map(|i| Interval {
+            resource: if i.resource == writes { "w" } else { "r" }.to_owned(),
+            ..i.clone()
+        })
+        .collect();
+    let writers: Vec<&Interval> = mixed.iter().filter(|i| i.resource == "w").collect();
+    for writer in &writers {
+        for other in mixed.iter().filter(|o| *o != *writer) {
+            assert!(
+                other.end <= writer.start || other.start >= writer.end,
+                "seed {seed}: writer {writer:?} with {other:?}"
+            );
+        }
+    }
+}
+
 /// The checker itself: touching intervals are fine, an overlap of one
 /// resource is found, intervals of different resources never clash.
 #[test]
@@ -224,6 +322,8 @@ fn the_history_checker_finds_overlaps_per_resource() {
     assert_eq!(overlaps(&[iv("a", 9, 20), iv("a", 0, 10)]).len(), 1);
     let nested = [iv("a", 0, 100), iv("a", 10, 20), iv("a", 30, 40)];
     assert_eq!(overlaps(&nested).len(), 2);
+    assert_eq!(most_at_once(&nested, "a"), 2);
+    assert_eq!(most_at_once(&[iv("a", 0, 10), iv("a", 10, 20)], "a"), 1);
     let line = iv("a", 1, 2).to_line();
     assert_eq!(
         Interval::parse(&format!("test x ... {line}")),

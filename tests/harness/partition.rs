@@ -168,3 +168,21 @@ pub fn random_cut(rng: &mut impl rand::RngExt, nodes: usize) -> Vec<usize> {
 pub fn random_hold(rng: &mut impl rand::RngExt) -> Duration {
     Duration::from_millis(rng.random_range(100..=300))
 }
+
+/// The most intervals of `resource` that cover one moment.
+pub fn most_at_once(intervals: &[Interval], resource: &str) -> usize {
+    let mut edges: Vec<(u64, i32)> = intervals
+        .iter()
+        .filter(|i| i.resource == resource)
+        // An end sorts before a start at the same moment: touching
+        // intervals do not overlap.
+        .flat_map(|i| [(i.start, 1), (i.end, -1)])
+        .collect();
+    edges.sort_by_key(|&(at, delta)| (at, delta));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, delta) in edges {
+        now += delta;
+        most = most.max(now);
+    }
+    usize::try_from(most).unwrap_or(0)
+}
