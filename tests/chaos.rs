@@ -1,6 +1,8 @@
 //! A bounded chaos soak: 8 workers contend for one resource while a seeded
 //! fault schedule pauses, slows, stalls, cuts and delay-restarts random
-//! minorities of the 5 nodes.
+//! minorities of the 5 nodes, or partitions the two clients asymmetrically
+//! (each cut from its own random minority, held-back traffic delivered late
+//! on the heal).
 //!
 //! `REDLOCK_SOAK_SECS` sets the duration (default 60 s under `CI`, else 20 s);
 //! `REDLOCK_CHAOS_SEED` replays a schedule (the seed is printed).
@@ -39,17 +41,29 @@ enum Kind {
     Drop,
     /// Killed, and restarted empty only after the TTL (a safe restart).
     DelayedRestart,
+    /// Each client cut from its own random minority (its links hold bytes
+    /// both ways), then healed: what was held back arrives late.
+    Partition,
 }
 
 /// Applies one fault to a random minority, holds it, undoes it.
-fn inject(rng: &mut StdRng, cluster: &mut Cluster, proxies: &[Proxy], log: &mut Vec<String>) {
+fn inject(
+    rng: &mut StdRng,
+    cluster: &mut Cluster,
+    (proxies, links): (&[Proxy], &[Vec<Proxy>]),
+    log: &mut Vec<String>,
+) {
     let kind = [
         Kind::Pause,
         Kind::Slow,
         Kind::Stall,
         Kind::Drop,
         Kind::DelayedRestart,
-    ][rng.random_range(0..5)];
+        Kind::Partition,
+    ][rng.random_range(0..6)];
+    if let Kind::Partition = kind {
+        return partition(rng, links, log);
+    }
     let count = rng.random_range(1..=2);
     let mut victims: Vec<usize> = (0..5).collect();
     for i in 0..count {
@@ -65,6 +79,7 @@ fn inject(rng: &mut StdRng, cluster: &mut Cluster, proxies: &[Proxy], log: &mut 
             Kind::Stall => proxies[v].set(Fault::Stall),
             Kind::Drop => proxies[v].set(Fault::DropMidReply),
             Kind::DelayedRestart => cluster.nodes[v].kill(),
+            Kind::Partition => {}
         }
     }
     let hold = match kind {
@@ -78,6 +93,34 @@ fn inject(rng: &mut StdRng, cluster: &mut Cluster, proxies: &[Proxy], log: &mut 
             Kind::Pause => cluster.nodes[v].resume(),
             Kind::Slow | Kind::Stall | Kind::Drop => proxies[v].set(Fault::Pass),
             Kind::DelayedRestart => cluster.nodes[v].restart(),
+            Kind::Partition => {}
+        }
+    }
+}
+
+/// Cuts each client from its own random minority of the nodes, holds,
+/// heals.
+fn partition(rng: &mut StdRng, links: &[Vec<Proxy>], log: &mut Vec<String>) {
+    let hold = Duration::from_millis(rng.random_range(200..1200));
+    let mut cuts = Vec::new();
+    for row in links {
+        let count = rng.random_range(1..=2);
+        let mut nodes: Vec<usize> = (0..row.len()).collect();
+        for i in 0..count {
+            let j = rng.random_range(i..nodes.len());
+            nodes.swap(i, j);
+        }
+        nodes.truncate(count);
+        for &n in &nodes {
+            row[n].set(Fault::Stall);
+        }
+        cuts.push(nodes);
+    }
+    log.push(format!("Partition {cuts:?} for {hold:?}"));
+    std::thread::sleep(hold);
+    for row in links {
+        for link in row {
+            link.set(Fault::Pass);
         }
     }
 }
@@ -92,10 +135,15 @@ fn chaos_soak_keeps_exclusion_and_progress() {
     println!("chaos: seed {seed} (replay with REDLOCK_CHAOS_SEED={seed}), {run:?}");
     let mut cluster = Cluster::start(5);
     let proxies: Vec<Proxy> = cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect();
+    // Each client's own links, in front of the nodes' proxies.
+    let links: Vec<Vec<Proxy>> = (0..2)
+        .map(|_| proxies.iter().map(|p| Proxy::start(p.port)).collect())
+        .collect();
     let witness = Node::start(&NodeOptions::default());
-    let clients: Vec<Redlock> = (0..2)
-        .map(|_| {
-            Redlock::builder(proxies.iter().map(Proxy::url))
+    let clients: Vec<Redlock> = links
+        .iter()
+        .map(|row| {
+            Redlock::builder(row.iter().map(Proxy::url))
                 .node_timeout(Duration::from_millis(25))
                 .connect_timeout(Duration::from_millis(200))
                 .build()
@@ -130,7 +178,7 @@ fn chaos_soak_keeps_exclusion_and_progress() {
         });
         let mut rng = StdRng::seed_from_u64(seed);
         while Instant::now() + Duration::from_secs(3) < until {
-            inject(&mut rng, &mut cluster, &proxies, &mut schedule);
+            inject(&mut rng, &mut cluster, (&proxies, &links), &mut schedule);
         }
         let mut total = Contention::default();
         for w in workers {
