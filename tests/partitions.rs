@@ -389,16 +389,42 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         assert!(net.held(0, node) > 0, "requests to node {node} held back");
     }
     let before: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
+    // The newer holder's token: the one a majority holds. (A minority may
+    // differ for a moment: the newer client's round returned at a quorum,
+    // and an earlier round's clean-up is sent without waiting.)
+    let newer = before
+        .iter()
+        .flatten()
+        .find(|t| before.iter().filter(|b| b.as_ref() == Some(*t)).count() >= 3)
+        .cloned()
+        .expect("the newer holder's key on a majority");
     net.heal_all();
     settles("the held-back requests delivered", || {
         (2..5).all(|node| net.held(0, node) == 0)
     });
     // A round trip on every node after the late requests were written.
-    let after: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
-    assert_eq!(after, before, "the newer holder's key is untouched");
-    for node in &cluster.nodes {
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let value = node.get("part:late");
         let left = node.pttl("part:late");
-        assert!(left <= TTL.as_millis() as i64, "not extended: {left} ms");
+        if before[i].as_ref() == Some(&newer) {
+            assert_eq!(
+                value.as_ref(),
+                Some(&newer),
+                "node {i}: the newer key deleted"
+            );
+            assert!(
+                left <= TTL.as_millis() as i64,
+                "node {i}: extended to {left} ms"
+            );
+        } else {
+            // The newer client's own requests may still land here (its
+            // round returned at a quorum), never the old holder's.
+            assert!(
+                value.is_none() || value == before[i] || value.as_ref() == Some(&newer),
+                "node {i}: re-created as {value:?} (before: {:?})",
+                before[i]
+            );
+        }
     }
     got.release().unwrap();
 }
