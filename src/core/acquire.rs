@@ -215,6 +215,9 @@ impl Core {
         // proposed again above a stale token: not counted either.
         let mut walked = 0u32;
         let mut restarts = 0u32;
+        // The last wait ended with a wake-up: the gate node said a permit
+        // (or the lock) came free.
+        let mut woken_turn = false;
         // The largest fence value the nodes reported to this acquisition:
         // its next fenced round proposes above it.
         let mut fence_seen = 0u64;
@@ -299,7 +302,15 @@ impl Core {
                 _ => None,
             };
             if let (Some((semaphore, _, slots)), Some(reports)) = (&mut slots, reports) {
-                let next = slots.next(reports);
+                // A round the gate node stopped reports nothing. Woken, the
+                // waiter knows a permit came free: it tries the other slots
+                // at the gate node (one request each) rather than wait for
+                // the next wake-up; otherwise the pass ends.
+                let next = if reports.is_empty() && woken_turn {
+                    slots.next_untried()
+                } else {
+                    slots.next(reports)
+                };
                 keys = slot_keys(semaphore, slots.current());
                 if next.is_some() && patience.deadline.is_none_or(|d| Instant::now() < d) {
                     walked += 1;
@@ -347,6 +358,7 @@ impl Core {
                 // Only a caller that may not retry has none.
                 None => Woken::TimedOut,
             };
+            woken_turn = woken == Woken::Turn;
             if woken == Woken::Cancelled {
                 self.leave(&keys, ticket.as_ref(), report);
                 return cancelled(attempts);

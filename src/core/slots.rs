@@ -89,6 +89,25 @@ impl Slots {
     }
 }
 
+impl Slots {
+    /// After a round that reported nothing (the gate node stopped it): a
+    /// slot not yet tried in this pass, at random, or `None` when the pass
+    /// is over.
+    pub(crate) fn next_untried(&mut self) -> Option<u32> {
+        self.done |= 1 << self.current;
+        let untried = (0..self.permits).filter(|slot| self.done & (1 << slot) == 0);
+        let count = untried.clone().count();
+        if count == 0 {
+            self.done = 0;
+            self.current = rand::random_range(0..self.permits);
+            return None;
+        }
+        let pick = rand::random_range(0..count);
+        self.current = untried.clone().nth(pick).unwrap_or(self.current);
+        Some(self.current)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +155,18 @@ mod tests {
         assert_eq!(tried, vec![0, 1, 2, 3]);
         // A new pass.
         assert!(slots.next(&[0]).is_some());
+    }
+
+    #[test]
+    fn untried_slots_are_walked_once_each() {
+        let mut slots = Slots::new(4, 3, 2);
+        let mut tried = vec![slots.current()];
+        while let Some(next) = slots.next_untried() {
+            tried.push(next);
+            assert!(tried.len() <= 4, "{tried:?}");
+        }
+        tried.sort_unstable();
+        assert_eq!(tried, vec![0, 1, 2, 3]);
     }
 
     #[test]
