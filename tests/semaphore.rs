@@ -329,11 +329,6 @@ fn a_waiter_in_another_client_is_woken_by_the_release_of_any_permit() {
     );
 }
 
-/// With `K - 1` permits held, the nodes' reports lead a round to the free
-/// one: about 2 rounds (`1/K` of the time 1) per acquisition, however
-/// large `K` is. Counted by the client itself (`redlock_acquire_rounds`,
-/// recorded on the calling thread).
-#[cfg(feature = "metrics")]
 /// Both permits come free while two waiters in other clients wait, but
 /// only one release is heard: the other permit's key was deleted behind its
 /// holder's back. The first waiter's grant, which leaves a permit free,
@@ -396,6 +391,11 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
     drop(kept);
 }
 
+/// With `K - 1` permits held, the nodes' reports lead a round to the free
+/// one: about 2 rounds (`1/K` of the time 1) per acquisition, however
+/// large `K` is. Counted by the client itself (`redlock_acquire_rounds`,
+/// recorded on the calling thread).
+#[cfg(feature = "metrics")]
 #[test]
 fn the_last_free_permit_is_found_in_two_rounds_on_average() {
     use metrics_util::debugging::{DebugValue, DebuggingRecorder};
