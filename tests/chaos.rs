@@ -135,9 +135,19 @@ fn chaos_soak_keeps_exclusion_and_progress() {
     println!("chaos: seed {seed} (replay with REDLOCK_CHAOS_SEED={seed}), {run:?}");
     let mut cluster = Cluster::start(5);
     let proxies: Vec<Proxy> = cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect();
-    // Each client's own links, in front of the nodes' proxies.
+    // Each client's own links, in front of the nodes' proxies; node `i`'s
+    // on 127.0.0.{10 + i}, so both clients list the nodes in one address
+    // order and agree on every resource's gate node.
     let links: Vec<Vec<Proxy>> = (0..2)
-        .map(|_| proxies.iter().map(|p| Proxy::start(p.port)).collect())
+        .map(|_| {
+            proxies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    Proxy::start_on(std::net::Ipv4Addr::new(127, 0, 0, 10 + i as u8), p.port)
+                })
+                .collect()
+        })
         .collect();
     let witness = Node::start(&NodeOptions::default());
     let clients: Vec<Redlock> = links

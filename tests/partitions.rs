@@ -21,14 +21,18 @@ use harness::partition::{
     Interval, Net, most_at_once, now_us, overlaps, random_cut, random_hold, wall_us,
 };
 use harness::{Cluster, settles};
-use rand::SeedableRng;
 use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use redlock_sync::{Error, LockGuard, Redlock};
 
 const TTL: Duration = Duration::from_secs(1);
 const SHARED: &str = "part:shared";
 const SEMAPHORE: &str = "part:sem";
 const RW: &str = "part:rw";
+/// How long a child waits for one acquisition: long enough to keep its
+/// place in the queue behind three others holding past their validity
+/// (a waiter that gives up rejoins at the tail).
+const PATIENCE: Duration = Duration::from_secs(6);
 
 fn scenario_time() -> Duration {
     let default = if std::env::var_os("CI").is_some() {
@@ -89,21 +93,35 @@ impl Reports {
 /// Runs one child per mode, each behind its own links to `cluster`, for
 /// `run` while every child's view changes every 100–300 ms (0–2 of 5 nodes
 /// cut, sometimes 3; seeded by `seed`); heals, and collects the reports.
+///
+/// Each child's stdout is drained by its own thread from the moment it is
+/// spawned: a child never blocks on a full pipe (while holding the lock,
+/// which would stretch its intervals and starve the others). A child that
+/// has not ended a minute after its time is killed and fails the test.
 fn rotate(cluster: &Cluster, modes: &[&str], run: Duration, seed: u64) -> Reports {
     let net = Net::new(cluster, modes.len());
     let children: Vec<_> = modes
         .iter()
         .enumerate()
         .map(|(i, mode)| {
-            Command::new(std::env::current_exe().unwrap())
+            let mut child = Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", "partition_child", "--ignored", "--nocapture"])
                 .env("PARTITION_URLS", net.urls(i).join(","))
                 .env("PARTITION_MODE", mode)
                 .env("PARTITION_NAME", format!("{mode}-{i}"))
                 .env("PARTITION_MILLIS", run.as_millis().to_string())
+                .env("PARTITION_SEED", (seed ^ i as u64).to_string())
                 .stdout(Stdio::piped())
                 .spawn()
-                .expect("child test process")
+                .expect("child test process");
+            let stdout = BufReader::new(child.stdout.take().unwrap());
+            let lines = std::thread::spawn(move || {
+                stdout
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect::<Vec<String>>()
+            });
+            (child, lines)
         })
         .collect();
     let mut rng = StdRng::seed_from_u64(seed);
@@ -117,13 +135,25 @@ fn rotate(cluster: &Cluster, modes: &[&str], run: Duration, seed: u64) -> Report
         std::thread::sleep(random_hold(&mut rng));
     }
     net.heal_all();
+    let deadline = Instant::now() + Duration::from_secs(60);
     let mut reports = Reports {
         intervals: Vec::new(),
         taken: Vec::new(),
     };
-    for mut child in children {
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        for line in stdout.lines().map_while(Result::ok) {
+    for (mut child, lines) in children {
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("seed {seed}: a child did not end within a minute of its time");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "seed {seed}: a child failed");
+        for line in lines.join().unwrap() {
             if let Some(interval) = Interval::parse(&line) {
                 let token = line
                     .split(" token ")
@@ -134,8 +164,17 @@ fn rotate(cluster: &Cluster, modes: &[&str], run: Duration, seed: u64) -> Report
                 reports.taken.push(rest.trim().to_owned());
             }
         }
-        assert!(child.wait().unwrap().success(), "a child failed");
     }
+    let backwards: Vec<&Interval> = reports
+        .intervals
+        .iter()
+        .map(|(i, _)| i)
+        .filter(|i| i.end < i.start)
+        .collect();
+    assert!(
+        backwards.is_empty(),
+        "seed {seed}: a guard whose validity had ended when lock() returned: {backwards:?}"
+    );
     println!(
         "partitions: {views} views per client, {} intervals, per child: {:?}",
         reports.intervals.len(),
@@ -165,28 +204,56 @@ fn interval(holder: &str, resource: &str, start: u64, guard: &LockGuard) -> Inte
     }
 }
 
-/// A child of [`rotating_asymmetric_partitions_never_let_two_holders_in`]:
-/// takes the shared resource again and again until its time is up, and
-/// prints each interval (with the fencing token) and its count.
+/// How long a child holds what it took, and how it lets go.
+enum Hold {
+    /// Releases after this long.
+    Release(Duration),
+    /// Holds past the end of its validity (its interval ends there), then
+    /// releases (the keys are gone by then, or nearly).
+    PastValidity,
+    /// Walks away after this long without releasing: the keys expire.
+    Forget(Duration),
+}
+
+/// Mostly short holds; a fifth up to half a TTL; one in ten past the
+/// validity; one in ten never released.
+fn random_hold_of(rng: &mut StdRng) -> Hold {
+    match rng.random_range(0..10) {
+        0..=5 => Hold::Release(Duration::from_millis(5)),
+        6 | 7 => Hold::Release(Duration::from_millis(rng.random_range(0..500))),
+        8 => Hold::PastValidity,
+        _ => Hold::Forget(Duration::from_millis(rng.random_range(0..50))),
+    }
+}
+
+/// A child of [`rotating_asymmetric_partitions_never_let_two_holders_in`]
+/// and [`rotating_partitions_keep_semaphore_and_rw_limits`]: takes its
+/// resource again and again until its time is up, holds it as
+/// [`random_hold_of`] says, and prints each interval (with the fencing
+/// token) and its counts. Run on its own (without `PARTITION_URLS`), it
+/// does nothing.
 #[test]
-#[ignore = "run as a child process by rotating_asymmetric_partitions_never_let_two_holders_in"]
+#[ignore = "run as a child process by the rotating partition scenarios"]
 fn partition_child() {
+    let Ok(urls) = std::env::var("PARTITION_URLS") else {
+        return;
+    };
     let env = |name: &str| std::env::var(name).expect(name);
-    let urls: Vec<String> = env("PARTITION_URLS")
-        .split(',')
-        .map(str::to_owned)
-        .collect();
+    let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
     let mode = env("PARTITION_MODE");
     let name = env("PARTITION_NAME");
+    let mut rng = StdRng::seed_from_u64(env("PARTITION_SEED").parse().unwrap());
     let until = Instant::now() + Duration::from_millis(env("PARTITION_MILLIS").parse().unwrap());
     let fencing = matches!(mode.as_str(), "fenced" | "all");
     let redlock = client(&urls, fencing);
     let own = format!("part:own:{name}");
-    let mut taken = 0u64;
+    let (mut taken, mut past, mut forgotten) = (0u64, 0u64, 0u64);
+    // Waits that ended busy, and rounds short of nodes.
+    let (mut busy, mut short) = (0u64, 0u64);
     while Instant::now() < until {
         let wait = until
             .saturating_duration_since(Instant::now())
-            .min(Duration::from_secs(2));
+            .min(PATIENCE);
         let result = match mode.as_str() {
             "lock" | "fenced" => redlock.lock_for(SHARED, TTL, wait),
             "sem" => redlock
@@ -201,11 +268,28 @@ fn partition_child() {
         let guard = match result {
             Ok(guard) => guard,
             // What a partitioned client may hear; anything else is a bug.
-            Err(Error::Busy { .. } | Error::NoQuorum { .. } | Error::TooSlow { .. }) => continue,
+            Err(Error::Busy { .. }) => {
+                busy += 1;
+                continue;
+            }
+            Err(Error::NoQuorum { .. } | Error::TooSlow { .. }) => {
+                short += 1;
+                continue;
+            }
             Err(other) => panic!("{name}: {other}"),
         };
         let start = now_us();
-        std::thread::sleep(Duration::from_millis(5));
+        let hold = random_hold_of(&mut rng);
+        match hold {
+            Hold::Release(pause) | Hold::Forget(pause) => std::thread::sleep(pause),
+            Hold::PastValidity => {
+                let left = guard
+                    .valid_until()
+                    .saturating_duration_since(Instant::now());
+                std::thread::sleep(left + Duration::from_millis(20));
+                past += 1;
+            }
+        }
         // A permit or a hold is reported under the primitive's name and
         // role: the checks count holders, whichever slot they took.
         let named: Vec<String> = match mode.as_str() {
@@ -213,18 +297,31 @@ fn partition_child() {
             "read" | "write" => vec![format!("{RW}:{mode}")],
             _ => guard.resources().map(str::to_owned).collect(),
         };
+        let mut lines = String::new();
         for resource in &named {
             let mut line = interval(&name, resource, start, &guard).to_line();
             if let Some(token) = guard.fencing_token() {
                 line.push_str(&format!(" token {token}"));
             }
-            println!("{line}");
+            lines.push_str(&line);
+            lines.push('\n');
         }
-        // A release cut off from its majority fails; the keys expire.
-        let _ = guard.release();
+        if let Hold::Forget(_) = hold {
+            // Never released: the keys expire by their TTL.
+            std::mem::forget(guard);
+            forgotten += 1;
+        } else {
+            // A release cut off from its majority fails; the keys expire.
+            let _ = guard.release();
+        }
+        // Printed after letting go: a slow pipe never stretches a hold.
+        print!("{lines}");
         taken += 1;
     }
-    println!("TAKEN {name} {taken}");
+    println!(
+        "TAKEN {name} {taken} past-validity {past} never-released {forgotten} \
+         busy {busy} short-of-nodes {short}"
+    );
 }
 
 #[test]
@@ -365,28 +462,52 @@ fn a_kept_alive_holder_cut_from_its_majority_knows_it_lost_before_anyone_gets_in
     got.release().unwrap();
 }
 
-/// A holder's extension and release reach only two of five nodes; the other
-/// three are held back. The resource frees by its TTL at the latest; when
-/// the partition heals, the held-back extension and release arrive late
-/// and touch nothing of the next holder's key.
+/// Scripts and `SET`s `node` has run: every lock request is one of them.
+fn lock_requests(node: &harness::Node) -> u64 {
+    node.calls("eval") + node.calls("set")
+}
+
+/// A holder's extension and release reach only two of five nodes, and so
+/// does a contender's acquisition round; what they sent the other three is
+/// held back. The resource frees by its TTL at the latest; when the
+/// partition heals, the held-back requests arrive late and touch nothing
+/// of the next holder's key. The test waits until each of the three nodes
+/// ran the late extension and acquisition (counted on the node); the
+/// release is not among them: the holder's links to the three nodes timed
+/// out on the extension, and a request for a node that is reconnecting
+/// fails at once rather than being written.
 #[test]
 fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
     let cluster = Cluster::start(5);
-    let net = Net::new(&cluster, 2);
+    let net = Net::new(&cluster, 3);
     let old = client(&net.urls(0), false);
     let new = client(&net.urls(1), false);
+    let contender = client(&net.urls(2), false);
+    // The contender's connections are open before the cut, so its round
+    // is written to the three nodes and held there.
+    contender.lock("part:warm", TTL).unwrap().release().unwrap();
     let mut guard = old.lock("part:late", TTL).unwrap();
     let locked = Instant::now();
     net.view(0, &[2, 3, 4]);
+    net.view(2, &[2, 3, 4]);
+    let ran: Vec<u64> = cluster.nodes.iter().map(lock_requests).collect();
     assert!(guard.extend(TTL * 30).is_err(), "a minority cannot extend");
     let _ = guard.release();
+    assert!(
+        !matches!(contender.try_lock("part:late", TTL * 30), Ok(Some(_))),
+        "a minority cannot acquire"
+    );
+    // The newer holder's TTL is long enough that no check below races its
+    // expiry, and far below the 30 TTLs the late requests ask for.
+    let newer_ttl = TTL * 10;
     let got = new
-        .lock_for("part:late", TTL, TTL * 4)
+        .lock_for("part:late", newer_ttl, TTL * 4)
         .expect("free by its TTL");
     let freed = locked.elapsed();
     assert!(freed < TTL + Duration::from_millis(500), "{freed:?}");
     for node in 2..5 {
         assert!(net.held(0, node) > 0, "requests to node {node} held back");
+        assert!(net.held(2, node) > 0, "requests to node {node} held back");
     }
     let before: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
     // The newer holder's token: the one a majority holds. (A minority may
@@ -399,10 +520,17 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         .cloned()
         .expect("the newer holder's key on a majority");
     net.heal_all();
-    settles("the held-back requests delivered", || {
-        (2..5).all(|node| net.held(0, node) == 0)
+    // Every connection that held a request back was closed by its client;
+    // the node closes it once it ran what arrived late.
+    settles("the late requests ran", || {
+        (2..5).all(|node| net.late(0, node) == 0 && net.late(2, node) == 0)
     });
-    // A round trip on every node after the late requests were written.
+    // At least the extension and the acquisition ran on each (the count
+    // includes the new client's own requests, so it is only a floor).
+    for (i, node) in cluster.nodes.iter().enumerate().skip(2) {
+        let late = lock_requests(node) - ran[i];
+        assert!(late >= 2, "node {i}: {late} requests since the cut");
+    }
     for (i, node) in cluster.nodes.iter().enumerate() {
         let value = node.get("part:late");
         let left = node.pttl("part:late");
@@ -410,19 +538,13 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
             assert_eq!(
                 value.as_ref(),
                 Some(&newer),
-                "node {i}: the newer key deleted"
+                "node {i}: the newer key deleted or replaced"
             );
+        }
+        if value.as_ref() == Some(&newer) {
             assert!(
-                left <= TTL.as_millis() as i64,
-                "node {i}: extended to {left} ms"
-            );
-        } else {
-            // The newer client's own requests may still land here (its
-            // round returned at a quorum), never the old holder's.
-            assert!(
-                value.is_none() || value == before[i] || value.as_ref() == Some(&newer),
-                "node {i}: re-created as {value:?} (before: {:?})",
-                before[i]
+                left <= newer_ttl.as_millis() as i64,
+                "node {i}: the newer key extended to {left} ms"
             );
         }
     }
@@ -455,15 +577,65 @@ fn a_waiter_cut_from_the_gate_node_falls_back_to_its_retry_delay() {
             .find(|&i| harness::pubsub::queued(&cluster.nodes[i], "part:gate") == 1)
             .expect("the gate node");
         net.cut(1, gate);
+        let published = cluster.nodes[gate].calls("publish");
         let released = Instant::now();
         guard.release().unwrap();
+        // The release woke the waiter: the gate node published its ticket.
+        settles("the wake-up published", || {
+            cluster.nodes[gate].calls("publish") > published
+        });
         let got = waits.join().unwrap().expect("acquired");
         let waited = released.elapsed();
         println!("cut from the gate node: in after {waited:?}");
+        // ... and the waiter never heard it: it is still held back.
+        assert!(net.held(1, gate) > 0, "the wake-up reached the waiter");
         // The retry pause, the round that finds the gate node silent, and
         // slack for a loaded machine: far below the 10 s TTL.
         assert!(waited < retry * 4, "{waited:?}");
         net.heal_all();
+        got.release().unwrap();
+    });
+}
+
+/// Every connection the waiter has open goes half-open at once — its
+/// subscriber connections (one per node) and its pooled ones — while the
+/// holder's links stay up. The holder's real release publishes the
+/// wake-up into a silent connection; the waiter still gets in within a
+/// few seconds (its subscribers notice the silence, reconnect, and a
+/// re-established subscription sends its waiters for one more round), not
+/// after its 30 s retry delay.
+#[test]
+fn a_waiter_whose_connections_go_half_open_is_still_woken_by_the_release() {
+    let cluster = Cluster::start(5);
+    let net = Net::new(&cluster, 2);
+    let holder = client(&net.urls(0), false);
+    let waiter = Redlock::builder(net.urls(1))
+        .retry_delay(Duration::from_secs(30))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let ttl = Duration::from_secs(60);
+    let guard = holder.lock("part:half", ttl).unwrap();
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| waiter.lock_for("part:half", TTL, Duration::from_secs(40)));
+        settles("the waiter is queued and listens", || {
+            harness::pubsub::waiting(&cluster, "part:half", 1)
+        });
+        settles("a subscriber connection on every node", || {
+            cluster
+                .nodes
+                .iter()
+                .all(|n| harness::pubsub::wake_listeners(n) == 1)
+        });
+        for node in 0..5 {
+            net.half_open(1, node);
+        }
+        let faulted = Instant::now();
+        guard.release().unwrap();
+        let got = waits.join().unwrap().expect("acquired");
+        let waited = faulted.elapsed();
+        println!("half-open waiter: in after {waited:?}");
+        assert!(waited < Duration::from_secs(8), "{waited:?}");
         got.release().unwrap();
     });
 }

@@ -4,9 +4,12 @@
 //! Every (client, node) link is its own [`Proxy`] on loopback, so each
 //! client can see a different part of the cluster. A link is
 //! * **cut** ([`Net::cut`]): bytes in both directions are held back, no RST,
-//!   no FIN — the client's requests time out as behind a dropped route,
-//!   and a new connection is accepted but never answered (a connect that
-//!   hangs, as far as the client can tell);
+//!   no FIN — the client's requests time out as behind a dropped route. A
+//!   new connection completes its TCP handshake (the proxy's listener
+//!   accepts it) and then hears nothing: the client sees its first request
+//!   hang, not its connect. Dropped SYNs proper would need the kernel
+//!   (a network namespace whose link is down); this harness does not
+//!   model them;
 //! * **healed** ([`Net::heal`]): what was held back is delivered, late and in
 //!   order per connection;
 //! * **half-open** ([`Net::half_open`]): the connections open now go silent
@@ -25,9 +28,22 @@ pub struct Net {
 
 impl Net {
     /// `clients` rows of links, one per node of `cluster`, all passing.
+    ///
+    /// Node `i`'s links listen on `127.0.0.{10 + i}` (any port), so every
+    /// client's addresses sort in node order, as the same nodes' addresses
+    /// would in a real deployment: clients pick a resource's gate node by
+    /// that order, and must agree on it for wake-ups to reach them.
     pub fn new(cluster: &Cluster, clients: usize) -> Net {
+        assert!(cluster.nodes.len() <= 90, "node addresses 127.0.0.10–99");
         let links = (0..clients)
-            .map(|_| cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect())
+            .map(|_| {
+                (0..cluster.nodes.len())
+                    .map(|i| {
+                        let ip = std::net::Ipv4Addr::new(127, 0, 0, 10 + i as u8);
+                        Proxy::start_on(ip, cluster.nodes[i].port)
+                    })
+                    .collect()
+            })
             .collect();
         Net { links }
     }
@@ -51,6 +67,12 @@ impl Net {
     /// Chunks of traffic held back between `client` and `node` now.
     pub fn held(&self, client: usize, node: usize) -> usize {
         self.links[client][node].held()
+    }
+
+    /// Connections between `client` and `node` whose held-back requests
+    /// the node has not finished with (see [`Proxy::late`]).
+    pub fn late(&self, client: usize, node: usize) -> usize {
+        self.links[client][node].late()
     }
 
     /// `client` sees exactly the nodes not in `cut`.

@@ -2,7 +2,7 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::Duration;
 
 /// What a [`Proxy`] does to the traffic it forwards.
@@ -27,12 +27,17 @@ struct ProxyShared {
     silenced: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
     /// Chunks read and not yet forwarded because of a [`Fault::Stall`].
     held: std::sync::atomic::AtomicUsize,
+    /// Connections that held a request back and that the node has not
+    /// closed yet (see [`Proxy::late`]).
+    late: std::sync::atomic::AtomicUsize,
 }
 
 /// A TCP proxy in front of a node, to inject network faults. Dropping it
 /// stops it and closes every connection through it.
 pub struct Proxy {
     pub port: u16,
+    /// The loopback address the proxy listens on.
+    ip: std::net::Ipv4Addr,
     target: u16,
     shared: std::sync::Arc<ProxyShared>,
 }
@@ -46,7 +51,14 @@ impl std::fmt::Debug for Proxy {
 impl Proxy {
     /// Starts forwarding a free loopback port to `127.0.0.1:target`.
     pub fn start(target: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind proxy port");
+        Proxy::start_on(std::net::Ipv4Addr::LOCALHOST, target)
+    }
+
+    /// Starts forwarding a free port of loopback address `ip` (any of
+    /// 127.0.0.0/8) to `127.0.0.1:target`.
+    pub fn start_on(ip: std::net::Ipv4Addr, target: u16) -> Proxy {
+        assert!(ip.is_loopback(), "{ip} is not a loopback address");
+        let listener = TcpListener::bind((ip, 0)).expect("bind proxy port");
         let port = listener.local_addr().unwrap().port();
         let shared = std::sync::Arc::new(ProxyShared {
             fault: std::sync::Mutex::new(Fault::Pass),
@@ -54,6 +66,7 @@ impl Proxy {
             sockets: std::sync::Mutex::new(Vec::new()),
             silenced: std::sync::Mutex::new(Vec::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
+            late: std::sync::atomic::AtomicUsize::new(0),
         });
         let accept_shared = shared.clone();
         std::thread::spawn(move || {
@@ -81,24 +94,29 @@ impl Proxy {
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let up = accept_shared.clone();
                 let up_silenced = silenced.clone();
-                std::thread::spawn(move || pump(client, server, &up, &up_silenced, false));
+                let late = Arc::new(AtomicU8::new(NOT_LATE));
+                let up_late = late.clone();
+                std::thread::spawn(move || {
+                    pump(client, server, &up, &up_silenced, &up_late, false)
+                });
                 let down = accept_shared.clone();
-                std::thread::spawn(move || pump(s2, c2, &down, &silenced, true));
+                std::thread::spawn(move || pump(s2, c2, &down, &silenced, &late, true));
             }
         });
         Proxy {
             port,
+            ip,
             target,
             shared,
         }
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://{}:{}", self.ip, self.port)
     }
 
     pub fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
     pub fn set(&self, fault: Fault) {
@@ -120,6 +138,16 @@ impl Proxy {
         self.shared.held.load(Ordering::SeqCst)
     }
 
+    /// Connections whose requests were held back by a [`Fault::Stall`] and
+    /// that the node has not answered or closed since they were delivered.
+    /// When the link passes again, the held requests are delivered; the
+    /// node answers (or, once the client had closed, closes) only after
+    /// running them, so 0 means every late request ran. (An answer to an
+    /// earlier request still in flight may end the wait early.)
+    pub fn late(&self) -> usize {
+        self.shared.late.load(Ordering::SeqCst)
+    }
+
     /// Closes every connection through the proxy (new ones are accepted).
     pub fn cut_connections(&self) {
         for socket in self.shared.sockets.lock().unwrap().drain(..) {
@@ -133,7 +161,7 @@ impl Drop for Proxy {
         self.shared.stop.store(true, Ordering::SeqCst);
         self.set(Fault::Pass);
         self.cut_connections();
-        let _ = TcpStream::connect(("127.0.0.1", self.port)); // wake the accept loop
+        let _ = TcpStream::connect((self.ip, self.port)); // wake the accept loop
     }
 }
 
@@ -142,6 +170,7 @@ fn pump(
     mut to: TcpStream,
     shared: &ProxyShared,
     silenced: &AtomicBool,
+    late: &AtomicU8,
     replies: bool,
 ) {
     use std::io::{Read, Write};
@@ -168,6 +197,18 @@ fn pump(
                     if !holding {
                         holding = true;
                         shared.held.fetch_add(1, Ordering::SeqCst);
+                        if !replies
+                            && late
+                                .compare_exchange(
+                                    NOT_LATE,
+                                    HELD,
+                                    Ordering::SeqCst,
+                                    Ordering::SeqCst,
+                                )
+                                .is_ok()
+                        {
+                            shared.late.fetch_add(1, Ordering::SeqCst);
+                        }
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 }
@@ -190,11 +231,44 @@ fn pump(
         let written = to.write_all(&buf[..n]).is_ok();
         if holding {
             shared.held.fetch_sub(1, Ordering::SeqCst);
+            if !replies {
+                let _ = late.compare_exchange(HELD, DELIVERED, Ordering::SeqCst, Ordering::SeqCst);
+            }
+        }
+        if replies && !holding {
+            // The node answered after a late request reached it: it ran it.
+            end_late(shared, late, DELIVERED);
         }
         if !written {
             break;
         }
     }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-    let _ = from.shutdown(std::net::Shutdown::Both);
+    if replies {
+        // The node closed (or the client is gone): the connection is over.
+        end_late(shared, late, HELD);
+        end_late(shared, late, DELIVERED);
+        let _ = to.shutdown(std::net::Shutdown::Both);
+        let _ = from.shutdown(std::net::Shutdown::Both);
+    } else {
+        // The client closed: pass the close on, and let the node answer
+        // what it still runs (it closes its side after).
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    }
+}
+
+/// A connection's [`Proxy::late`] state: nothing held back ...
+const NOT_LATE: u8 = 0;
+/// ... a request held back ...
+const HELD: u8 = 1;
+/// ... and delivered late, the node's answer not yet seen.
+const DELIVERED: u8 = 2;
+
+/// Counts a late connection as done if it is in state `from`.
+fn end_late(shared: &ProxyShared, late: &AtomicU8, from: u8) {
+    if late
+        .compare_exchange(from, NOT_LATE, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
+        shared.late.fetch_sub(1, Ordering::SeqCst);
+    }
 }
