@@ -72,6 +72,7 @@ enum What {
     Resources(Vec<String>),
     Permit { semaphore: String, permits: u32 },
     Rw { lock: String, role: Role },
+    Election { name: String },
 }
 
 impl<'a> Acquire<'a> {
@@ -93,6 +94,14 @@ impl<'a> Acquire<'a> {
         let what = What::Rw {
             lock: name.to_owned(),
             role,
+        };
+        Self::of(core, what, ttl)
+    }
+
+    /// The leadership of the election `name`.
+    pub(crate) fn election(core: &'a Arc<Core>, name: &str, ttl: Duration) -> Self {
+        let what = What::Election {
+            name: name.to_owned(),
         };
         Self::of(core, what, ttl)
     }
@@ -222,6 +231,7 @@ impl<'a> Acquire<'a> {
                 name: lock,
                 role: *role,
             },
+            What::Election { name } => Target::Election { name },
         };
         let lease = self
             .core

@@ -85,8 +85,18 @@ pub(crate) const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 /// How one node answered one operation.
 pub(crate) type Answer = Result<Vote, NodeFailure>;
 
+/// What a node holds for an election's leader (see
+/// `Op::ReadLeader`): the leader's term, the number of its proclamation,
+/// and the value proclaimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Proclaimed {
+    pub(crate) term: u64,
+    pub(crate) seq: u64,
+    pub(crate) value: std::sync::Arc<str>,
+}
+
 /// A node's vote: yes or no, and what the node said with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Vote {
     pub(crate) yes: bool,
     /// With a fenced acquisition's no: the proposed token was stale; the
@@ -102,6 +112,8 @@ pub(crate) struct Vote {
     /// A semaphore's slot acquisition: the slots the node holds (bit `i`:
     /// slot `i` exists there), counting one this round just took.
     pub(crate) slots: Option<u64>,
+    /// An election's read: the leader's proclamation there (with a yes).
+    pub(crate) read: Option<std::sync::Arc<Proclaimed>>,
 }
 
 impl Vote {
@@ -111,6 +123,7 @@ impl Vote {
         queued: false,
         holder: None,
         slots: None,
+        read: None,
     };
     pub(crate) const NO: Vote = Vote {
         yes: false,
@@ -118,6 +131,7 @@ impl Vote {
         queued: false,
         holder: None,
         slots: None,
+        read: None,
     };
 
     /// A fenced acquisition's no for a stale token: the node holds `fence`.
@@ -150,6 +164,15 @@ impl Vote {
             queued: true,
             holder: None,
             slots: None,
+            read: None,
+        }
+    }
+
+    /// An election read's yes: the node holds this leader's proclamation.
+    pub(crate) fn proclaimed(read: Proclaimed) -> Vote {
+        Vote {
+            read: Some(std::sync::Arc::new(read)),
+            ..Vote::YES
         }
     }
 }
@@ -202,6 +225,8 @@ pub(crate) struct Outcome {
     /// A semaphore's slot acquisition: the slots each answering node
     /// reported held (see [`Vote::slots`]), one entry per node.
     pub(crate) slots: Vec<u64>,
+    /// An election's read: the proclamations the nodes that said yes hold.
+    pub(crate) reads: Vec<std::sync::Arc<Proclaimed>>,
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -221,6 +246,8 @@ pub(crate) struct Tally {
     anonymous: usize,
     /// The slot reports, as [`Outcome::slots`].
     slots: Vec<u64>,
+    /// The election reads, as [`Outcome::reads`].
+    reads: Vec<std::sync::Arc<Proclaimed>>,
 }
 
 impl Tally {
@@ -236,6 +263,7 @@ impl Tally {
             holders: Vec::new(),
             anonymous: 0,
             slots: Vec::new(),
+            reads: Vec::new(),
         }
     }
 
@@ -245,6 +273,14 @@ impl Tally {
         }) = answer
         {
             self.slots.push(held);
+        }
+        if let Ok(Vote {
+            read: Some(read), ..
+        }) = &answer
+        {
+            // Counted by term (see `agreed`), not as a plain yes.
+            self.reads.push(read.clone());
+            return;
         }
         match answer {
             Ok(Vote { yes: true, .. }) => self.yes += 1,
@@ -276,24 +312,38 @@ impl Tally {
 
     /// Nodes that have not answered yet.
     pub(crate) fn pending(&self) -> usize {
-        self.nodes - self.yes - self.no - self.failures.len()
+        self.nodes - self.yes - self.no - self.failures.len() - self.reads.len()
+    }
+
+    /// The yes votes, and the no votes: an election read's yes counts only
+    /// for the term most nodes read (a majority must agree on one leader);
+    /// the reads of other terms count as no.
+    fn agreed(&self) -> (usize, usize) {
+        let most = self
+            .reads
+            .iter()
+            .map(|r| self.reads.iter().filter(|o| o.term == r.term).count())
+            .max()
+            .unwrap_or(0);
+        (self.yes + most, self.no + self.reads.len() - most)
     }
 
     /// Ends the round: the verdict as if every node still pending had
     /// failed. Equal to [`verdict`](Self::verdict) once that is decided.
     pub(crate) fn outcome(&self) -> Outcome {
         let failed = self.failures.len() + self.pending();
-        let verdict = if self.yes >= self.quorum {
+        let (yes, no) = self.agreed();
+        let verdict = if yes >= self.quorum {
             Verdict::Confirmed
-        } else if self.yes + failed < self.quorum {
+        } else if yes + failed < self.quorum {
             Verdict::Refused
         } else {
             Verdict::Unreachable
         };
         Outcome {
             verdict,
-            confirmed: self.yes,
-            refused: self.no,
+            confirmed: yes,
+            refused: no,
             quorum: self.quorum,
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
@@ -306,6 +356,7 @@ impl Tally {
                 most + self.anonymous + failed < self.quorum
             },
             slots: self.slots.clone(),
+            reads: self.reads.clone(),
         }
     }
 
@@ -316,7 +367,7 @@ impl Tally {
     /// the round waits for them (a busy resource with one node down is
     /// `Busy`, not `NoQuorum`). Agrees with [`outcome`](Self::outcome).
     pub(crate) fn verdict(&self) -> Option<Verdict> {
-        let (yes, failed, pending) = (self.yes, self.failures.len(), self.pending());
+        let (yes, failed, pending) = (self.agreed().0, self.failures.len(), self.pending());
         if yes >= self.quorum {
             return Some(Verdict::Confirmed);
         }

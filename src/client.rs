@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use crate::acquire::Acquire;
 use crate::config::RedlockBuilder;
 use crate::core::{Core, Patience};
+use crate::election::Election;
 use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::health::NodeHealth;
@@ -357,6 +358,26 @@ impl Redlock {
     /// ```
     pub fn rw_lock(&self, name: &str) -> RwLock {
         RwLock::new(self.core.clone(), name)
+    }
+
+    /// An election named `name`: candidates campaign, one leads at a time
+    /// with a term that only grows, and anyone can read or watch who leads
+    /// (see [`Election`]). An empty name is reported as [`Error::Config`]
+    /// by its calls. Its keys never collide with a lock, a semaphore or a
+    /// reader-writer lock of the same name.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// if let Some(leader) = redlock.election("scheduler").leader()? {
+    ///     println!("{} leads (term {})", leader.value(), leader.term());
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn election(&self, name: &str) -> Election {
+        Election::new(self.core.clone(), name)
     }
 
     /// How every node is doing, as far as this client can tell: whether it

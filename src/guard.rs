@@ -65,6 +65,12 @@ impl LockGuard {
         }
     }
 
+    /// The client's core and the lease, for the API types built on a
+    /// guard (an election's leadership).
+    pub(crate) fn parts(&self) -> (&Arc<Core>, &Arc<Lease>) {
+        (&self.core, &self.lease)
+    }
+
     /// The resource (Redis key) this guard holds; for a guard from
     /// [`Redlock::lock_all`](crate::Redlock::lock_all), the first of them.
     pub fn resource(&self) -> &str {

@@ -215,6 +215,7 @@ mod client;
 mod client_config;
 mod config;
 mod core;
+mod election;
 mod error;
 mod guard;
 mod health;
@@ -230,6 +231,7 @@ pub use cancel::CancelToken;
 pub use client::Redlock;
 pub use client_config::Config;
 pub use config::RedlockBuilder;
+pub use election::{Campaign, Election, Leader, Leadership, Observer};
 pub use error::{Error, FailureKind, NodeFailure};
 pub use guard::LockGuard;
 pub use health::NodeHealth;
@@ -240,3 +242,8 @@ pub use semaphore::Semaphore;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// Compiles the election guide's examples as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/election.md")]
+pub struct ElectionDoctests;

@@ -13,7 +13,8 @@ use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
 use crate::transport::{
-    Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, Role, gate_name, rw_key, rw_parts, slot_key,
+    Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock,
+    rw_key, rw_parts, slot_key,
 };
 
 /// The most resources one lock may hold at once.
@@ -37,6 +38,8 @@ pub(crate) enum Target<'a> {
     Semaphore { name: &'a str, permits: u32 },
     /// The reader-writer lock `name`, as a reader or as its writer.
     Rw { name: &'a str, role: Role },
+    /// The leadership of the election `name`: its lock key, always fenced.
+    Election { name: &'a str },
 }
 
 /// When to stop retrying, and what may cancel the wait.
@@ -92,7 +95,10 @@ enum Failed {
     },
     /// Too many nodes failed. `permanent`: failures that will not heal by
     /// themselves (rejected credentials) alone rule out a majority.
-    NoQuorum { outcome: Outcome, permanent: bool },
+    NoQuorum {
+        outcome: Box<Outcome>,
+        permanent: bool,
+    },
     /// A majority granted it, too late for any validity to be left.
     TooSlow { elapsed: Duration, ttl: Duration },
     /// A fenced round that a majority would have granted but for a stale
@@ -119,7 +125,7 @@ impl Failed {
                 resource: resource.to_owned(),
                 attempts,
             },
-            Failed::NoQuorum { outcome, .. } => no_quorum(resource, outcome),
+            Failed::NoQuorum { outcome, .. } => no_quorum(resource, *outcome),
             Failed::TooSlow { elapsed, ttl } => Error::TooSlow {
                 resource: resource.to_owned(),
                 elapsed,
@@ -179,6 +185,12 @@ impl Core {
                     ));
                 }
                 let key: Keys = Arc::from([Arc::from(rw_key(name, role))]);
+                (key, name.to_owned(), None)
+            }
+            Target::Election { name } => {
+                checked_election(name)?;
+                let [lock, _] = elect_keys(name);
+                let key: Keys = Arc::from([Arc::from(lock)]);
                 (key, name.to_owned(), None)
             }
         };
@@ -413,7 +425,9 @@ impl Core {
         let ttl_ms = millis(ttl);
         // Readers exclude nobody but writers: nothing to fence.
         let reader = matches!(rw_parts(&keys[0]), Some((Role::Read, _)));
-        let proposed = (self.settings.fencing && !reader).then(|| self.propose_fence(seen));
+        // An election's lock is always fenced: its token is the term.
+        let fenced = self.settings.fencing || is_elect_lock(&keys[0]);
+        let proposed = (fenced && !reader).then(|| self.propose_fence(seen));
         let op = match proposed {
             Some(proposed) => Op::AcquireFenced {
                 ttl_ms,
@@ -446,7 +460,7 @@ impl Core {
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
-        let behind = gate.is_some_and(|vote| vote.queued && !vote.yes);
+        let behind = gate.as_ref().is_some_and(|vote| vote.queued && !vote.yes);
         // Some nodes refused the proposed token as stale: unless the
         // others' refusals (or failures that will not heal) alone rule out
         // a majority, a round with a larger token may well be granted.
@@ -464,7 +478,7 @@ impl Core {
             Verdict::Confirmed if Instant::now() < valid_until => {
                 log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
                 if let Some(member) = member.clone().filter(|m| !m.is_empty())
-                    && !gate.is_some_and(|vote| vote.yes)
+                    && !gate.as_ref().is_some_and(|vote| vote.yes)
                 {
                     // Won without the gate node: still queued there.
                     self.leave_as(keys, member, report);
@@ -485,7 +499,7 @@ impl Core {
             },
             Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
-                outcome,
+                outcome: Box::new(outcome),
             },
         };
         let failed = match stale {
@@ -575,6 +589,16 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
 /// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
     RESERVED.iter().any(|prefix| resource.starts_with(prefix)) || resource == "redlock:admitted"
+}
+
+/// An election's name, or a `Config` error.
+pub(crate) fn checked_election(name: &str) -> Result<(), Error> {
+    if name.is_empty() {
+        return Err(Error::argument(
+            "the election name is empty; name what is led",
+        ));
+    }
+    Ok(())
 }
 
 /// A semaphore's name and number of permits, or a `Config` error.

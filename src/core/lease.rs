@@ -133,6 +133,11 @@ impl Lease {
         self.fence
     }
 
+    /// The token the nodes hold for this lease (never shown anywhere).
+    pub(super) fn token(&self) -> &Arc<str> {
+        &self.token
+    }
+
     /// The first resource.
     pub(crate) fn resource(&self) -> &str {
         self.resources.first().map_or("", |r| r)

@@ -28,6 +28,9 @@
 //!   mutexes, never held across I/O.
 
 mod acquire;
+mod elect;
+#[cfg(test)]
+mod elect_tests;
 mod handoff;
 mod keeper;
 mod lease;
@@ -161,6 +164,7 @@ impl Core {
             expires,
             queue: None,
             report: None,
+            value: None,
         }
     }
 

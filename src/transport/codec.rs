@@ -613,6 +613,9 @@ fn queue_keys(key: &str) -> [String; 2] {
 
 /// Appends the RESP encoding of `req` to `out`.
 pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
+    if super::elect::is_elect_op(req.op) {
+        return super::elect::encode(req, out);
+    }
     let first = req.keys.first().map_or("", |k| &**k);
     if req.queue.is_some() || req.op == Op::Leave {
         let member = req.queue.as_deref().unwrap_or("");
@@ -659,8 +662,9 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
                 .arg(ttl_ms);
         }
         Op::AcquireFenced { .. } => return encode_fenced(req, None, out),
-        // Only ever sent to the gate node (see `encode_gate`).
-        Op::Leave => {
+        // Only ever sent to the gate node (see `encode_gate`); an
+        // election's commands never come here (see `encode`).
+        Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
             cmd.arg("return 0").arg(0);
         }
     }
@@ -759,7 +763,7 @@ fn encode_gate_lock(
                 .arg(member);
         }
         // Nothing to queue for: the plain command.
-        Op::Extend { .. } => {
+        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
             let plain = Request {
                 queue: None,
                 ..req.clone()
@@ -895,7 +899,7 @@ fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -
             cmd.arg(READ_RELEASE_SCRIPT).arg(1).arg(readers).arg(token);
         }
         // Never sent: a reader's leave goes to the gate node. A no.
-        (Role::Read, Op::Leave) => {
+        (Role::Read, Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign) => {
             cmd.arg("return 0").arg(0);
         }
         (Role::Read, Op::Extend { ttl_ms }) => {
@@ -943,7 +947,7 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
         Op::Extend { ttl_ms } => (EXTEND_ALL_SCRIPT, Some(ttl_ms)),
         Op::Release => (RELEASE_ALL_SCRIPT, None),
         Op::AcquireFenced { .. } => return encode_fenced(req, None, out),
-        Op::Leave => (r#"return 0"#, None),
+        Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => (r#"return 0"#, None),
     };
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(script).arg(req.keys.len());
@@ -956,6 +960,9 @@ fn encode_all(req: &Request, out: &mut Vec<u8>) {
 
 /// Reads a node's reply to one request as a vote.
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
+    if super::elect::is_elect_op(req.op) {
+        return super::elect::vote(req, value, node);
+    }
     let reports = req.report.is_some()
         && req.queue.is_none()
         && matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
@@ -1090,6 +1097,7 @@ mod tests {
             expires: Instant::now(),
             queue: None,
             report: None,
+            value: None,
         }
     }
 

@@ -343,6 +343,7 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             Ok(Vote::YES)
         }
         Op::Leave => Ok(Vote::YES),
+        Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => Ok(elect(keys, req, now)),
         Op::Release => {
             let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
             let all = mine.len() == req.keys.len();
@@ -351,6 +352,60 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             Ok(all.into())
         }
+    }
+}
+
+/// An election's commands, as the scripts in `elect.rs`: the value key
+/// holds `token term seq value`.
+fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> Vote {
+    let (Some(lock), Some(value_key)) = (req.keys.first(), req.keys.get(1)) else {
+        return Vote::NO;
+    };
+    let holder = live(keys, lock, now).map(|(token, _)| token.clone());
+    let current = live(keys, value_key, now).map(|(value, _)| value.clone());
+    let split = |value: &str| -> Option<(String, String)> {
+        let (token, rest) = value.split_once(' ')?;
+        Some((token.to_owned(), rest.to_owned()))
+    };
+    let ours = holder.as_deref() == Some(&*req.token);
+    match req.op {
+        Op::Proclaim { term, seq } => {
+            if !ours {
+                return Vote::NO;
+            }
+            let later = current
+                .as_deref()
+                .and_then(split)
+                .filter(|(token, _)| *token == *req.token)
+                .and_then(|(_, rest)| super::elect::parse(rest.as_bytes()))
+                .is_some_and(|read| read.seq >= seq);
+            if !later {
+                let value = req.value.as_deref().unwrap_or("");
+                let forever = now + Duration::from_secs(365 * 24 * 3600);
+                keys.insert(
+                    value_key.to_string(),
+                    (format!("{} {term} {seq} {value}", req.token), forever),
+                );
+            }
+            Vote::YES
+        }
+        Op::Resign => {
+            if ours
+                && current
+                    .as_deref()
+                    .and_then(split)
+                    .is_some_and(|(t, _)| *t == *req.token)
+            {
+                keys.remove(&**value_key);
+            }
+            ours.into()
+        }
+        _ => match (holder, current.as_deref().and_then(split)) {
+            (Some(holder), Some((token, rest))) if holder == token => {
+                super::elect::parse(rest.as_bytes()).map_or(Vote::NO, Vote::proclaimed)
+            }
+            _ => Vote::NO,
+        },
     }
 }
 
@@ -464,6 +519,8 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             }
             Ok(Vote::YES)
         }
-        Op::Extend { .. } => apply(&mut inner.keys, req),
+        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
+            apply(&mut inner.keys, req)
+        }
     }
 }

@@ -10,6 +10,11 @@
 //!   `redlock-rw:l#r` (the readers: a sorted set, token → until when, in
 //!   the node's milliseconds) and `redlock-rw:l#wait` (a waiting writer's
 //!   mark, which turns new readers away);
+//! * the election `e`: `redlock-elect:e#l` (the leader's lock key, an
+//!   ordinary lock key, always fenced: `redlock-fence:redlock-elect:e#l`)
+//!   and `redlock-elect:e#v` (the leader's proclaimed value, with its lock
+//!   token, term and sequence number; no expiry — the next leader
+//!   overwrites it, a resigning leader deletes it);
 //! * the queue of waiters for a lock or a semaphore, on its gate node:
 //!   `redlock-queue:{g}` and `redlock-alive:{g}`, where `g` is the lock's
 //!   first key or `redlock-sem:s` (see [`gate_name`]).
@@ -23,14 +28,33 @@ pub(crate) const SLOT_PREFIX: &str = "redlock-sem:";
 /// What every reader-writer lock key starts with.
 pub(crate) const RW_PREFIX: &str = "redlock-rw:";
 
+/// What every election key starts with.
+pub(crate) const ELECT_PREFIX: &str = "redlock-elect:";
+
 /// Prefixes no resource name may start with (and the restart marker).
-pub(crate) const RESERVED: [&str; 5] = [
+pub(crate) const RESERVED: [&str; 6] = [
     "redlock-fence:",
     "redlock-queue:",
     "redlock-alive:",
     SLOT_PREFIX,
     RW_PREFIX,
+    ELECT_PREFIX,
 ];
+
+/// The election `name`'s keys: the leader's lock key, and its value key.
+/// (The suffixes differ, so no name's lock key is another's value key.)
+pub(crate) fn elect_keys(name: &str) -> [String; 2] {
+    [
+        format!("{ELECT_PREFIX}{name}#l"),
+        format!("{ELECT_PREFIX}{name}#v"),
+    ]
+}
+
+/// Whether `key` is an election's lock key: its acquisitions are always
+/// fenced (the token is the term).
+pub(crate) fn is_elect_lock(key: &str) -> bool {
+    key.starts_with(ELECT_PREFIX) && key.ends_with("#l")
+}
 
 /// Which side of a reader-writer lock a key is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +143,25 @@ mod tests {
             "",
         ] {
             assert_eq!(gate_name(plain), plain);
+        }
+    }
+}
+
+#[cfg(test)]
+mod elect_tests {
+    use super::*;
+
+    #[test]
+    fn the_election_keys_of_two_names_never_meet() {
+        let names = ["e", "e#l", "e#v", "#l", "#v", "", "e#"];
+        let mut all = std::collections::HashSet::new();
+        for name in names {
+            let [lock, value] = elect_keys(name);
+            assert!(is_elect_lock(&lock), "{lock}");
+            assert!(!is_elect_lock(&value), "{value}");
+            assert_eq!(gate_name(&lock), lock);
+            assert!(all.insert(lock), "{name}");
+            assert!(all.insert(value), "{name}");
         }
     }
 }

@@ -9,6 +9,7 @@
 
 mod codec;
 mod conn;
+mod elect;
 #[cfg(test)]
 pub(crate) mod fake;
 mod keys;
@@ -33,7 +34,9 @@ pub(crate) use codec::QUEUE_ALIVE;
 #[cfg(test)]
 pub(crate) use codec::fence_key;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
-pub(crate) use keys::{MAX_PERMITS, RESERVED, Role, gate_name, rw_key, rw_parts, slot_key};
+pub(crate) use keys::{
+    MAX_PERMITS, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key, rw_parts, slot_key,
+};
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};

@@ -31,6 +31,18 @@ pub(crate) enum Op {
         proposed: u64,
         idle_ms: u64,
     },
+    /// An election's leader sets its value (the request's `value`), with
+    /// its `term` and the proclamation's `seq`, on the value key (second)
+    /// while the lock key (first) holds its token; a later `seq` of the
+    /// same leader already there is kept (a late proclamation changes
+    /// nothing).
+    Proclaim { term: u64, seq: u64 },
+    /// Reads an election's leader: the value proclaimed by whoever holds
+    /// the lock key (first) now, from the value key (second).
+    ReadLeader,
+    /// A resigning leader deletes the value key (second) while the lock
+    /// key (first) holds its token (its lock is released after, as any).
+    Resign,
 }
 
 /// One operation, shared by the jobs sent to every node.
@@ -52,6 +64,8 @@ pub(crate) struct Request {
     /// node but the gate also reports which of the semaphore's this many
     /// slots it holds (see `Vote::slots`).
     pub(crate) report: Option<u32>,
+    /// What an [`Op::Proclaim`] sets.
+    pub(crate) value: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Request {
@@ -62,6 +76,7 @@ impl std::fmt::Debug for Request {
             .field("token", &"<redacted>")
             .field("queue", &self.queue)
             .field("report", &self.report)
+            .field("value", &self.value.as_ref().map(|v| v.len()))
             .finish_non_exhaustive()
     }
 }

@@ -50,7 +50,7 @@ impl RoundShared {
         }
         let gate_answered = match &mut state.gate {
             Some((gate, vote)) if *gate == index => {
-                *vote = Some(answer.as_ref().ok().copied());
+                *vote = Some(answer.as_ref().ok().cloned());
                 true
             }
             _ => false,
@@ -101,8 +101,8 @@ impl RoundShared {
     pub(crate) fn gate_vote(&self, until: Instant) -> Option<Vote> {
         let mut state = self.state.lock();
         loop {
-            match state.gate {
-                Some((_, Some(vote))) => return vote,
+            match &state.gate {
+                Some((_, Some(vote))) => return vote.clone(),
                 None => return None,
                 Some((_, None)) => {}
             }

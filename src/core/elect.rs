@@ -1,0 +1,204 @@
+//! An election's rounds beyond campaigning (which is an ordinary fenced
+//! acquisition of the election's lock key): a leader proclaims its value
+//! or clears it when it resigns, and anyone reads who leads.
+//!
+//! A read answers from a majority: the leader is whoever holds the lock
+//! key, with a value it proclaimed, on a majority of the nodes. Each node
+//! answers only with the value its lock key's holder proclaimed (see
+//! `transport/elect.rs`), so a read never reports a value no leader
+//! proclaimed, and never one of a leader whose lock a majority no longer
+//! holds.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Core, Lease, answer_by, lock_lost, no_quorum};
+use crate::algorithm::{Outcome, Verdict};
+use crate::error::Error;
+use crate::transport::{Keys, Op, elect_keys};
+
+/// The TTL a read's per-node timeout is derived from (a read has none).
+const READ_TTL: Duration = Duration::from_secs(10);
+
+/// The leader a read found: its term and the latest value it proclaimed.
+pub(crate) type Reading = Option<(u64, Arc<str>)>;
+
+impl Core {
+    /// Sets `value` as the proclamation `seq` of the leader holding `lease`
+    /// (the election `name`'s lock) in `term`, on a majority.
+    ///
+    /// `LockLost` (and the lease marked lost) when a majority no longer
+    /// holds the lease's token; `NoQuorum` when too few nodes answered.
+    pub(crate) fn proclaim(
+        &self,
+        lease: &Lease,
+        name: &str,
+        (term, seq): (u64, u64),
+        value: &str,
+    ) -> Result<(), Error> {
+        if lease.remaining().is_zero() {
+            return Err(lease.lost_error(self.quorum()));
+        }
+        let outcome = self.elect_round(lease, name, Op::Proclaim { term, seq }, Some(value));
+        match outcome.verdict {
+            Verdict::Confirmed => Ok(()),
+            Verdict::Refused => {
+                lease.mark_lost();
+                Err(lock_lost(name, outcome))
+            }
+            Verdict::Unreachable => Err(no_quorum(name, outcome)),
+        }
+    }
+
+    /// Clears the value the leader holding `lease` proclaimed, where it
+    /// still leads (before its lock is released). Best effort: a value
+    /// left behind is never read as anyone's, and the next leader
+    /// overwrites it.
+    pub(crate) fn clear_proclamation(&self, lease: &Lease, name: &str) {
+        let _ = self.elect_round(lease, name, Op::Resign, None);
+    }
+
+    /// One round of an election command for the leader holding `lease`.
+    fn elect_round(&self, lease: &Lease, name: &str, op: Op, value: Option<&str>) -> Outcome {
+        let ttl = lease.ttl();
+        let start = Instant::now();
+        let by = answer_by(start, self.node_timeout(ttl), Some(lease.valid_until()));
+        let mut request = self.request(op, &elect_key_pair(name), lease.token(), ttl, by);
+        request.value = value.map(Arc::from);
+        self.transport.start_round(request).collect(by)
+    }
+
+    /// Who leads the election `name`, as a majority of the nodes says.
+    ///
+    /// `NoQuorum` when too few nodes answered to tell.
+    pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
+        super::acquire::checked_election(name)?;
+        let start = Instant::now();
+        let by = answer_by(start, self.node_timeout(READ_TTL), None);
+        let token: Arc<str> = Arc::from("");
+        let request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, READ_TTL, by);
+        let read = self.transport.start_round(request).collect(by);
+        leader_of(&read).ok_or_else(|| no_quorum(name, read))
+    }
+}
+
+/// The election `name`'s lock key and value key.
+fn elect_key_pair(name: &str) -> Keys {
+    let [lock, value] = elect_keys(name);
+    Arc::from([Arc::from(lock), Arc::from(value)])
+}
+
+/// What a read round says: `Some(Some(..))` a leader on a majority (the
+/// round's yes votes are the nodes that agree on its term: see
+/// `Tally`), `Some(None)` no leader with a value on a majority, `None`
+/// too few answers to tell.
+fn leader_of(read: &Outcome) -> Option<Reading> {
+    match read.verdict {
+        Verdict::Confirmed => {
+            let terms = read.reads.iter().map(|r| r.term);
+            let term = terms
+                .clone()
+                .max_by_key(|t| read.reads.iter().filter(|r| r.term == *t).count())?;
+            // The leader's latest proclamation among the nodes that hold it.
+            let latest = read
+                .reads
+                .iter()
+                .filter(|r| r.term == term)
+                .max_by_key(|r| r.seq)?;
+            Some(Some((term, latest.value.clone())))
+        }
+        // No term on a majority: nobody leads (or the next leader has not
+        // proclaimed yet, and its campaign has not returned).
+        Verdict::Refused => Some(None),
+        Verdict::Unreachable => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::{Proclaimed, Tally, Vote};
+    use crate::error::{FailureKind, NodeFailure};
+
+    fn read(term: u64, seq: u64, value: &str) -> Vote {
+        Vote::proclaimed(Proclaimed {
+            term,
+            seq,
+            value: Arc::from(value),
+        })
+    }
+
+    fn outcome(votes: Vec<Result<Vote, NodeFailure>>) -> Outcome {
+        let mut tally = Tally::new(5);
+        for vote in votes {
+            tally.record(vote);
+        }
+        tally.outcome()
+    }
+
+    fn failed() -> Result<Vote, NodeFailure> {
+        Err(NodeFailure::new(Arc::from("n"), FailureKind::Timeout, "t"))
+    }
+
+    #[test]
+    fn a_term_on_a_majority_leads_with_its_latest_value() {
+        let found = leader_of(&outcome(vec![
+            Ok(read(7, 1, "a")),
+            Ok(read(7, 2, "b")),
+            Ok(read(7, 1, "a")),
+            Ok(read(6, 9, "old")),
+            failed(),
+        ]));
+        assert_eq!(found, Some(Some((7, Arc::from("b")))));
+    }
+
+    #[test]
+    fn a_majority_without_a_proclaimed_leader_is_no_leader() {
+        let found = leader_of(&outcome(vec![
+            Ok(read(7, 1, "a")),
+            Ok(read(7, 1, "a")),
+            Ok(Vote::NO),
+            Ok(Vote::NO),
+            Ok(Vote::NO),
+        ]));
+        assert_eq!(found, Some(None));
+    }
+
+    #[test]
+    fn split_terms_are_no_leader_and_too_few_answers_decide_nothing() {
+        // Two terms, neither on a majority (a hand-off under way): no
+        // leader holds a majority.
+        let split = outcome(vec![
+            Ok(read(7, 1, "a")),
+            Ok(read(7, 1, "a")),
+            Ok(read(8, 1, "b")),
+            Ok(read(8, 1, "b")),
+            Ok(Vote::NO),
+        ]);
+        assert_eq!(leader_of(&split), Some(None));
+        // Two say a leader, one none, two failed: nothing to tell.
+        let short = outcome(vec![
+            Ok(read(7, 1, "a")),
+            Ok(read(7, 1, "a")),
+            Ok(Vote::NO),
+            failed(),
+            failed(),
+        ]);
+        assert_eq!(leader_of(&short), None);
+        assert_eq!(short.verdict, Verdict::Unreachable);
+    }
+
+    #[test]
+    fn a_read_round_waits_for_the_nodes_that_decide_the_term() {
+        let mut tally = Tally::new(5);
+        for vote in [read(5, 1, "a"), read(5, 1, "a"), read(6, 1, "b")] {
+            tally.record(Ok(vote));
+            assert_eq!(tally.verdict(), None, "three yes votes, but split");
+        }
+        tally.record(Ok(read(6, 1, "b")));
+        assert_eq!(tally.verdict(), None);
+        tally.record(Ok(read(6, 2, "c")));
+        assert_eq!(tally.verdict(), Some(Verdict::Confirmed));
+        assert_eq!(leader_of(&tally.outcome()), Some(Some((6, Arc::from("c")))));
+    }
+}

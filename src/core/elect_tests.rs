@@ -1,0 +1,160 @@
+//! Elections through the fake-node seam: the orderings of proclamations,
+//! reads and hand-offs that matter, deterministically.
+//!
+//! Shared state: the value key on every node, written by the leader's
+//! proclamations (the caller) and its resignation (the caller or `Drop`),
+//! read by any client's reads; the lock key under it, written by
+//! campaigns, the keeper's renewals and releases. The orders tested: a
+//! proclamation that lands after the leadership passed on; two of one
+//! leader's proclamations landing out of order; a read while a hand-off is
+//! half done; a read after a resignation.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::tests::{core_with, settings};
+use super::{Lease, Patience, Target};
+use crate::error::Error;
+use crate::transport::elect_keys;
+use crate::transport::fake::FakeNode;
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn win(core: &super::Core, name: &str, ttl: Duration) -> Lease {
+    core.acquire_target(Target::Election { name }, ttl, Patience::attempts(0))
+        .expect("won")
+}
+
+/// Sets node `index`'s election keys as if `token` led in `term` and had
+/// proclaimed `value` (or nothing, with `None`).
+fn seed(node: &FakeNode, name: &str, token: &str, term: u64, value: Option<&str>) {
+    let [lock, value_key] = elect_keys(name);
+    node.put(&lock, token, TTL);
+    if let Some(value) = value {
+        node.put(&value_key, &format!("{token} {term} 1 {value}"), TTL);
+    }
+}
+
+#[test]
+fn a_leader_is_read_with_its_term_and_latest_value() {
+    let (_nodes, core) = core_with(5, settings());
+    let lease = win(&core, "e", TTL);
+    let term = lease.fence().expect("an election is always fenced");
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        None,
+        "nothing proclaimed yet"
+    );
+    core.proclaim(&lease, "e", (term, 1), "a").unwrap();
+    assert_eq!(core.read_leader("e").unwrap(), Some((term, Arc::from("a"))));
+    core.proclaim(&lease, "e", (term, 2), "b c").unwrap();
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        Some((term, Arc::from("b c")))
+    );
+}
+
+#[test]
+fn a_proclamation_delivered_out_of_order_never_replaces_a_later_one() {
+    let (_nodes, core) = core_with(5, settings());
+    let lease = win(&core, "e", TTL);
+    let term = lease.fence().unwrap();
+    core.proclaim(&lease, "e", (term, 2), "new").unwrap();
+    // The first proclamation, late.
+    core.proclaim(&lease, "e", (term, 1), "old").unwrap();
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        Some((term, Arc::from("new")))
+    );
+}
+
+#[test]
+fn a_proclamation_after_the_leadership_passed_on_is_refused_and_loses_it() {
+    let (nodes, core) = core_with(5, settings());
+    let old = win(&core, "e", Duration::from_millis(50));
+    let old_term = old.fence().unwrap();
+    core.proclaim(&old, "e", (old_term, 1), "old").unwrap();
+    let [lock, _] = elect_keys("e");
+    super::tests::eventually("the old leadership's keys expired", || {
+        nodes.iter().all(|n| n.holder(&lock).is_none())
+    });
+    let new = win(&core, "e", TTL);
+    let new_term = new.fence().unwrap();
+    assert!(new_term > old_term, "{new_term} after {old_term}");
+    core.proclaim(&new, "e", (new_term, 1), "new").unwrap();
+    let late = core.proclaim(&old, "e", (old_term, 2), "late");
+    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        Some((new_term, Arc::from("new")))
+    );
+}
+
+#[test]
+fn a_hand_off_half_done_reads_as_no_leader_then_the_next_one() {
+    let (nodes, core) = core_with(5, settings());
+    // The old leader's keys linger on two nodes; the next one holds the
+    // lock on three and has not proclaimed yet.
+    for node in &nodes[..2] {
+        seed(node, "e", "old", 5, Some("a"));
+    }
+    for node in &nodes[2..] {
+        seed(node, "e", "new", 6, None);
+    }
+    assert_eq!(core.read_leader("e").unwrap(), None);
+    for node in &nodes[2..] {
+        seed(node, "e", "new", 6, Some("b"));
+    }
+    assert_eq!(core.read_leader("e").unwrap(), Some((6, Arc::from("b"))));
+}
+
+#[test]
+fn a_resigned_leaders_value_is_gone_and_never_read_as_the_next_ones() {
+    let (nodes, core) = core_with(5, settings());
+    let lease = win(&core, "e", TTL);
+    let term = lease.fence().unwrap();
+    core.proclaim(&lease, "e", (term, 1), "a").unwrap();
+    core.clear_proclamation(&lease, "e");
+    let [_, value_key] = elect_keys("e");
+    // The round returned at a majority; the others follow.
+    super::tests::eventually("the value cleared everywhere", || {
+        nodes.iter().all(|n| n.holder(&value_key).is_none())
+    });
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        None,
+        "held, nothing proclaimed"
+    );
+    lease.release(&core).unwrap();
+    // A vanished leader's value stays; the next leader's lock does not
+    // make it the next leader's.
+    for node in &nodes {
+        seed(node, "e", "gone", 9, Some("stale"));
+    }
+    let [lock, _] = elect_keys("e");
+    for node in &nodes {
+        node.put(&lock, "next", TTL);
+    }
+    assert_eq!(core.read_leader("e").unwrap(), None);
+}
+
+#[test]
+fn a_proclamation_the_nodes_refuse_marks_the_leadership_lost() {
+    let (nodes, core) = core_with(5, settings());
+    let old = win(&core, "e", TTL);
+    let term = old.fence().unwrap();
+    core.proclaim(&old, "e", (term, 1), "old").unwrap();
+    // Still valid as far as this client knows, but the nodes moved on (a
+    // paused process whose keys expired and were taken).
+    for node in &nodes {
+        seed(node, "e", "next", term + 1, Some("next"));
+    }
+    assert!(!old.remaining().is_zero());
+    let late = core.proclaim(&old, "e", (term, 2), "late");
+    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
+    assert!(old.is_lost() && old.remaining().is_zero());
+    assert_eq!(
+        core.read_leader("e").unwrap(),
+        Some((term + 1, Arc::from("next")))
+    );
+}

@@ -1,0 +1,133 @@
+//! An election's own commands: a leader proclaims its value, anyone reads
+//! who leads, a resigning leader clears its value. (Campaigning is an
+//! ordinary fenced lock acquisition on the election's lock key; see
+//! `keys.rs`.)
+//!
+//! The value key holds `token term seq value`: the leader's lock token
+//! (so a read can tell whether the lock key's holder proclaimed it), its
+//! term (the fencing token it won with), the proclamation's number and the
+//! value. Every command is harmless late: a proclamation lands only while
+//! the lock key holds its token and never replaces a later one of the same
+//! leader; a read writes nothing; a resignation deletes only its own value.
+
+use std::sync::Arc;
+
+use super::request::{Op, Request};
+use crate::algorithm::{Answer, Proclaimed, Vote};
+use crate::error::{FailureKind, NodeFailure};
+
+/// `KEYS` = the lock key, the value key; `ARGV` = token, term, seq, value.
+/// `1` once the value key holds this proclamation or a later one of the
+/// same leader; `0` while the lock key does not hold the token.
+const PROCLAIM_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+local cur=redis.call("get",KEYS[2])
+if cur then
+local tok,_,seq=string.match(cur,"^(%S+) (%d+) (%d+) ")
+if tok==ARGV[1] and tonumber(seq)>=tonumber(ARGV[3]) then return 1 end
+end
+redis.call("set",KEYS[2],ARGV[1].." "..ARGV[2].." "..ARGV[3].." "..ARGV[4])
+return 1"#;
+
+/// `KEYS` = the lock key, the value key. `term seq value` proclaimed by
+/// the lock key's holder; `0` when nobody holds the lock key; `1` when its
+/// holder has proclaimed nothing yet (the value key is another's). Never
+/// the token.
+const READ_SCRIPT: &str = r#"local t=redis.call("get",KEYS[1])
+if not t then return 0 end
+local cur=redis.call("get",KEYS[2])
+if not cur then return 1 end
+local tok,rest=string.match(cur,"^(%S+) (.*)$")
+if tok~=t then return 1 end
+return rest"#;
+
+/// `KEYS` = the lock key, the value key; `ARGV` = token. Deletes the
+/// value key if this leader proclaimed it and still holds the lock key:
+/// `1`, else `0`.
+const RESIGN_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+local cur=redis.call("get",KEYS[2])
+if cur and string.match(cur,"^(%S+) ")==ARGV[1] then redis.call("del",KEYS[2]) end
+return 1"#;
+
+/// Whether `op` is one of an election's own commands.
+pub(crate) fn is_elect_op(op: Op) -> bool {
+    matches!(op, Op::Proclaim { .. } | Op::ReadLeader | Op::Resign)
+}
+
+/// Appends the RESP encoding of an election command to `out`.
+pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
+    let mut cmd = redis::cmd("EVAL");
+    let keys: Vec<&str> = req.keys.iter().map(|k| &**k).collect();
+    let script = match req.op {
+        Op::Proclaim { .. } => PROCLAIM_SCRIPT,
+        Op::Resign => RESIGN_SCRIPT,
+        _ => READ_SCRIPT,
+    };
+    cmd.arg(script).arg(keys.len()).arg(&keys);
+    match req.op {
+        Op::Proclaim { term, seq } => {
+            let value = req.value.as_deref().unwrap_or("");
+            cmd.arg(req.token.as_bytes()).arg(term).arg(seq).arg(value);
+        }
+        Op::Resign => {
+            cmd.arg(req.token.as_bytes());
+        }
+        _ => {}
+    }
+    cmd.write_packed_command(out);
+}
+
+/// Reads a node's reply to an election command as a vote. A read's yes
+/// carries the proclamation; its no is "no leader here, or one that has
+/// proclaimed nothing yet".
+pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
+    use redis::Value;
+    match (req.op, value) {
+        (Op::ReadLeader, Value::BulkString(read)) => parse(&read)
+            .map(Vote::proclaimed)
+            .ok_or_else(|| unexpected(node)),
+        (_, Value::Int(n @ 0..=1)) => Ok((n == 1 && req.op != Op::ReadLeader).into()),
+        (_, Value::ServerError(err)) => Err(NodeFailure::new(
+            node.clone(),
+            super::codec::classify_code(err.code()),
+            format!("{} {}", err.code(), err.details().unwrap_or(""))
+                .trim_end()
+                .to_owned(),
+        )),
+        _ => Err(unexpected(node)),
+    }
+}
+
+/// `term seq value` as a proclamation.
+pub(super) fn parse(read: &[u8]) -> Option<Proclaimed> {
+    let read = std::str::from_utf8(read).ok()?;
+    let mut parts = read.splitn(3, ' ');
+    let term = parts.next()?.parse().ok()?;
+    let seq = parts.next()?.parse().ok()?;
+    let value = parts.next()?;
+    Some(Proclaimed {
+        term,
+        seq,
+        value: Arc::from(value),
+    })
+}
+
+/// A reply that is none of the expected ones (never echoed).
+fn unexpected(node: &Arc<str>) -> NodeFailure {
+    NodeFailure::new(node.clone(), FailureKind::Server, "unexpected reply type")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_parses_term_seq_and_a_value_with_spaces() {
+        let read = parse(b"7 2 host-a 10.0.0.1:80").unwrap();
+        assert_eq!((read.term, read.seq), (7, 2));
+        assert_eq!(&*read.value, "host-a 10.0.0.1:80");
+        assert_eq!(&*parse(b"7 2 ").unwrap().value, "");
+        assert!(parse(b"7 x v").is_none());
+        assert!(parse(b"7").is_none());
+        assert!(parse(&[0xff, b' ', b'1']).is_none());
+    }
+}
