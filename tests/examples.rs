@@ -620,3 +620,56 @@ fn fenced_store_stops_on_ctrl_c() {
     let status = interrupted_after(fenced_store, "A holds the lock");
     assert_eq!(status.code(), Some(130));
 }
+
+/// Issue 22: two scheduler copies and a follower. One copy leads while the
+/// other waits; it takes over with a larger term when the first resigns;
+/// the follower sees both leaders in that order.
+#[test]
+fn scheduler_copies_lead_one_at_a_time_and_a_follower_sees_each_leader() {
+    let cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let follower = example("scheduler")
+        .args(["--nodes", &nodes, "--follow", "--secs", "10"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let candidates: Vec<_> = ["host-a", "host-b"]
+        .into_iter()
+        .map(|name| {
+            example("scheduler")
+                .args(["--nodes", &nodes, "--name", name, "--ticks", "10"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut terms = Vec::new();
+    for candidate in candidates {
+        let out = candidate.wait_with_output().unwrap();
+        assert!(out.status.success());
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ticks: Vec<(String, u64)> = stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("TICK "))
+            .map(|t| {
+                let mut parts = t.split(' ');
+                let name = parts.next().unwrap().to_owned();
+                (name, parts.next().unwrap().parse().unwrap())
+            })
+            .collect();
+        assert_eq!(ticks.len(), 10, "{stdout}");
+        terms.push(ticks[0].clone());
+    }
+    terms.sort_by_key(|(_, term)| *term);
+    assert_ne!(terms[0].1, terms[1].1, "two leaders in one term");
+    let out = follower.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let leaders: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("LEADER "))
+        .map(str::to_owned)
+        .collect();
+    let expected: Vec<String> = terms.iter().map(|(n, t)| format!("{n} {t}")).collect();
+    assert_eq!(leaders, expected, "{stdout}");
+}

@@ -29,6 +29,7 @@ const TTL: Duration = Duration::from_secs(1);
 const SHARED: &str = "part:shared";
 const SEMAPHORE: &str = "part:sem";
 const RW: &str = "part:rw";
+const ELECTION: &str = "part:elect";
 /// How long a child waits for one acquisition: long enough to keep its
 /// place in the queue behind three others holding past their validity
 /// (a waiter that gives up rejoins at the tail).
@@ -57,8 +58,9 @@ fn client(urls: &[String], fencing: bool) -> Redlock {
 
 /// What each child of the rotating scenario does: `lock`, `fenced` (a
 /// fencing client's lock), `all` (a fencing client's `lock_all` of the
-/// shared resource and one of its own), `plain-all` (the same, unfenced).
-const MODES: [&str; 4] = ["lock", "fenced", "all", "plain-all"];
+/// shared resource and one of its own), `plain-all` (the same, unfenced),
+/// `leader` (campaigns in an election; its interval is its leadership).
+const MODES: [&str; 6] = ["lock", "fenced", "all", "plain-all", "leader", "leader"];
 
 /// The children of the rotating semaphore and rw-lock scenario: three
 /// takers of a 2-permit semaphore, two readers and two writers.
@@ -253,6 +255,14 @@ fn partition_child() {
         let wait = until
             .saturating_duration_since(Instant::now())
             .min(PATIENCE);
+        if mode == "leader" {
+            match lead(&redlock, &name, wait, &mut rng) {
+                Ok(true) => taken += 1,
+                Ok(false) => busy += 1,
+                Err(()) => short += 1,
+            }
+            continue;
+        }
         let result = match mode.as_str() {
             "lock" | "fenced" => redlock.lock_for(SHARED, TTL, wait),
             "sem" => redlock
@@ -323,6 +333,43 @@ fn partition_child() {
     );
 }
 
+/// One campaign of a `leader` child: leads for a while if it wins (most
+/// often 5 ms, sometimes up to 1.5 s, across renewals and the partitions
+/// that cut them), prints the interval it believed it led (to the end of
+/// its validity if it lost the leadership meanwhile) with its term, and
+/// resigns. `Ok(false)`: the wait ran out.
+fn lead(redlock: &Redlock, name: &str, wait: Duration, rng: &mut StdRng) -> Result<bool, ()> {
+    let leadership = match redlock
+        .election(ELECTION)
+        .campaign(name, TTL)
+        .wait(wait)
+        .win()
+    {
+        Ok(leadership) => leadership,
+        Err(Error::Busy { .. }) => return Ok(false),
+        Err(Error::NoQuorum { .. } | Error::TooSlow { .. }) => return Err(()),
+        Err(other) => panic!("{name}: {other}"),
+    };
+    let start = now_us();
+    let pause = match rng.random_range(0..10) {
+        0..=6 => Duration::from_millis(5),
+        _ => Duration::from_millis(rng.random_range(0..1500)),
+    };
+    std::thread::sleep(pause);
+    let end = now_us().min(wall_us(leadership.valid_until()));
+    let interval = Interval {
+        holder: name.to_owned(),
+        resource: ELECTION.to_owned(),
+        start,
+        end,
+    };
+    let line = format!("{} token {}", interval.to_line(), leadership.term());
+    // A resignation cut off from its majority fails; the keys expire.
+    let _ = leadership.resign();
+    println!("{line}");
+    Ok(true)
+}
+
 #[test]
 fn rotating_asymmetric_partitions_never_let_two_holders_in() {
     let (seed, run) = seed_and_run();
@@ -336,19 +383,21 @@ fn rotating_asymmetric_partitions_never_let_two_holders_in() {
     assert!(bad.is_empty(), "seed {seed}: overlapping holds: {bad:?}");
     reports.assert_progress(MODES.len(), seed);
     // Fencing tokens grow from one fenced holder of the shared resource to
-    // the next.
-    let mut fenced: Vec<&(Interval, Option<u64>)> = intervals
-        .iter()
-        .filter(|(i, t)| i.resource == SHARED && t.is_some())
-        .collect();
-    fenced.sort_by_key(|(i, _)| i.start);
-    for pair in fenced.windows(2) {
-        assert!(
-            pair[0].1 < pair[1].1,
-            "seed {seed}: token {:?} after {:?}",
-            pair[1].1,
-            pair[0].1
-        );
+    // the next, and terms from one leader to the next.
+    for resource in [SHARED, ELECTION] {
+        let mut fenced: Vec<&(Interval, Option<u64>)> = intervals
+            .iter()
+            .filter(|(i, t)| i.resource == resource && t.is_some())
+            .collect();
+        fenced.sort_by_key(|(i, _)| i.start);
+        for pair in fenced.windows(2) {
+            assert!(
+                pair[0].1 < pair[1].1,
+                "seed {seed}: {resource}: token {:?} after {:?}",
+                pair[1].1,
+                pair[0].1
+            );
+        }
     }
     // Healed: a fresh client (listing the nodes as the children did, so
     // sharing their gate node) gets the lock within one TTL — or within
@@ -370,9 +419,12 @@ fn rotating_asymmetric_partitions_never_let_two_holders_in() {
     guard.release().unwrap();
     settles("no lock key left", || {
         cluster.count_key(SHARED) == 0
+            && cluster.count_key(&format!("redlock-elect:{ELECTION}#l")) == 0
             && (0..MODES.len())
                 .all(|i| cluster.count_key(&format!("part:own:{}-{i}", MODES[i])) == 0)
     });
+    // Nobody leads: the last leader resigned, or its leadership expired.
+    assert_eq!(fresh.election(ELECTION).leader().unwrap(), None);
 }
 
 /// Semaphores and reader-writer locks under the same rotating partitions:
