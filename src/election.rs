@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::Acquire;
 use crate::cancel::CancelToken;
-use crate::core::Core;
+use crate::core::{Core, Reading};
 use crate::error::Error;
 use crate::guard::LockGuard;
 
@@ -391,19 +391,22 @@ impl Leader {
     }
 }
 
-/// How often an [`Observer`] reads who leads.
-const OBSERVE_EVERY: Duration = Duration::from_millis(100);
-
 /// Watches who leads an election, from [`Election::observe`]. The first
 /// item is the state when it is first asked; after that each item is a
 /// change: a new leader, a new value, or `None` for no leader. Changes
 /// that come faster than they are asked for are coalesced, always ending
 /// on the latest.
 ///
-/// It reads who leads (one round on every node) every 100 ms while it is
-/// asked for an item; a read that fails (too few nodes answered) is
-/// skipped. Reads are not woken by the nodes: a change shows within about
-/// 100 ms plus a round trip.
+/// While it is asked for an item, the observer is registered on the
+/// election's gate node, which wakes it (through the client's wake-up
+/// subscriptions, as it wakes waiters) when a leader proclaims a value —
+/// winning included — or resigns; it then reads who leads (one round on
+/// every node). A leader that vanished (a crash, a partition) changes
+/// nothing on the nodes until its leadership expires, so the observer
+/// also reads every 500 ms. A read that fails (too few nodes answered) is
+/// tried again then. With
+/// [`release_notifications(false)`](crate::RedlockBuilder::release_notifications)
+/// it only reads every 500 ms.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -423,34 +426,32 @@ const OBSERVE_EVERY: Duration = Duration::from_millis(100);
 pub struct Observer {
     election: Election,
     /// What the last item said (`None`: no item yet).
-    last: Option<Option<Leader>>,
+    last: Option<Reading>,
 }
 
 impl Observer {
     /// The next change (or, the first time, the state now), waiting at most
-    /// `timeout`: `None` when nothing changed in time.
+    /// `timeout`: `None` when nothing changed in time (or the election's
+    /// name is empty).
     pub fn next_timeout(&mut self, timeout: Duration) -> Option<Option<Leader>> {
         let deadline = Instant::now().checked_add(timeout);
-        loop {
-            match self.election.leader() {
-                Ok(now) if self.last.as_ref() != Some(&now) => {
-                    self.last = Some(now.clone());
-                    return Some(now);
-                }
-                Ok(_) => {}
-                Err(err) => log::debug!("redlock: observing {:?}: {err}", self.election.name),
+        let next =
+            self.election
+                .core
+                .next_leader(&self.election.name, self.last.as_ref(), deadline);
+        match next {
+            Ok(Some(now)) => {
+                self.last = Some(now.clone());
+                Some(now.map(|(term, value)| Leader {
+                    term,
+                    value: value.to_string(),
+                }))
             }
-            let pause = match deadline {
-                Some(deadline) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return None;
-                    }
-                    left.min(OBSERVE_EVERY)
-                }
-                None => OBSERVE_EVERY,
-            };
-            std::thread::sleep(pause);
+            Ok(None) => None,
+            Err(err) => {
+                log::warn!("redlock: cannot observe {:?}: {err}", self.election.name);
+                None
+            }
         }
     }
 }

@@ -233,11 +233,19 @@ fn an_observer_sees_each_change_in_order_within_a_second() {
         let changed = Instant::now();
         let (at, item) = next();
         assert_eq!(item.as_ref().map(Leader::value), Some("a"));
+        println!(
+            "election: the observer saw a {:?} after win returned",
+            at.saturating_duration_since(changed)
+        );
         assert!(at - changed < Duration::from_secs(1), "{:?}", at - changed);
         a.proclaim("a2").unwrap();
         let changed = Instant::now();
         let (at, item) = next();
         assert_eq!(item.as_ref().map(Leader::value), Some("a2"));
+        println!(
+            "election: the observer saw a2 {:?} after proclaim returned",
+            at - changed
+        );
         assert_eq!(item.as_ref().map(Leader::term), Some(a.term()));
         assert!(at - changed < Duration::from_secs(1), "{:?}", at - changed);
         let a_term = a.term();
@@ -250,6 +258,10 @@ fn an_observer_sees_each_change_in_order_within_a_second() {
             other => other,
         };
         let b_seen = item.expect("B leads");
+        println!(
+            "election: the observer saw B {:?} after its win returned",
+            at - changed
+        );
         assert_eq!(b_seen.value(), "b");
         assert!(b_seen.term() > a_term);
         assert!(at - changed < Duration::from_secs(1), "{:?}", at - changed);

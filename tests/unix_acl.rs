@@ -22,6 +22,43 @@ fn exercise(client: &Redlock) {
     assert!(both.fencing_token().is_some());
     both.release().unwrap();
     assert!(client.try_lock("acl:one", TTL).unwrap().is_some());
+    // The semaphore's, the reader-writer lock's and the election's
+    // scripts, waiting included.
+    let permit = client.semaphore("acl:sem", 1).lock(TTL).unwrap();
+    assert!(
+        client
+            .semaphore("acl:sem", 1)
+            .try_lock(TTL)
+            .unwrap()
+            .is_none()
+    );
+    permit.release().unwrap();
+    let read = client.rw_lock("acl:rw").read(TTL).unwrap();
+    assert!(client.rw_lock("acl:rw").try_write(TTL).unwrap().is_none());
+    read.release().unwrap();
+    client
+        .rw_lock("acl:rw")
+        .write(TTL)
+        .unwrap()
+        .release()
+        .unwrap();
+    let election = client.election("acl:e");
+    let mut observer = election.observe();
+    assert_eq!(observer.next_timeout(TTL), Some(None));
+    let mut leadership = election.campaign("a", TTL).win().unwrap();
+    leadership.proclaim("b").unwrap();
+    assert_eq!(
+        election.leader().unwrap().map(|l| l.value().to_owned()),
+        Some("b".into())
+    );
+    assert_eq!(
+        observer
+            .next_timeout(TTL)
+            .flatten()
+            .map(|l| l.value().to_owned()),
+        Some("b".into())
+    );
+    leadership.resign().unwrap();
 }
 
 #[test]
@@ -46,7 +83,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The line in docs/operations.md, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +time +zadd +zrange +zrangebyscore +zrem +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +time +zadd +zcard +zscore +zrange +zrangebyscore +zrem +zremrangebyscore +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {
@@ -96,6 +133,27 @@ fn a_user_lacking_a_command_gets_an_error_that_names_it() {
     );
     assert!(err.to_string().contains("'eval'"), "{err}");
     assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
+}
+
+/// A command refused inside a script (the node says `ERR … can't run this
+/// command`) is an `Auth` failure too, not a server error.
+#[test]
+fn a_command_a_script_may_not_run_is_an_auth_failure() {
+    let cluster = Cluster::start(3);
+    let urls = acl_user(&cluster, "nozrem", &ACL.replace(" +zremrangebyscore", ""));
+    let client = Redlock::builder(&urls).retry_count(0).build().unwrap();
+    let err = client.rw_lock("acl:nozrem").try_write(TTL).unwrap_err();
+    let Error::NoQuorum { failures, .. } = &err else {
+        panic!("expected NoQuorum, got {err:?}");
+    };
+    assert!(
+        failures.iter().all(|f| f.kind() != FailureKind::Server),
+        "{err}"
+    );
+    assert!(
+        failures.iter().any(|f| f.kind() == FailureKind::Auth),
+        "{err}"
+    );
 }
 
 /// As the docs' ACL user, a release wakes a waiter in another client at

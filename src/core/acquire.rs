@@ -189,7 +189,7 @@ impl Core {
             }
             Target::Election { name } => {
                 checked_election(name)?;
-                let [lock, _] = elect_keys(name);
+                let [lock, ..] = elect_keys(name);
                 let key: Keys = Arc::from([Arc::from(lock)]);
                 (key, name.to_owned(), None)
             }

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::handoff::Woken;
 use super::{Core, Lease, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{Outcome, Verdict};
 use crate::error::Error;
@@ -72,20 +73,69 @@ impl Core {
     ///
     /// `NoQuorum` when too few nodes answered to tell.
     pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
+        self.read_leader_as(name, None)
+    }
+
+    /// [`read_leader`](Self::read_leader), registering `observer` (a
+    /// ticket's member) on the election's gate node, to be woken when the
+    /// leader's value changes.
+    fn read_leader_as(&self, name: &str, observer: Option<&Arc<str>>) -> Result<Reading, Error> {
         super::acquire::checked_election(name)?;
         let start = Instant::now();
         let by = answer_by(start, self.node_timeout(READ_TTL), None);
         let token: Arc<str> = Arc::from("");
-        let request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, READ_TTL, by);
+        let mut request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, READ_TTL, by);
+        request.queue = observer.cloned();
         let read = self.transport.start_round(request).collect(by);
         leader_of(&read).ok_or_else(|| no_quorum(name, read))
     }
+
+    /// Reads who leads the election `name` until it differs from `last`
+    /// (`None`: no read yet, so the first read is returned) or `deadline`
+    /// passes (then `None`).
+    ///
+    /// Between reads it sleeps until the election's gate node wakes it
+    /// (a proclamation or a resignation there, see `transport/elect.rs`),
+    /// a re-established subscription to that node (a wake-up may have been
+    /// lost), the queue refresh (500 ms: a leader whose keys expired
+    /// changes nothing the nodes could announce; each read also renews the
+    /// observer's registration), or the deadline. A read that fails is
+    /// logged and tried again at the next of these.
+    pub(crate) fn next_leader(
+        &self,
+        name: &str,
+        last: Option<&Reading>,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Reading>, Error> {
+        super::acquire::checked_election(name)?;
+        let [lock, ..] = elect_keys(name);
+        let notified = self.settings.notifications;
+        // The subscribers run while someone observes.
+        let _watch = notified.then(|| self.transport.watch());
+        let mut ticket = self.waiters.enter(self.transport.gate_index(&lock));
+        loop {
+            ticket.arm();
+            let observer = notified.then(|| ticket.member().clone());
+            match self.read_leader_as(name, observer.as_ref()) {
+                Ok(now) if last != Some(&now) => return Ok(Some(now)),
+                Ok(_) => {}
+                Err(err) => log::debug!("redlock: reading the leader of {name:?}: {err}"),
+            }
+            let fallback = Instant::now() + self.settings.queue_refresh;
+            let until = deadline.map_or(fallback, |d| d.min(fallback));
+            if ticket.wait(until, None) == Woken::TimedOut
+                && deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(None);
+            }
+        }
+    }
 }
 
-/// The election `name`'s lock key and value key.
+/// The election `name`'s keys, as its commands take them.
 fn elect_key_pair(name: &str) -> Keys {
-    let [lock, value] = elect_keys(name);
-    Arc::from([Arc::from(lock), Arc::from(value)])
+    let [lock, value, observers] = elect_keys(name);
+    Arc::from([Arc::from(lock), Arc::from(value), Arc::from(observers)])
 }
 
 /// What a read round says: `Some(Some(..))` a leader on a majority (the

@@ -12,7 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::tests::{core_with, settings};
+use super::tests::{core_with, eventually, settings, sleeps_30_s};
+use super::wake_tests::clients;
 use super::{Lease, Patience, Target};
 use crate::error::Error;
 use crate::transport::elect_keys;
@@ -28,7 +29,7 @@ fn win(core: &super::Core, name: &str, ttl: Duration) -> Lease {
 /// Sets node `index`'s election keys as if `token` led in `term` and had
 /// proclaimed `value` (or nothing, with `None`).
 fn seed(node: &FakeNode, name: &str, token: &str, term: u64, value: Option<&str>) {
-    let [lock, value_key] = elect_keys(name);
+    let [lock, value_key, _] = elect_keys(name);
     node.put(&lock, token, TTL);
     if let Some(value) = value {
         node.put(&value_key, &format!("{token} {term} 1 {value}"), TTL);
@@ -74,7 +75,7 @@ fn a_proclamation_after_the_leadership_passed_on_is_refused_and_loses_it() {
     let old = win(&core, "e", Duration::from_millis(50));
     let old_term = old.fence().unwrap();
     core.proclaim(&old, "e", (old_term, 1), "old").unwrap();
-    let [lock, _] = elect_keys("e");
+    let [lock, ..] = elect_keys("e");
     super::tests::eventually("the old leadership's keys expired", || {
         nodes.iter().all(|n| n.holder(&lock).is_none())
     });
@@ -115,7 +116,7 @@ fn a_resigned_leaders_value_is_gone_and_never_read_as_the_next_ones() {
     let term = lease.fence().unwrap();
     core.proclaim(&lease, "e", (term, 1), "a").unwrap();
     core.clear_proclamation(&lease, "e");
-    let [_, value_key] = elect_keys("e");
+    let [_, value_key, _] = elect_keys("e");
     // The round returned at a majority; the others follow.
     super::tests::eventually("the value cleared everywhere", || {
         nodes.iter().all(|n| n.holder(&value_key).is_none())
@@ -131,7 +132,7 @@ fn a_resigned_leaders_value_is_gone_and_never_read_as_the_next_ones() {
     for node in &nodes {
         seed(node, "e", "gone", 9, Some("stale"));
     }
-    let [lock, _] = elect_keys("e");
+    let [lock, ..] = elect_keys("e");
     for node in &nodes {
         node.put(&lock, "next", TTL);
     }
@@ -157,4 +158,96 @@ fn a_proclamation_the_nodes_refuse_marks_the_leadership_lost() {
         core.read_leader("e").unwrap(),
         Some((term + 1, Arc::from("next")))
     );
+}
+
+/// The observer's reads, counted on every node (a read goes to all).
+fn reads(node: &FakeNode) -> usize {
+    node.received()
+        .iter()
+        .filter(|op| **op == crate::transport::Op::ReadLeader)
+        .count()
+}
+
+/// An observer with a 30 s fallback is woken by each proclamation and by
+/// the resignation — only a wake-up can end its wait within the test —
+/// and registers only on the election's gate node.
+#[test]
+fn an_observer_is_woken_by_proclamations_and_the_resignation() {
+    let (nodes, cores) = clients(5, 2, &sleeps_30_s());
+    let (leader, watcher) = (&cores[0], &cores[1]);
+    let [lock, _, observers] = elect_keys("e");
+    let gate = leader.transport.gate_index(&lock);
+    let deadline = || Some(std::time::Instant::now() + Duration::from_secs(20));
+    std::thread::scope(|s| {
+        let first = watcher.next_leader("e", None, deadline()).unwrap();
+        assert_eq!(first, Some(None), "the first read: nobody leads");
+        let observing = s.spawn(|| watcher.next_leader("e", Some(&None), deadline()));
+        eventually("the observer registered on the gate node", || {
+            nodes[gate].queue(&observers).len() == 1
+        });
+        for (i, node) in nodes.iter().enumerate().filter(|(i, _)| *i != gate) {
+            assert!(node.queue(&observers).is_empty(), "registered on node {i}");
+        }
+        let lease = win(leader, "e", TTL);
+        let term = lease.fence().unwrap();
+        leader.proclaim(&lease, "e", (term, 1), "a").unwrap();
+        let seen = observing.join().unwrap().unwrap();
+        assert_eq!(seen, Some(Some((term, Arc::from("a")))));
+        let now = Some((term, Arc::from("a")));
+        let observing = s.spawn(move || watcher.next_leader("e", Some(&now), deadline()));
+        // Registered under its new ticket (the first call's lingers).
+        eventually("the observer registered again", || {
+            nodes[gate].queue(&observers).len() == 2
+        });
+        leader.clear_proclamation(&lease, "e");
+        let seen = observing.join().unwrap().unwrap();
+        assert_eq!(seen, Some(None), "resigned: nothing proclaimed");
+    });
+}
+
+/// A wake-up published while the subscription was down is lost; when the
+/// subscription to the gate node comes back, the observer reads again.
+#[test]
+fn an_observer_reads_again_when_its_gate_nodes_subscription_comes_back() {
+    let (nodes, cores) = clients(5, 1, &sleeps_30_s());
+    let watcher = &cores[0];
+    let [lock, _, observers] = elect_keys("e");
+    let gate = watcher.transport.gate_index(&lock);
+    std::thread::scope(|s| {
+        let deadline = Some(std::time::Instant::now() + Duration::from_secs(20));
+        let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
+        eventually("the observer registered", || {
+            nodes[gate].queue(&observers).len() == 1
+        });
+        // A leader appears without any wake-up reaching this client.
+        for node in &nodes {
+            seed(node, "e", "other", 3, Some("x"));
+        }
+        crate::transport::Sink::subscribed(&*watcher.waiters, gate);
+        let seen = observing.join().unwrap().unwrap();
+        assert_eq!(seen, Some(Some((3, Arc::from("x")))));
+    });
+}
+
+/// Without release notifications an observer only reads on its timer, and
+/// registers nowhere.
+#[test]
+fn an_observer_without_notifications_registers_nowhere() {
+    let quiet = crate::settings::Settings {
+        notifications: false,
+        queue_refresh: Duration::from_millis(20),
+        ..settings()
+    };
+    let (nodes, core) = core_with(5, quiet);
+    let [_, _, observers] = elect_keys("e");
+    std::thread::scope(|s| {
+        let observing = s.spawn(|| core.next_leader("e", Some(&None), None));
+        eventually("a few reads", || reads(&nodes[0]) >= 3);
+        for node in &nodes {
+            seed(node, "e", "other", 3, Some("x"));
+        }
+        let seen = observing.join().unwrap().unwrap();
+        assert_eq!(seen, Some(Some((3, Arc::from("x")))));
+    });
+    assert!(nodes.iter().all(|n| n.queue(&observers).is_empty()));
 }

@@ -1062,15 +1062,26 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
                  redlock-sync needs",
             ))
         }
-        (_, Value::ServerError(err)) => Err(NodeFailure::new(
-            node.clone(),
-            classify_code(err.code()),
-            format!("{} {}", err.code(), err.details().unwrap_or(""))
-                .trim_end()
-                .to_owned(),
-        )),
+        (_, Value::ServerError(err)) => Err(server_failure(node, &err)),
         (_, _) => Err(unexpected(node)),
     }
+}
+
+/// A node's error reply as a failure: its kind from the code, except that
+/// a command a script runs and the ACL refuses comes as `ERR … can't run
+/// this command`: `Auth`, like a refused command outside a script.
+pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeFailure {
+    let details = err.details().unwrap_or("");
+    let kind = if err.code() == "ERR" && details.contains("can't run this command") {
+        FailureKind::Auth
+    } else {
+        classify_code(err.code())
+    };
+    NodeFailure::new(
+        node.clone(),
+        kind,
+        format!("{} {details}", err.code()).trim_end().to_owned(),
+    )
 }
 
 /// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.

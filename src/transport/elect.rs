@@ -12,27 +12,58 @@
 
 use std::sync::Arc;
 
+use super::codec::QUEUE_ALIVE;
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Proclaimed, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
-/// `KEYS` = the lock key, the value key; `ARGV` = token, term, seq, value.
-/// `1` once the value key holds this proclamation or a later one of the
-/// same leader; `0` while the lock key does not hold the token.
-const PROCLAIM_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+/// Wakes every live observer in `KEYS[3]` (members `{client}:{ticket}`,
+/// scored by until when they count) on its client's wake channel, as the
+/// gate scripts wake a waiter. Only the gate node has observers.
+macro_rules! notify_fn {
+    () => {
+        r#"local function notify()
+local t=redis.call("time")
+redis.call("zremrangebyscore",KEYS[3],"-inf",t[1]*1000+math.floor(t[2]/1000))
+for _,m in ipairs(redis.call("zrange",KEYS[3],0,-1)) do
+local c,n=string.match(m,"^(.*):(%d+)$")
+if c then redis.pcall("publish","redlock-wake:"..c,n) end
+end
+end
+"#
+    };
+}
+
+/// `KEYS` = the lock key, the value key, the observers; `ARGV` = token,
+/// term, seq, value. `1` once the value key holds this proclamation or a
+/// later one of the same leader (waking the observers when it changed);
+/// `0` while the lock key does not hold the token.
+const PROCLAIM_SCRIPT: &str = concat!(
+    notify_fn!(),
+    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
 local cur=redis.call("get",KEYS[2])
 if cur then
 local tok,_,seq=string.match(cur,"^(%S+) (%d+) (%d+) ")
 if tok==ARGV[1] and tonumber(seq)>=tonumber(ARGV[3]) then return 1 end
 end
 redis.call("set",KEYS[2],ARGV[1].." "..ARGV[2].." "..ARGV[3].." "..ARGV[4])
-return 1"#;
+notify()
+return 1"#
+);
 
-/// `KEYS` = the lock key, the value key. `term seq value` proclaimed by
-/// the lock key's holder; `0` when nobody holds the lock key; `1` when its
-/// holder has proclaimed nothing yet (the value key is another's). Never
-/// the token.
-const READ_SCRIPT: &str = r#"local t=redis.call("get",KEYS[1])
+/// `KEYS` = the lock key, the value key, the observers; `ARGV` = the
+/// observer's member and how long it counts, in ms (on the gate node of a
+/// client that is woken: [`QUEUE_ALIVE`], as a queued waiter, since it
+/// reads at least every queue refresh; else nothing). Registers the observer; then
+/// `term seq value` proclaimed by the lock key's holder, `0` when nobody
+/// holds the lock key, `1` when its holder has proclaimed nothing yet
+/// (the value key is another's). Never the token.
+const READ_SCRIPT: &str = r#"if ARGV[1] then
+local t=redis.call("time")
+redis.call("zadd",KEYS[3],t[1]*1000+math.floor(t[2]/1000)+tonumber(ARGV[2]),ARGV[1])
+redis.call("pexpire",KEYS[3],ARGV[2])
+end
+local t=redis.call("get",KEYS[1])
 if not t then return 0 end
 local cur=redis.call("get",KEYS[2])
 if not cur then return 1 end
@@ -40,13 +71,19 @@ local tok,rest=string.match(cur,"^(%S+) (.*)$")
 if tok~=t then return 1 end
 return rest"#;
 
-/// `KEYS` = the lock key, the value key; `ARGV` = token. Deletes the
-/// value key if this leader proclaimed it and still holds the lock key:
-/// `1`, else `0`.
-const RESIGN_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+/// `KEYS` = the lock key, the value key, the observers; `ARGV` = token.
+/// Deletes the value key if this leader proclaimed it and still holds the
+/// lock key, waking the observers: `1`, else `0`.
+const RESIGN_SCRIPT: &str = concat!(
+    notify_fn!(),
+    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
 local cur=redis.call("get",KEYS[2])
-if cur and string.match(cur,"^(%S+) ")==ARGV[1] then redis.call("del",KEYS[2]) end
-return 1"#;
+if cur and string.match(cur,"^(%S+) ")==ARGV[1] then
+redis.call("del",KEYS[2])
+notify()
+end
+return 1"#
+);
 
 /// Whether `op` is one of an election's own commands.
 pub(crate) fn is_elect_op(op: Op) -> bool {
@@ -71,7 +108,14 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
         Op::Resign => {
             cmd.arg(req.token.as_bytes());
         }
-        _ => {}
+        _ => {
+            // The gate node's copy of an observer's read (see
+            // `Transport::start_round`).
+            if let Some(member) = req.queue.as_deref().filter(|m| !m.is_empty()) {
+                cmd.arg(member)
+                    .arg(u64::try_from(QUEUE_ALIVE.as_millis()).unwrap_or(u64::MAX));
+            }
+        }
     }
     cmd.write_packed_command(out);
 }
@@ -86,13 +130,7 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
             .map(Vote::proclaimed)
             .ok_or_else(|| unexpected(node)),
         (_, Value::Int(n @ 0..=1)) => Ok((n == 1 && req.op != Op::ReadLeader).into()),
-        (_, Value::ServerError(err)) => Err(NodeFailure::new(
-            node.clone(),
-            super::codec::classify_code(err.code()),
-            format!("{} {}", err.code(), err.details().unwrap_or(""))
-                .trim_end()
-                .to_owned(),
-        )),
+        (_, Value::ServerError(err)) => Err(super::codec::server_failure(node, &err)),
         _ => Err(unexpected(node)),
     }
 }

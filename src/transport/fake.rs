@@ -259,6 +259,9 @@ impl Link for FakeLink {
                     .iter()
                     .map(|req| {
                         let answer = match &req.queue {
+                            _ if super::elect::is_elect_op(req.op) => {
+                                Ok(observed(&mut inner, req, &mut woken))
+                            }
                             Some(member) => queued(&mut inner, req, member, &mut woken),
                             None => apply(&mut inner.keys, req)
                                 .map(|vote| report(&inner.keys, req, vote)),
@@ -355,6 +358,34 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
     }
 }
 
+/// How long a queued waiter or an observer counts: longer than any test,
+/// so that tests that lengthen the queue refresh never see one drop out.
+const ALIVE: Duration = Duration::from_secs(60);
+
+/// An election's command on a node that keeps its observers (in `queues`,
+/// under the observers key): a read registers its member; a
+/// proclamation or resignation that changed the value wakes them all.
+fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> Vote {
+    let now = Instant::now();
+    let Some(observers) = req.keys.get(2).map(|k| k.to_string()) else {
+        return Vote::NO;
+    };
+    let value_key = req.keys.get(1).map(|k| k.to_string()).unwrap_or_default();
+    let before = live(&inner.keys, &value_key, now).map(|(v, _)| v.clone());
+    let vote = elect(&mut inner.keys, req, now);
+    let list = inner.queues.entry(observers).or_default();
+    list.retain(|(_, alive)| *alive > now);
+    if let Some(member) = req.queue.as_deref().filter(|m| !m.is_empty()) {
+        list.retain(|(m, _)| m != member);
+        list.push((member.to_owned(), now + ALIVE));
+    }
+    let after = live(&inner.keys, &value_key, now).map(|(v, _)| v.clone());
+    if req.op != Op::ReadLeader && before != after {
+        woken.extend(list.iter().map(|(m, _)| (m.clone(), req.op)));
+    }
+    vote
+}
+
 /// An election's commands, as the scripts in `elect.rs`: the value key
 /// holds `token term seq value`.
 fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> Vote {
@@ -444,9 +475,6 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
 /// queue (as the gate scripts in `codec.rs`); members it wakes go to
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
-    // Longer than any test: tests that lengthen the queue refresh must not
-    // see their waiters drop out.
-    const ALIVE: Duration = Duration::from_secs(60);
     let now = Instant::now();
     let first = req.keys.first().map_or("", |k| &**k).to_owned();
     let queue = inner

@@ -14,7 +14,9 @@
 //!   ordinary lock key, always fenced: `redlock-fence:redlock-elect:e#l`)
 //!   and `redlock-elect:e#v` (the leader's proclaimed value, with its lock
 //!   token, term and sequence number; no expiry — the next leader
-//!   overwrites it, a resigning leader deletes it);
+//!   overwrites it, a resigning leader deletes it) and, on its gate node,
+//!   `redlock-elect:e#o` (the observers to wake when the value changes: a
+//!   sorted set, member → until when, living as long as its latest);
 //! * the queue of waiters for a lock or a semaphore, on its gate node:
 //!   `redlock-queue:{g}` and `redlock-alive:{g}`, where `g` is the lock's
 //!   first key or `redlock-sem:s` (see [`gate_name`]).
@@ -41,12 +43,13 @@ pub(crate) const RESERVED: [&str; 6] = [
     ELECT_PREFIX,
 ];
 
-/// The election `name`'s keys: the leader's lock key, and its value key.
-/// (The suffixes differ, so no name's lock key is another's value key.)
-pub(crate) fn elect_keys(name: &str) -> [String; 2] {
+/// The election `name`'s keys: the leader's lock key, its value key and
+/// its observers. (The suffixes differ, so no name's key is another's.)
+pub(crate) fn elect_keys(name: &str) -> [String; 3] {
     [
         format!("{ELECT_PREFIX}{name}#l"),
         format!("{ELECT_PREFIX}{name}#v"),
+        format!("{ELECT_PREFIX}{name}#o"),
     ]
 }
 
@@ -156,12 +159,14 @@ mod elect_tests {
         let names = ["e", "e#l", "e#v", "#l", "#v", "", "e#"];
         let mut all = std::collections::HashSet::new();
         for name in names {
-            let [lock, value] = elect_keys(name);
+            let [lock, value, observers] = elect_keys(name);
             assert!(is_elect_lock(&lock), "{lock}");
             assert!(!is_elect_lock(&value), "{value}");
+            assert!(!is_elect_lock(&observers), "{observers}");
             assert_eq!(gate_name(&lock), lock);
-            assert!(all.insert(lock), "{name}");
-            assert!(all.insert(value), "{name}");
+            for key in [lock, value, observers] {
+                assert!(all.insert(key), "{name}");
+            }
         }
     }
 }
