@@ -21,6 +21,13 @@ use crate::transport::{Keys, Op, elect_keys};
 /// The TTL a read's per-node timeout is derived from (a read has none).
 const READ_TTL: Duration = Duration::from_secs(10);
 
+/// After a wake-up, how long reads follow closely ([`CHANGE_POLL`] apart)
+/// until the change shows on a majority.
+const CHANGE_LANDS: Duration = Duration::from_millis(200);
+
+/// The pause between those reads.
+const CHANGE_POLL: Duration = Duration::from_millis(5);
+
 /// The leader a read found: its term and the latest value it proclaimed.
 pub(crate) type Reading = Option<(u64, Arc<str>)>;
 
@@ -73,21 +80,33 @@ impl Core {
     ///
     /// `NoQuorum` when too few nodes answered to tell.
     pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
-        self.read_leader_as(name, None)
+        self.read_leader_as(name, None).map(|(reading, _)| reading)
     }
 
     /// [`read_leader`](Self::read_leader), registering `observer` (a
     /// ticket's member) on the election's gate node, to be woken when the
-    /// leader's value changes.
-    fn read_leader_as(&self, name: &str, observer: Option<&Arc<str>>) -> Result<Reading, Error> {
+    /// leader's value changes; and whether the gate node's own answer
+    /// (when it came in time) differs from the majority's: a change under
+    /// way, applied there first.
+    fn read_leader_as(
+        &self,
+        name: &str,
+        observer: Option<&Arc<str>>,
+    ) -> Result<(Reading, bool), Error> {
         super::acquire::checked_election(name)?;
         let start = Instant::now();
         let by = answer_by(start, self.node_timeout(READ_TTL), None);
         let token: Arc<str> = Arc::from("");
         let mut request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, READ_TTL, by);
         request.queue = observer.cloned();
-        let read = self.transport.start_round(request).collect(by);
-        leader_of(&read).ok_or_else(|| no_quorum(name, read))
+        let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
+        let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;
+        let at_gate = gate.now().map(|vote| {
+            vote.read
+                .filter(|_| vote.yes)
+                .map(|r| (r.term, r.value.clone()))
+        });
+        Ok((reading.clone(), at_gate.is_some_and(|g| g != reading)))
     }
 
     /// Reads who leads the election `name` until it differs from `last`
@@ -100,7 +119,9 @@ impl Core {
     /// lost), the queue refresh (500 ms: a leader whose keys expired
     /// changes nothing the nodes could announce; each read also renews the
     /// observer's registration), or the deadline. A read that fails is
-    /// logged and tried again at the next of these.
+    /// logged and tried again at the next of these. A wake-up comes when
+    /// the gate node applied the change; the other nodes may not have yet,
+    /// so for [`CHANGE_LANDS`] after one, reads come [`CHANGE_POLL`] apart.
     pub(crate) fn next_leader(
         &self,
         name: &str,
@@ -113,20 +134,31 @@ impl Core {
         // The subscribers run while someone observes.
         let _watch = notified.then(|| self.transport.watch());
         let mut ticket = self.waiters.enter(self.transport.gate_index(&lock));
+        // When a wake-up came: the gate node applied a change that the other
+        // nodes may not have yet (a majority read can still show the old
+        // state), so reads follow closely for a while.
+        let mut woken: Option<Instant> = None;
         loop {
             ticket.arm();
             let observer = notified.then(|| ticket.member().clone());
             match self.read_leader_as(name, observer.as_ref()) {
-                Ok(now) if last != Some(&now) => return Ok(Some(now)),
+                Ok((now, _)) if last != Some(&now) => return Ok(Some(now)),
+                // The gate node has it already: a wake-up we may have
+                // registered too late for.
+                Ok((_, true)) => woken = Some(Instant::now()),
                 Ok(_) => {}
                 Err(err) => log::debug!("redlock: reading the leader of {name:?}: {err}"),
             }
-            let fallback = Instant::now() + self.settings.queue_refresh;
-            let until = deadline.map_or(fallback, |d| d.min(fallback));
-            if ticket.wait(until, None) == Woken::TimedOut
-                && deadline.is_some_and(|d| Instant::now() >= d)
-            {
-                return Ok(None);
+            let now = Instant::now();
+            let next = match woken {
+                Some(at) if now < at + CHANGE_LANDS => now + CHANGE_POLL,
+                _ => now + self.settings.queue_refresh,
+            };
+            let until = deadline.map_or(next, |d| d.min(next));
+            match ticket.wait(until, None) {
+                Woken::Turn => woken = Some(Instant::now()),
+                _ if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
+                _ => {}
             }
         }
     }

@@ -182,8 +182,9 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
         let first = watcher.next_leader("e", None, deadline()).unwrap();
         assert_eq!(first, Some(None), "the first read: nobody leads");
         let observing = s.spawn(|| watcher.next_leader("e", Some(&None), deadline()));
+        // The first call's ticket, and this one's.
         eventually("the observer registered on the gate node", || {
-            nodes[gate].queue(&observers).len() == 1
+            nodes[gate].queue(&observers).len() == 2
         });
         for (i, node) in nodes.iter().enumerate().filter(|(i, _)| *i != gate) {
             assert!(node.queue(&observers).is_empty(), "registered on node {i}");
@@ -195,9 +196,9 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
         assert_eq!(seen, Some(Some((term, Arc::from("a")))));
         let now = Some((term, Arc::from("a")));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&now), deadline()));
-        // Registered under its new ticket (the first call's lingers).
+        // Registered under its new ticket (the first calls' linger).
         eventually("the observer registered again", || {
-            nodes[gate].queue(&observers).len() == 2
+            nodes[gate].queue(&observers).len() == 3
         });
         leader.clear_proclamation(&lease, "e");
         let seen = observing.join().unwrap().unwrap();

@@ -338,7 +338,11 @@ fn renewal_in_flight() -> (Vec<FakeNode>, Arc<Core>, Arc<Lease>) {
         node.set(Behaviour::Hold);
     }
     core.keep(&lease).unwrap();
-    assert!(nodes[0].wait_for(LONG_WAIT, |ops| extends(ops, 900) == 1));
+    // Received by every node: a release queued after this follows it on
+    // each (the keeper queues on one node after another).
+    for node in &nodes {
+        assert!(node.wait_for(LONG_WAIT, |ops| extends(ops, 900) == 1));
+    }
     (nodes, core, lease)
 }
 
