@@ -8,8 +8,9 @@ use redis::IntoConnectionInfo;
 
 use crate::error::Error;
 use crate::human::Human;
+use crate::sentinel_url::{self, SentinelAuth};
 use crate::settings::Settings;
-use crate::transport::NodeSpec;
+use crate::transport::{NodeSpec, Source};
 
 /// Configures and builds a [`Redlock`](crate::Redlock) client.
 ///
@@ -34,6 +35,7 @@ pub struct RedlockBuilder {
     nodes: Vec<String>,
     settings: Settings,
     tls: Tls,
+    sentinel: SentinelAuth,
 }
 
 /// Certificates for `rediss://` nodes. Debug shows only what is set: the
@@ -60,6 +62,7 @@ impl fmt::Debug for RedlockBuilder {
             .field("nodes", &self.nodes.len())
             .field("settings", &self.settings)
             .field("tls", &self.tls)
+            .field("sentinel", &self.sentinel)
             .finish()
     }
 }
@@ -74,6 +77,7 @@ impl RedlockBuilder {
             nodes: nodes.into_iter().map(|n| n.as_ref().to_owned()).collect(),
             settings: Settings::default(),
             tls: Tls::default(),
+            sentinel: SentinelAuth::default(),
         }
     }
 
@@ -294,6 +298,35 @@ impl RedlockBuilder {
         self
     }
 
+    /// The password the Sentinels of `redis+sentinel://` nodes require
+    /// (their `requirepass`; the master's own password goes in the URL). It
+    /// never appears in `Debug` output or errors. Defaults to none.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::builder([
+    ///     "redis+sentinel://:master-pw@s1:26379,s2:26379,s3:26379/lock-a",
+    ///     "redis+sentinel://:master-pw@s1:26379,s2:26379,s3:26379/lock-b",
+    ///     "redis+sentinel://:master-pw@s1:26379,s2:26379,s3:26379/lock-c",
+    /// ])
+    /// .sentinel_password("sentinel-pw")
+    /// .build()?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn sentinel_password(mut self, password: &str) -> Self {
+        self.sentinel.password = Some(password.to_owned());
+        self
+    }
+
+    /// The user name for the Sentinels of `redis+sentinel://` nodes (with
+    /// [`sentinel_password`](Self::sentinel_password), for an ACL user).
+    /// Defaults to none (the default user).
+    pub fn sentinel_username(mut self, username: &str) -> Self {
+        self.sentinel.username = Some(username.to_owned());
+        self
+    }
+
     /// Whether releases wake other clients' waiters. See
     /// [`release_notifications`](Self::release_notifications).
     #[deprecated(
@@ -397,7 +430,7 @@ impl RedlockBuilder {
     /// The parsed nodes and checked settings, or what is wrong with them.
     pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Settings), Error> {
         validate(&self.settings)?;
-        let nodes = parse_nodes(&self.nodes, &self.tls)?;
+        let nodes = parse_nodes(&self.nodes, &self.tls, &self.sentinel)?;
         Ok((nodes, self.settings))
     }
 }
@@ -480,7 +513,11 @@ fn validate(s: &Settings) -> Result<(), Error> {
     Ok(())
 }
 
-fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
+fn parse_nodes(
+    urls: &[String],
+    tls: &Tls,
+    sentinel: &SentinelAuth,
+) -> Result<Vec<NodeSpec>, Error> {
     let custom = tls.root.is_some() || tls.client.is_some();
     if custom && !cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) {
         return Err(Error::config(
@@ -507,7 +544,7 @@ fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
     let mut seen = HashSet::new();
     let mut nodes = Vec::with_capacity(urls.len());
     for (index, url) in urls.iter().enumerate() {
-        let node = parse_node(index, url, tls)?;
+        let node = parse_node(index, url, tls, sentinel)?;
         if !seen.insert(node.address.clone()) {
             return Err(Error::config(format!(
                 "node #{index} ({}) is listed twice; each node must be a distinct Redis master",
@@ -519,7 +556,12 @@ fn parse_nodes(urls: &[String], tls: &Tls) -> Result<Vec<NodeSpec>, Error> {
     Ok(nodes)
 }
 
-fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
+fn parse_node(
+    index: usize,
+    url: &str,
+    tls: &Tls,
+    sentinel: &SentinelAuth,
+) -> Result<NodeSpec, Error> {
     let trimmed = url.trim();
     if trimmed.len() != url.len() {
         return Err(Error::config(format!(
@@ -543,7 +585,7 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
     };
     let scheme = Some(scheme.to_ascii_lowercase());
     match scheme.as_deref() {
-        Some("redis" | "unix" | "redis+unix") => {}
+        Some("redis" | "unix" | "redis+unix" | sentinel_url::SCHEME) => {}
         Some("rediss") if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
         Some("rediss") => {
             return Err(bad(
@@ -553,8 +595,8 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
         }
         _ => {
             return Err(bad(
-                "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://… or \
-                 unix:///path/to/socket",
+                "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://…, \
+                 unix:///path/to/socket or redis+sentinel://host:port[,host:port…]/service",
             ));
         }
     }
@@ -564,6 +606,9 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
              percent-encode '@', '/', '?' and '#' in user names, passwords and socket paths \
              (%40, %2F, %3F, %23)",
         ));
+    }
+    if scheme.as_deref() == Some(sentinel_url::SCHEME) {
+        return sentinel_url::parse(rest, sentinel, bad);
     }
     if !scheme.as_deref().is_some_and(|s| s.ends_with("unix")) {
         check_port(&rest[..head("redis", rest)]).map_err(|why| bad(&why))?;
@@ -618,7 +663,10 @@ fn parse_node(index: usize, url: &str, tls: &Tls) -> Result<NodeSpec, Error> {
             .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?,
     };
     let _ = tls;
-    Ok(NodeSpec { address, client })
+    Ok(NodeSpec {
+        address,
+        source: Source::Direct(Box::new(client)),
+    })
 }
 
 /// `text` as `(host, port)` when it is plainly `host:port`: `localhost` or
@@ -721,7 +769,7 @@ pub(crate) fn redact(url: &str) -> String {
         }
     };
     let scheme = match scheme.as_str() {
-        known @ ("redis" | "rediss" | "unix" | "redis+unix") => known,
+        known @ ("redis" | "rediss" | "unix" | "redis+unix" | sentinel_url::SCHEME) => known,
         _ => "<unknown scheme>",
     };
     format!("{scheme}://{shown}{tail}")
@@ -810,13 +858,10 @@ mod tests {
         assert_eq!(nodes[0].address, "127.0.0.1:7000");
         assert_eq!(nodes[1].address, "/tmp/r.sock");
         assert!(!format!("{:?}", nodes[0]).contains("pw"));
-        assert!(
-            nodes[0]
-                .client
-                .get_connection_info()
-                .tcp_settings()
-                .nodelay()
-        );
+        let Source::Direct(client) = &nodes[0].source else {
+            panic!("a direct node");
+        };
+        assert!(client.get_connection_info().tcp_settings().nodelay());
     }
 
     #[test]
@@ -837,7 +882,7 @@ mod tests {
     }
 
     fn parse_nodes_plain(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
-        parse_nodes(urls, &Tls::default())
+        parse_nodes(urls, &Tls::default(), &SentinelAuth::default())
     }
 
     mod secrets {
@@ -845,7 +890,7 @@ mod tests {
         use proptest::prelude::*;
 
         fn parse_nodes_plain(urls: &[String]) -> Result<Vec<NodeSpec>, Error> {
-            parse_nodes(urls, &Tls::default())
+            parse_nodes(urls, &Tls::default(), &SentinelAuth::default())
         }
 
         /// A password made of marker words joined by the characters that
@@ -864,6 +909,8 @@ mod tests {
                 Just("rediss".to_owned()),
                 Just("unix".to_owned()),
                 Just("redis+unix".to_owned()),
+                Just("redis+sentinel".to_owned()),
+                Just("REDIS+SENTINEL".to_owned()),
                 Just("REDIS".to_owned()),
                 "\\PC{0,8}",
             ]

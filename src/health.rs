@@ -28,6 +28,7 @@ pub struct NodeHealth {
     up: bool,
     last_failure: Option<(NodeFailure, Duration)>,
     latency: Option<Duration>,
+    resolved: Option<String>,
 }
 
 impl NodeHealth {
@@ -42,7 +43,22 @@ impl NodeHealth {
             up,
             last_failure,
             latency,
+            resolved: None,
         }
+    }
+
+    /// With the address a Sentinel-managed node's last connection went to.
+    pub(crate) fn with_resolved(mut self, resolved: Option<String>) -> Self {
+        self.resolved = resolved;
+        self
+    }
+
+    /// For a node given as a Sentinel service (`redis+sentinel://…`): the
+    /// address of the master its last connection went to (`None` before
+    /// the first, and for other nodes). [`address`](Self::address) stays
+    /// `sentinel:{service}`.
+    pub fn resolved_address(&self) -> Option<&str> {
+        self.resolved.as_deref()
     }
 
     /// The node's address: `host:port`, or the socket path.

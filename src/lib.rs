@@ -223,6 +223,7 @@ mod human;
 mod metrics;
 mod rw_lock;
 mod semaphore;
+mod sentinel_url;
 mod settings;
 mod transport;
 
@@ -247,3 +248,8 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/election.md")]
 pub struct ElectionDoctests;
+
+/// Compiles the Sentinel guide's examples as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/sentinel.md")]
+pub struct SentinelDoctests;

@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use super::codec::classify_code;
 use super::quarantine::{Admission, Facts, MARKER};
+use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::metrics;
@@ -29,6 +30,9 @@ pub(crate) struct NodeConn {
     pub(crate) broken: bool,
     /// The socket timeout currently set, to skip redundant `setsockopt` calls.
     io_timeout: Duration,
+    /// The address it went to (for a Sentinel-managed node, the master's
+    /// then).
+    pub(crate) address: String,
 }
 
 impl NodeConn {
@@ -60,6 +64,9 @@ pub(crate) struct NodeShared {
     latency_nanos: AtomicU64,
     /// Restart quarantine (decided on connect, read per batch).
     pub(crate) admission: Admission,
+    /// A Sentinel-managed node: the master's address its last connection
+    /// went to.
+    resolved: Mutex<Option<String>>,
 }
 
 /// The shortest wait for a gate node's answer. Unit tests make it long:
@@ -78,6 +85,7 @@ impl NodeShared {
             failing: AtomicBool::new(false),
             last_failure: Mutex::new(None),
             latency_nanos: AtomicU64::new(0),
+            resolved: Mutex::new(None),
             admission: Admission::default(),
         }
     }
@@ -132,6 +140,7 @@ impl NodeShared {
             last.map(|(failure, at)| (failure, at.elapsed())),
             latency,
         )
+        .with_resolved(self.resolved.lock().clone())
     }
 
     /// The failure that keeps this node down, if it is down.
@@ -197,10 +206,12 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
 
 /// Opens connections for one node's r2d2 pool.
 pub(crate) struct NodeManager {
-    client: redis::Client,
+    source: Source,
     connect_timeout: Duration,
-    /// The restart quarantine period, and the node whose admission to set.
-    quarantine: Option<(Duration, Arc<NodeShared>)>,
+    /// The node whose admission and resolved address to set.
+    shared: Arc<NodeShared>,
+    /// The restart quarantine period.
+    quarantine: Option<Duration>,
     /// A connection opened at start-up, handed to the pool's first `connect`.
     preconnected: Mutex<Option<NodeConn>>,
 }
@@ -215,13 +226,15 @@ impl std::fmt::Debug for NodeManager {
 
 impl NodeManager {
     pub(crate) fn new(
-        client: redis::Client,
+        source: Source,
         connect_timeout: Duration,
-        quarantine: Option<(Duration, Arc<NodeShared>)>,
+        shared: Arc<NodeShared>,
+        quarantine: Option<Duration>,
     ) -> Self {
         NodeManager {
-            client,
+            source,
             connect_timeout,
+            shared,
             quarantine,
             preconnected: Mutex::new(None),
         }
@@ -229,7 +242,7 @@ impl NodeManager {
 
     /// Asks the node what it is and decides its restart quarantine.
     fn admit(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
-        let Some((period, shared)) = &self.quarantine else {
+        let (Some(period), shared) = (&self.quarantine, &self.shared) else {
             return Ok(());
         };
         // The marker as bytes: one that is not UTF-8 is no marker, not a
@@ -257,11 +270,17 @@ impl NodeManager {
     /// Connects and sets socket timeouts, bounded by the connect timeout.
     pub(crate) fn open(&self) -> redis::RedisResult<NodeConn> {
         let timeout = self.connect_timeout.max(Duration::from_millis(1));
-        let conn = self.client.get_connection_with_timeout(timeout)?;
+        let client = self.source.client(timeout)?;
+        let address = address_of(&client);
+        if self.source.is_sentinel() {
+            *self.shared.resolved.lock() = Some(address.clone());
+        }
+        let conn = client.get_connection_with_timeout(timeout)?;
         let mut conn = NodeConn {
             conn,
             broken: false,
             io_timeout: Duration::ZERO,
+            address,
         };
         conn.set_io_timeout(timeout)?;
         self.admit(&mut conn.conn)?;

@@ -19,6 +19,7 @@ mod quarantine;
 mod redis_link;
 mod request;
 mod round;
+mod source;
 mod worker;
 
 use std::sync::Arc;
@@ -44,14 +45,16 @@ use redis_link::RedisLink;
 pub(crate) use request::{Keys, Op, Request};
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
+pub(crate) use source::{SentinelSource, Source};
 use worker::Worker;
 
 /// One node, parsed: where to connect and the name to log it by.
 #[derive(Clone)]
 pub(crate) struct NodeSpec {
-    /// `host:port` or the socket path: safe to log (no password, no URL).
+    /// `host:port`, the socket path or `sentinel:{service}`: safe to log
+    /// (no password, no URL).
     pub(crate) address: String,
-    pub(crate) client: redis::Client,
+    pub(crate) source: Source,
 }
 
 impl std::fmt::Debug for NodeSpec {
@@ -188,21 +191,24 @@ impl Transport {
         }
         let subscribers = specs
             .iter()
-            .map(|spec| Some((Arc::from(spec.address.as_str()), spec.client.clone())))
+            .map(|spec| Some((Arc::from(spec.address.as_str()), spec.source.clone())))
             .collect();
-        let managers: Vec<(Arc<NodeShared>, NodeManager)> = specs
+        let managers: Vec<(Arc<NodeShared>, NodeManager, Option<Source>)> = specs
             .into_iter()
             .map(|spec| {
                 let shared = Arc::new(NodeShared::new(&spec.address));
-                let quarantine = settings.restart_quarantine.map(|p| (p, shared.clone()));
-                (
-                    shared,
-                    NodeManager::new(spec.client, settings.connect_timeout, quarantine),
-                )
+                let follow = spec.source.is_sentinel().then(|| spec.source.clone());
+                let manager = NodeManager::new(
+                    spec.source,
+                    settings.connect_timeout,
+                    shared.clone(),
+                    settings.restart_quarantine,
+                );
+                (shared, manager, follow)
             })
             .collect();
         std::thread::scope(|scope| {
-            for (shared, manager) in &managers {
+            for (shared, manager, _) in &managers {
                 scope.spawn(move || match manager.open() {
                     Ok(conn) => manager.keep_for_pool(conn),
                     Err(err) => shared.mark_down(&err),
@@ -215,7 +221,7 @@ impl Transport {
                 .thread_name_pattern("redlock-conn-{}")
                 .build(),
         );
-        let links = managers.into_iter().map(|(shared, manager)| {
+        let links = managers.into_iter().map(|(shared, manager, follow)| {
             let pool = r2d2::Pool::builder()
                 .max_size(1)
                 .min_idle(Some(1))
@@ -227,7 +233,7 @@ impl Transport {
                 .error_handler(Box::new(HealthErrors(shared.clone())))
                 .event_handler(Box::new(HealthEvents(shared.clone())))
                 .build_unchecked(manager);
-            let link = RedisLink::new(shared.clone(), pool, settings.connect_timeout);
+            let link = RedisLink::new(shared.clone(), pool, settings.connect_timeout, follow);
             (shared, Box::new(link) as Box<dyn Link>)
         });
         let mut transport = Self::with_links(links, settings.queue_capacity)?;

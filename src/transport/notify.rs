@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::codec::wake_channel;
+use super::source::{Source, address_of};
 
 /// Where wake-ups go.
 pub(crate) trait Sink: Send + Sync {
@@ -64,7 +65,7 @@ pub(crate) struct Hub {
 
 struct Inner {
     /// Per node: where to subscribe (`None`: a fake node in unit tests).
-    nodes: Vec<Option<(Arc<str>, redis::Client)>>,
+    nodes: Vec<Option<(Arc<str>, Source)>>,
     /// This client's wake channel.
     channel: String,
     connect_timeout: Duration,
@@ -129,7 +130,7 @@ impl Hub {
     /// A hub over these nodes (`None` for a node it cannot subscribe to),
     /// listening on `client`'s wake channel.
     pub(crate) fn new(
-        nodes: Vec<Option<(Arc<str>, redis::Client)>>,
+        nodes: Vec<Option<(Arc<str>, Source)>>,
         client: &str,
         connect_timeout: Duration,
     ) -> Self {
@@ -266,15 +267,21 @@ impl Inner {
 /// Node `index`'s subscriber thread: connects, subscribes, hands wake-ups
 /// to the sink, reconnects after a failure.
 fn subscriber(inner: &Inner, index: usize) {
-    let Some((address, client)) = inner.nodes[index].clone() else {
+    let Some((address, source)) = inner.nodes[index].clone() else {
         inner.state.lock().running[index] = false;
         return;
     };
     loop {
         let mut pause = BACKOFF;
-        let result = client
-            .get_connection_with_timeout(inner.connect_timeout)
-            .and_then(|mut conn| {
+        let result = source
+            .client(inner.connect_timeout)
+            .and_then(|client| {
+                Ok((
+                    client.get_connection_with_timeout(inner.connect_timeout)?,
+                    client,
+                ))
+            })
+            .and_then(|(mut conn, client)| {
                 conn.set_read_timeout(Some(inner.connect_timeout))?;
                 // RESP2: a refused subscription shows only in the reply,
                 // which the pub/sub API does not read; RESP3 does not wait
@@ -304,7 +311,8 @@ fn subscriber(inner: &Inner, index: usize) {
                     return Err(err);
                 }
                 inner.set_live(index, true);
-                listen(inner, index, &mut pubsub)
+                let at = address_of(&client);
+                listen(inner, index, &mut pubsub, || source.moved_from(&at))
             });
         inner.set_live(index, false);
         match result {
@@ -322,7 +330,16 @@ fn subscriber(inner: &Inner, index: usize) {
 
 /// Serves one subscriber connection until told to stop (`Ok`) or it fails
 /// (or stops answering pings).
-fn listen(inner: &Inner, index: usize, pubsub: &mut redis::PubSub<'_>) -> redis::RedisResult<()> {
+///
+/// `moved`: whether the node moved away from this connection (a Sentinel
+/// names another master now); checked at each ping, and the connection is
+/// then replaced.
+fn listen(
+    inner: &Inner,
+    index: usize,
+    pubsub: &mut redis::PubSub<'_>,
+    moved: impl Fn() -> bool,
+) -> redis::RedisResult<()> {
     pubsub.set_read_timeout(Some(TICK))?;
     let mut heard = Instant::now();
     loop {
@@ -344,6 +361,11 @@ fn listen(inner: &Inner, index: usize, pubsub: &mut redis::PubSub<'_>) -> redis:
             }
             Err(err) if err.is_timeout() => {
                 if heard.elapsed() >= PING_EVERY {
+                    if moved() {
+                        return Err(redis::RedisError::from(std::io::Error::other(
+                            "the Sentinels name another master",
+                        )));
+                    }
                     pubsub.set_read_timeout(Some(inner.connect_timeout))?;
                     let _: redis::Value = pubsub.ping()?;
                     pubsub.set_read_timeout(Some(TICK))?;

@@ -7,7 +7,11 @@
 //! On every (re)connect the node says what it is: its `run_id` and its
 //! uptime. It is admitted once its process has been up for the period,
 //! whatever its persistence: nothing in a node's own data can show that it
-//! is not older than what it acknowledged.
+//! is not older than what it acknowledged. A process that replaced one this
+//! client saw at the same node waits the whole period from when the client
+//! noticed, whatever its uptime: a replica promoted by a failover (a
+//! Sentinel-managed node) has been up for long, but holds only what it had
+//! replicated — it took over at the moment of the failover.
 //!
 //! A brand-new cluster therefore starts quarantined until its nodes have been
 //! up for the period. An operator who knows the nodes hold no lock starts it
@@ -71,6 +75,8 @@ pub(crate) struct Admission {
 struct State {
     /// Quarantined until then, and why.
     until: Option<(Instant, &'static str)>,
+    /// The `run_id` of the process last seen at this node.
+    seen: Option<String>,
 }
 
 /// What a batch must know about its node's admission.
@@ -104,10 +110,31 @@ impl Admission {
             .marker
             .as_deref()
             .is_some_and(|m| admits(m, &facts.run_id));
-        if operator || facts.uptime >= needed {
+        let replaced = state
+            .seen
+            .replace(facts.run_id.clone())
+            .is_some_and(|seen| seen != facts.run_id);
+        // A quarantine under way is never cut short by the uptime rule: one
+        // that began when the process was replaced counts from then.
+        let pending = state.until.is_some_and(|(until, _)| until > Instant::now());
+        if operator || (!replaced && !pending && facts.uptime >= needed) {
             if state.until.take().is_some() {
                 log::warn!("redlock: node {address} leaves its restart quarantine");
             }
+            return;
+        }
+        if pending && !replaced {
+            return;
+        }
+        if replaced {
+            log::warn!(
+                "redlock: node {address} is now another process (restarted, or a replica \
+                 promoted by a failover): it does not count toward any quorum for {} (restart \
+                 quarantine)",
+                Human(needed)
+            );
+            let cause = "another process since the last connection (restarted, or promoted)";
+            state.until = Instant::now().checked_add(needed).map(|t| (t, cause));
             return;
         }
         let left = needed - facts.uptime;
@@ -194,6 +221,30 @@ mod tests {
         a.connected("n", None, period);
         let (_, cause) = a.check("n").quarantined.expect("quarantined");
         assert!(cause.contains("INFO"));
+    }
+
+    #[test]
+    fn a_process_that_replaced_one_seen_here_waits_the_whole_period() {
+        let period = Duration::from_secs(60);
+        let a = Admission::default();
+        a.connected("n", facts("r1", 3600, None), period);
+        assert!(admitted(&a), "up for an hour, first seen");
+        // The same process again (a reconnect): still admitted.
+        a.connected("n", facts("r1", 3700, None), period);
+        assert!(admitted(&a));
+        // A replica promoted by a failover: up for days, but another
+        // process than the one this client saw here.
+        a.connected("n", facts("r2", 400_000, None), period);
+        let (left, cause) = a.check("n").quarantined.expect("quarantined");
+        assert!(left > Duration::from_secs(60), "{left:?}");
+        assert!(cause.contains("promoted"), "{cause}");
+        // Reconnecting to it again does not restart the period.
+        a.connected("n", facts("r2", 400_010, None), period);
+        let (again, _) = a.check("n").quarantined.expect("still quarantined");
+        assert!(again <= left, "{again:?} after {left:?}");
+        // An operator's word for it admits it.
+        a.connected("n", facts("r2", 400_020, Some("r2 operator")), period);
+        assert!(admitted(&a));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::conn::{NodeConn, NodeManager, NodeShared, classify};
 use super::link::Link;
 use super::request::Op;
 use super::request::Request;
+use super::source::Source;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
 use crate::human::Human;
@@ -31,6 +32,9 @@ pub(crate) struct RedisLink {
     /// the pool's only user); returned to the pool, and so dropped, once
     /// broken.
     conn: Option<r2d2::PooledConnection<NodeManager>>,
+    /// A Sentinel-managed node's source: a connection to another address
+    /// than the master it names now is replaced.
+    follow: Option<Source>,
 }
 
 impl RedisLink {
@@ -38,12 +42,14 @@ impl RedisLink {
         shared: Arc<NodeShared>,
         pool: r2d2::Pool<NodeManager>,
         connect_timeout: Duration,
+        follow: Option<Source>,
     ) -> Self {
         RedisLink {
             shared,
             pool,
             connect_timeout,
             conn: None,
+            follow,
         }
     }
 
@@ -89,6 +95,13 @@ impl Link for RedisLink {
         let Some(until) = batch.iter().map(|req| req.expires).max() else {
             return Vec::new();
         };
+        if let (Some(conn), Some(source)) = (self.conn.as_mut(), &self.follow)
+            && source.moved_from(&conn.address)
+        {
+            // A failover: the Sentinels name another master now.
+            conn.broken = true;
+            self.conn = None;
+        }
         let mut conn = match self.conn.take() {
             Some(conn) => conn,
             None => match self.checkout(until) {
@@ -107,10 +120,7 @@ impl Link for RedisLink {
             .check(&self.shared.address)
             .quarantined;
         let replies = exchange(&mut conn, batch, timeout);
-        if !conn.broken {
-            self.conn = Some(conn);
-        }
-        batch
+        let answers: Vec<Answer> = batch
             .iter()
             .zip(replies)
             .map(|(req, reply)| match reply {
@@ -128,7 +138,20 @@ impl Link for RedisLink {
                 },
                 Err(err) => Err(self.failure(&err, req)),
             })
-            .collect()
+            .collect();
+        // A node that answers `READONLY` became a replica (a failover): the
+        // next connection is opened afresh — for a Sentinel-managed node,
+        // to whichever server the Sentinels name as master now.
+        if answers.iter().any(|a| {
+            a.as_ref()
+                .is_err_and(|f| f.kind() == FailureKind::NotWritable)
+        }) {
+            conn.broken = true;
+        }
+        if !conn.broken {
+            self.conn = Some(conn);
+        }
+        answers
     }
 }
 

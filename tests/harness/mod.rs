@@ -12,6 +12,7 @@ mod fenced;
 pub mod partition;
 mod proxy;
 pub mod pubsub;
+pub mod sentinel;
 mod tls;
 mod witness;
 

@@ -1,0 +1,271 @@
+//! Sentinel-managed node groups: each a master and a replica, watched by
+//! three `redis-server --sentinel` processes (the same binary), all on
+//! loopback.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Node, NodeOptions, free_port};
+
+/// Passwords for the masters (and replicas) and for the Sentinels.
+#[derive(Clone, Debug, Default)]
+pub struct Secrets {
+    pub master: Option<String>,
+    pub sentinel: Option<String>,
+}
+
+/// One group: a master, and its replica.
+pub struct Group {
+    pub name: String,
+    pub nodes: Vec<Node>,
+}
+
+/// One Sentinel process. Killed on drop.
+pub struct Sentinel {
+    pub port: u16,
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Sentinel {
+    /// Stops this Sentinel (the others carry on).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Groups and the Sentinels that watch them all.
+pub struct Sentinels {
+    pub groups: Vec<Group>,
+    pub sentinels: Vec<Sentinel>,
+    secrets: Secrets,
+}
+
+impl Sentinels {
+    /// `groups` groups (`g0`, `g1`, …) of a master and a synced replica,
+    /// and three Sentinels that know every group and its replica.
+    pub fn start(groups: usize, secrets: &Secrets) -> Sentinels {
+        let options = NodeOptions {
+            password: secrets.master.clone(),
+            ..NodeOptions::default()
+        };
+        let groups: Vec<Group> = (0..groups)
+            .map(|g| {
+                let master = Node::start(&options);
+                let mut args = vec![
+                    "--replicaof".to_owned(),
+                    "127.0.0.1".to_owned(),
+                    master.port.to_string(),
+                ];
+                if let Some(pw) = &secrets.master {
+                    args.extend(["--masterauth".to_owned(), pw.clone()]);
+                }
+                let replica = Node::start(&NodeOptions {
+                    extra_args: args,
+                    ..options.clone()
+                });
+                Group {
+                    name: format!("g{g}"),
+                    nodes: vec![master, replica],
+                }
+            })
+            .collect();
+        for group in &groups {
+            super::eventually("the replica synced", Duration::from_secs(20), || {
+                info(&group.nodes[1], "replication").contains("master_link_status:up")
+            });
+        }
+        let sentinels = (0..3).map(|_| spawn_sentinel(&groups, secrets)).collect();
+        let all = Sentinels {
+            groups,
+            sentinels,
+            secrets: secrets.clone(),
+        };
+        for g in 0..all.groups.len() {
+            super::eventually(
+                "every Sentinel knows the group's replica and the other Sentinels",
+                Duration::from_secs(30),
+                || {
+                    all.sentinels.iter().all(|s| {
+                        let replicas = all.ask(s, &["SENTINEL", "REPLICAS", &all.groups[g].name]);
+                        let sentinels = all.ask(s, &["SENTINEL", "SENTINELS", &all.groups[g].name]);
+                        matches!(&replicas, Ok(redis::Value::Array(r)) if r.len() == 1)
+                            && matches!(&sentinels, Ok(redis::Value::Array(o)) if o.len() == 2)
+                    })
+                },
+            );
+        }
+        all
+    }
+
+    /// One `redis+sentinel://` URL per group, naming all three Sentinels.
+    pub fn urls(&self) -> Vec<String> {
+        let hosts: Vec<String> = self
+            .sentinels
+            .iter()
+            .map(|s| format!("127.0.0.1:{}", s.port))
+            .collect();
+        let auth = self
+            .secrets
+            .master
+            .as_ref()
+            .map(|pw| format!(":{pw}@"))
+            .unwrap_or_default();
+        self.groups
+            .iter()
+            .map(|g| format!("redis+sentinel://{auth}{}/{}", hosts.join(","), g.name))
+            .collect()
+    }
+
+    /// A command to Sentinel `s`.
+    fn ask(&self, s: &Sentinel, args: &[&str]) -> redis::RedisResult<redis::Value> {
+        let url = match &self.secrets.sentinel {
+            Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", s.port),
+            None => format!("redis://127.0.0.1:{}", s.port),
+        };
+        let client = redis::Client::open(url)?;
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(2))?;
+        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut conn)
+    }
+
+    /// The port of group `g`'s master, as the first Sentinel that answers
+    /// says.
+    pub fn master_port(&self, g: usize) -> u16 {
+        for s in self.sentinels.iter().filter(|s| s.child.is_some()) {
+            let answer: redis::RedisResult<(String, String)> = self
+                .ask(
+                    s,
+                    &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", &self.groups[g].name],
+                )
+                .and_then(|v| redis::from_redis_value(v).map_err(redis::RedisError::from));
+            if let Ok((_, port)) = answer {
+                return port.parse().expect("a port");
+            }
+        }
+        panic!("no Sentinel names the master of {}", self.groups[g].name);
+    }
+
+    /// Group `g`'s master node.
+    pub fn master(&self, g: usize) -> &Node {
+        let port = self.master_port(g);
+        self.groups[g]
+            .nodes
+            .iter()
+            .find(|n| n.port == port)
+            .expect("the master is one of the group's nodes")
+    }
+
+    /// `SENTINEL FAILOVER` of group `g`; returns once the Sentinels name
+    /// the other node as master and it answers as one.
+    pub fn failover(&self, g: usize) {
+        let before = self.master_port(g);
+        let name = &self.groups[g].name;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // A Sentinel may refuse while it still settles ("-NOGOODSLAVE"):
+        // ask again, bounded.
+        loop {
+            let asked = self
+                .sentinels
+                .iter()
+                .filter(|s| s.child.is_some())
+                .find_map(|s| self.ask(s, &["SENTINEL", "FAILOVER", name]).ok());
+            if asked.is_some() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no Sentinel would fail {name} over"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        super::eventually(
+            "the Sentinels name the new master",
+            Duration::from_secs(30),
+            || self.master_port(g) != before,
+        );
+        let promoted = self.master(g);
+        super::eventually(
+            "the promoted node answers as master",
+            Duration::from_secs(30),
+            || info(promoted, "replication").contains("role:master"),
+        );
+    }
+}
+
+/// `INFO section` of `node`.
+pub fn info(node: &Node, section: &str) -> String {
+    redis::cmd("INFO")
+        .arg(section)
+        .query(&mut node.conn())
+        .unwrap_or_default()
+}
+
+fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
+    let port = free_port();
+    let dir = std::env::temp_dir().join(format!("redlock-sentinel-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("sentinel directory");
+    let conf = dir.join("sentinel.conf");
+    let mut text = format!(
+        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n",
+        dir.display()
+    );
+    if let Some(pw) = &secrets.sentinel {
+        text.push_str(&format!("requirepass {pw}\nsentinel sentinel-pass {pw}\n"));
+    }
+    for group in groups {
+        let name = &group.name;
+        text.push_str(&format!(
+            "sentinel monitor {name} 127.0.0.1 {} 2\n\
+             sentinel down-after-milliseconds {name} 1000\n\
+             sentinel failover-timeout {name} 5000\n\
+             sentinel parallel-syncs {name} 1\n",
+            group.nodes[0].port
+        ));
+        if let Some(pw) = &secrets.master {
+            text.push_str(&format!("sentinel auth-pass {name} {pw}\n"));
+        }
+    }
+    std::fs::File::create(&conf)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .expect("sentinel.conf");
+    let child = Command::new("redis-server")
+        .arg(&conf)
+        .arg("--sentinel")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server --sentinel");
+    let sentinel = Sentinel {
+        port,
+        child: Some(child),
+        dir,
+    };
+    let url = match &secrets.sentinel {
+        Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}"),
+        None => format!("redis://127.0.0.1:{port}"),
+    };
+    super::eventually("the Sentinel answers", Duration::from_secs(10), || {
+        redis::Client::open(url.as_str())
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
+            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
+            .is_ok()
+    });
+    sentinel
+}

@@ -1,0 +1,225 @@
+//! Nodes managed by Redis Sentinel: three groups of a master and a replica,
+//! watched by three Sentinels (all `redis-server`, on loopback). The client
+//! names each group by its Sentinel service and follows failovers.
+
+mod harness;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use harness::contend_counting;
+use harness::sentinel::{Secrets, Sentinels};
+use harness::{Node, NodeOptions, settles};
+use redlock_sync::{Error, FailureKind, Redlock};
+
+const TTL: Duration = Duration::from_secs(2);
+
+fn client(urls: &[String]) -> Redlock {
+    Redlock::builder(urls)
+        .retry_delay(Duration::from_millis(20))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .expect("client")
+}
+
+#[test]
+fn locks_wake_ups_and_lock_all_work_through_sentinel_urls() {
+    let groups = Sentinels::start(3, &Secrets::default());
+    let urls = groups.urls();
+    let holder = client(&urls);
+    let waiter = Redlock::builder(&urls)
+        .retry_delay(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let mut guard = holder.lock("sent:one", TTL).unwrap();
+    guard.extend(TTL).unwrap();
+    // Health names each node by its service, and shows where it went.
+    let health = holder.node_health();
+    for (g, node) in health.iter().enumerate() {
+        assert_eq!(node.address(), format!("sentinel:g{g}"));
+        assert_eq!(
+            node.resolved_address(),
+            Some(groups.master(g).address().as_str())
+        );
+    }
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| waiter.lock_for("sent:one", TTL, Duration::from_secs(30)));
+        settles("the waiter queued", || {
+            groups.groups.iter().any(|g| {
+                g.nodes
+                    .iter()
+                    .any(|n| harness::pubsub::queued(n, "sent:one") == 1)
+            })
+        });
+        let released = Instant::now();
+        guard.release().unwrap();
+        waits.join().unwrap().expect("woken").release().unwrap();
+        // Woken by the release, not its 20 s retry delay.
+        assert!(released.elapsed() < Duration::from_secs(5));
+    });
+    let both = holder.lock_all(&["sent:a", "sent:b"], TTL).unwrap();
+    both.release().unwrap();
+}
+
+/// `SENTINEL FAILOVER` of one group while two clients contend: the clients
+/// follow the new master, a witness sees no overlap, and acquisitions go on
+/// within a few seconds.
+#[test]
+fn a_failover_under_contention_is_followed_with_no_overlap() {
+    let groups = Sentinels::start(3, &Secrets::default());
+    let urls = groups.urls();
+    let witness = Node::start(&NodeOptions::default());
+    let clients = [client(&urls), client(&urls)];
+    let progress = AtomicUsize::new(0);
+    let old = groups.master(0).address();
+    let until = Instant::now() + Duration::from_secs(12);
+    let seen = std::thread::scope(|s| {
+        let workers: Vec<_> = clients
+            .iter()
+            .map(|c| {
+                let (witness, progress) = (witness.url(), &progress);
+                s.spawn(move || {
+                    contend_counting(c, &witness, "sent:contended", TTL, until, progress)
+                })
+            })
+            .collect();
+        settles("contention under way", || {
+            progress.load(Ordering::Relaxed) > 20
+        });
+        groups.failover(0);
+        let failed_over = Instant::now();
+        let before = progress.load(Ordering::Relaxed);
+        settles("progress after the failover", || {
+            progress.load(Ordering::Relaxed) > before + 20
+        });
+        println!(
+            "sentinel: 20 acquisitions {:?} after the failover",
+            failed_over.elapsed()
+        );
+        // The clients follow the new master.
+        let new = groups.master(0).address();
+        assert_ne!(new, old);
+        settles("the client follows the new master", || {
+            clients[0].node_health()[0].resolved_address() == Some(new.as_str())
+        });
+        workers.into_iter().map(|w| w.join().unwrap()).fold(
+            Default::default(),
+            |mut all: harness::Contention, c| {
+                all += c;
+                all
+            },
+        )
+    });
+    println!(
+        "sentinel: {} acquisitions across the failover",
+        seen.acquisitions
+    );
+    seen.assert_exclusive(&witness, "sent:contended");
+}
+
+/// With the restart quarantine on, the promoted replica is another process
+/// at that node: it does not count toward any quorum until the period has
+/// passed (whatever its uptime), and says so.
+#[test]
+fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
+    let groups = Sentinels::start(3, &Secrets::default());
+    for group in &groups.groups {
+        for node in &group.nodes {
+            if harness::sentinel::info(node, "replication").contains("role:master") {
+                node.admit();
+            }
+        }
+    }
+    let quarantined = Redlock::builder(groups.urls())
+        .restart_quarantine(Duration::from_secs(3600))
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    quarantined.lock("sent:q", TTL).unwrap().release().unwrap();
+    groups.failover(0);
+    let promoted = groups.master(0).address();
+    settles(
+        "the client reached the promoted master, and quarantines it",
+        || {
+            let _ = quarantined
+                .try_lock("sent:q", TTL)
+                .map(|g| g.map(|g| g.release()));
+            let health = &quarantined.node_health()[0];
+            health.resolved_address() == Some(promoted.as_str())
+                && health
+                    .last_failure()
+                    .is_some_and(|f| f.kind() == FailureKind::Quarantined)
+        },
+    );
+    // The two other groups still make a majority.
+    quarantined.lock("sent:q", TTL).unwrap().release().unwrap();
+}
+
+/// One Sentinel down among three: lookups go to the others.
+#[test]
+fn a_sentinel_down_among_three_is_tolerated() {
+    let mut groups = Sentinels::start(3, &Secrets::default());
+    groups.sentinels[0].kill();
+    let redlock = client(&groups.urls());
+    redlock.lock("sent:down", TTL).unwrap().release().unwrap();
+    groups.failover(1);
+    let new = groups.master(1).address();
+    settles("followed through the remaining Sentinels", || {
+        let _ = redlock
+            .try_lock("sent:down", TTL)
+            .map(|g| g.map(|g| g.release()));
+        redlock.node_health()[1].resolved_address() == Some(new.as_str())
+    });
+}
+
+/// A service no Sentinel knows is an error that names it; passwords never
+/// show, in errors or in the log.
+#[test]
+fn an_unknown_service_is_named_and_no_password_shows() {
+    let secrets = Secrets {
+        master: Some("m-s3cret".into()),
+        sentinel: Some("s-s3cret".into()),
+    };
+    let groups = Sentinels::start(1, &secrets);
+    harness::capture_logs();
+    let good = groups.urls().remove(0);
+    let unknown = good.replace("/g0", "/nosuch");
+    let redlock = Redlock::builder([
+        good.as_str(),
+        unknown.as_str(),
+        unknown.replace("nosuch", "nosuch2").as_str(),
+    ])
+    .sentinel_password("s-s3cret")
+    .retry_count(0)
+    .connect_timeout(Duration::from_millis(500))
+    .build()
+    .unwrap();
+    let err = redlock.lock("sent:unknown", TTL).unwrap_err();
+    let text = format!("{err} {err:?}");
+    assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
+    assert!(text.contains("nosuch"), "{text}");
+    // The good node works: the master's password from the URL, the
+    // Sentinels' from the builder.
+    assert_eq!(
+        redlock.node_health()[0].resolved_address(),
+        Some(groups.master(0).address().as_str())
+    );
+    // A wrong Sentinel password: refused, and never shown.
+    let wrong = Redlock::builder([good.as_str()])
+        .sentinel_password("wr0ng-s3cret")
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let err = wrong.lock("sent:unknown", TTL).unwrap_err();
+    let everything = format!(
+        "{err} {err:?} {:?} {:?} {}",
+        wrong,
+        redlock.node_health(),
+        harness::logs().join("\n")
+    );
+    for secret in ["m-s3cret", "s-s3cret", "wr0ng-s3cret"] {
+        assert!(!everything.contains(secret), "{secret} in {everything}");
+    }
+}
