@@ -19,6 +19,18 @@ fn permit(core: &Core, permits: u32, patience: Patience) -> Result<Lease, Error>
     core.acquire_target(target, TTL, patience)
 }
 
+/// Waits until every node holds every one of `leases`' keys: an
+/// acquisition returns at a quorum, and a gate node that has not applied
+/// the holder's `SET` yet grants a waiter a slot the others refuse, and
+/// hears no release for it.
+fn landed(nodes: &[FakeNode], leases: &[&Lease]) {
+    super::tests::eventually("the permits held on every node", || {
+        nodes
+            .iter()
+            .all(|n| leases.iter().all(|l| n.holder(l.resource()).is_some()))
+    });
+}
+
 /// The rounds every node received once all have landed (a round returns
 /// at a quorum, with requests to the other nodes possibly still on their
 /// way): call it after the acquisition returned, when no round follows.
@@ -110,6 +122,7 @@ fn the_release_of_any_slot_wakes_the_first_waiter() {
         ];
         // Slot 0 first: each run releases another slot.
         held.sort_by_key(|lease| lease.resource().to_owned());
+        landed(&nodes, &[&held[0], &held[1]]);
         assert_eq!(held[0].resource(), slot_key("s", 0));
         let gate = &nodes[cores[0].transport.gate_index("redlock-sem:s")];
         std::thread::scope(|s| {
@@ -153,6 +166,7 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
         permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
         permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
     ];
+    landed(&nodes, &[&held[0], &held[1]]);
     let gate = &nodes[cores[0].transport.gate_index("redlock-sem:s")];
     std::thread::scope(|s| {
         let (tx, rx) = crossbeam_channel::unbounded();

@@ -84,6 +84,17 @@ pub(super) fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
     )
 }
 
+/// [`lock`], returning once every node applied the `SET` (the round
+/// returns at a quorum): a gate node that had not yet would let a waiter
+/// through that the others refuse, which is not what wake-up tests test.
+pub(super) fn lock_landed(core: &Core, nodes: &[FakeNode], key: &str, ttl: Duration) -> Arc<Lease> {
+    let lease = lock(core, key, ttl);
+    eventually("held on every node", || {
+        nodes.iter().all(|n| n.holder(key).is_some())
+    });
+    lease
+}
+
 fn extends(ops: &[Op], ttl_ms: u64) -> usize {
     ops.iter()
         .filter(|op| **op == Op::Extend { ttl_ms })

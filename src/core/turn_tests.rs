@@ -6,7 +6,9 @@
 use std::time::{Duration, Instant};
 
 use super::Patience;
-use super::tests::{LONG_WAIT, acquisitions, eventually, lock, sleeps_30_s, waiting_acquire};
+use super::tests::{
+    LONG_WAIT, acquisitions, eventually, lock_landed, sleeps_30_s, waiting_acquire,
+};
 use super::wake_tests::{asleep, clients, members, queued, record_wakes};
 use crate::cancel::CancelToken;
 use crate::error::Error;
@@ -30,7 +32,7 @@ fn refreshing() -> Settings {
 fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
     let (nodes, cores) = clients(3, 2, &refreshing());
     let gate = cores[0].transport.gate_index("r");
-    let _held = lock(&cores[0], "r", Duration::from_secs(60));
+    let _held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::tests::{LONG_WAIT, acquisitions, eventually, lock, sleeps_30_s, waiting_acquire, wire};
+use super::tests::{
+    LONG_WAIT, acquisitions, eventually, lock, lock_landed, sleeps_30_s, waiting_acquire, wire,
+};
 use super::{Core, Patience};
 use crate::error::Error;
 use crate::settings::Settings;
@@ -84,7 +86,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
     const WAITERS: usize = 6;
     let (nodes, cores) = clients(3, WAITERS + 1, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
-    let holder = lock(&cores[0], "r", Duration::from_secs(10));
+    let holder = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let mut waits = Vec::new();
         for (index, core) in cores[1..].iter().enumerate() {
@@ -198,7 +200,7 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
 fn a_waiter_that_gives_up_leaves_the_queue() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
-    let held = lock(&cores[0], "r", Duration::from_secs(10));
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     let token = crate::cancel::CancelToken::new();
     std::thread::scope(|s| {
         let gives_up = s.spawn(|| {
@@ -232,7 +234,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
 fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
     let gate = cores[0].transport.gate_index("r");
-    let held = lock(&cores[0], "r", Duration::from_secs(10));
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         let order = queued(&nodes, &cores[0], 1);
@@ -243,7 +245,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         eventually("released everywhere", || {
             nodes.iter().all(|n| n.holder("r").is_none())
         });
-        let newcomer = lock(&cores[2], "r", Duration::from_secs(10));
+        let newcomer = lock_landed(&cores[2], &nodes, "r", Duration::from_secs(10));
         // The waiter's next round (here: woken by hand, as by its refresh
         // pause) is refused at the gate node, and it keeps its place.
         let asked = acquisitions(&nodes[gate]);
@@ -269,7 +271,7 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
     let gate = core.transport.gate_index("r");
-    let held = lock(core, "r", Duration::from_secs(10));
+    let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     // A waiter of another client is queued; its wake-up goes elsewhere.
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
@@ -298,7 +300,7 @@ fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
     let gate = core.transport.gate_index("r");
-    let held = lock(core, "r", Duration::from_secs(10));
+    let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
     held.release(core).unwrap();
@@ -357,7 +359,7 @@ fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
     let gate = cores[0].transport.gate_index("r");
     nodes[gate].on_wake(|_, _| {}); // lost
-    let held = lock(&cores[0], "r", Duration::from_secs(10));
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
