@@ -119,7 +119,7 @@ fn a_failover_under_contention_is_followed_with_no_overlap() {
 
 /// With the restart quarantine on, the promoted replica is another process
 /// at that node: it does not count toward any quorum until the period has
-/// passed (whatever its uptime), and says so.
+/// passed (whatever its uptime), says so, and counts again after.
 #[test]
 fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
     let groups = Sentinels::start(3, &Secrets::default());
@@ -130,8 +130,9 @@ fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
             }
         }
     }
+    let period = Duration::from_secs(4);
     let quarantined = Redlock::builder(groups.urls())
-        .restart_quarantine(Duration::from_secs(3600))
+        .restart_quarantine(period)
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
         .build()
@@ -139,21 +140,32 @@ fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
     quarantined.lock("sent:q", TTL).unwrap().release().unwrap();
     groups.failover(0);
     let promoted = groups.master(0).address();
+    let round = || {
+        // The two other groups still make a majority.
+        let _ = quarantined.lock("sent:q", TTL).map(|g| g.release());
+        quarantined.node_health().remove(0)
+    };
     settles(
         "the client reached the promoted master, and quarantines it",
         || {
-            let _ = quarantined
-                .try_lock("sent:q", TTL)
-                .map(|g| g.map(|g| g.release()));
-            let health = &quarantined.node_health()[0];
+            let health = round();
             health.resolved_address() == Some(promoted.as_str())
                 && health
                     .last_failure()
                     .is_some_and(|f| f.kind() == FailureKind::Quarantined)
         },
     );
-    // The two other groups still make a majority.
-    quarantined.lock("sent:q", TTL).unwrap().release().unwrap();
+    let quarantined_at = Instant::now();
+    // Admitted once the period (and a second's margin) has passed: no
+    // failure for a second while rounds go on.
+    settles("the promoted master counts again", || {
+        round()
+            .last_failure_age()
+            .is_some_and(|age| age > Duration::from_secs(1))
+    });
+    let after = quarantined_at.elapsed();
+    println!("sentinel: the promoted master counted again {after:?} after it was first refused");
+    assert!(after >= period - Duration::from_secs(1), "{after:?}");
 }
 
 /// One Sentinel down among three: lookups go to the others.
