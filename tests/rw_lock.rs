@@ -482,3 +482,56 @@ fn the_marking_writer_goes_before_a_reader_queued_ahead_of_it() {
         assert_eq!(order, ["writer", "reader"]);
     });
 }
+
+/// Review of issue 19: the mark went to whichever waiting writer renewed it
+/// last, so a writer that queued later could go first when the readers
+/// left. Now a mark whose writer still waits is not taken over: writers go
+/// in the order they marked.
+#[test]
+fn waiting_writers_go_in_the_order_they_queued() {
+    let cluster = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3)
+        .map(|_| test_client(cluster.urls(), 0, None))
+        .collect();
+    let read = clients[0].rw_lock("fifo").read(TTL).unwrap();
+    let queued = |count: usize| {
+        harness::settles("queued on the gate node", || {
+            cluster.nodes.iter().any(|n| {
+                let len: usize = redis::cmd("ZCARD")
+                    .arg("redlock-queue:redlock-rw:fifo")
+                    .query(&mut n.conn())
+                    .unwrap();
+                len == count
+            })
+        });
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::scope(|s| {
+        for (i, client) in clients[1..].iter().enumerate() {
+            let tx = tx.clone();
+            let writer = client.rw_lock("fifo");
+            s.spawn(move || {
+                let guard = writer
+                    .acquire_write(TTL)
+                    .wait(Duration::from_secs(20))
+                    .lock()
+                    .unwrap();
+                tx.send(i).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+                drop(guard);
+            });
+            queued(i + 1);
+        }
+        // Both writers renew their rounds (and the second would take the
+        // mark over) for a while before the reader leaves.
+        std::thread::sleep(Duration::from_millis(1200));
+        drop(read);
+        let order: Vec<usize> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(15))
+                    .expect("both write")
+            })
+            .collect();
+        assert_eq!(order, [0, 1], "the writer that queued first writes first");
+    });
+}

@@ -452,7 +452,7 @@ fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
 #[test]
 fn a_release_by_another_thread_wakes_a_waiting_thread_long_before_its_retry_delay() {
     let (nodes, core) = core_with(3, sleeps_30_s());
-    let held = lock(&core, "r", Duration::from_secs(10));
+    let held = lock_landed(&core, &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);

@@ -155,7 +155,7 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
     let cores = [a.clone(), b.clone(), holder.clone()];
     wire(&nodes, &cores.iter().collect::<Vec<_>>());
     let woken = record_wakes(&nodes, &cores);
-    let held = lock(&holder, "r", Duration::from_secs(10));
+    let held = lock_landed(&holder, &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         // A keeps trying (it does not leave the queue, which would also
         // wake B): only its failed round's clean-up can wake B.

@@ -74,6 +74,10 @@ local function wake(m)
 local c,n=string.match(m,"^(.*):(%d+)$")
 if c then redis.pcall("publish","redlock-wake:"..c,n) end
 end
+local function waits(m)
+local s=redis.call("zscore",a,m)
+return s and tonumber(s)>now
+end
 local function head()
 local dead=redis.call("zrangebyscore",a,"-inf",now)
 if #dead>0 then redis.call("zrem",q,unpack(dead)) redis.call("zrem",a,unpack(dead)) end
@@ -415,7 +419,8 @@ return 1"#;
 /// and on a fencing client the proposed token and idle ms): refused while a
 /// writer holds (its token); while readers hold, it marks that a writer
 /// waits, for the mark's ms (new readers are turned away), and answers
-/// `refused()`; then `check()` may refuse (a stale token); else it sets the
+/// `refused()` (a mark already there keeps its value, the first waiting
+/// writer's, and only lives on); then `check()` may refuse (a stale token); else it sets the
 /// writer's key, removes the mark (a writer still waiting marks again with
 /// its next round, once readers hold again) and ends with `ok()`.
 macro_rules! write_acquire {
@@ -424,7 +429,7 @@ macro_rules! write_acquire {
             rw_start!(),
             r#"redis.call("zremrangebyscore",KEYS[2],"-inf",now)
 if redis.call("zcard",KEYS[2])>0 then
-redis.call("set",KEYS[3],ARGV[1],"PX",ARGV[3])
+if not redis.call("set",KEYS[3],ARGV[1],"NX","PX",ARGV[3]) then redis.call("pexpire",KEYS[3],ARGV[3]) end
 return refused()
 end
 local w=check()
@@ -477,7 +482,9 @@ local function ok() fence(4,1) return 1 end
 /// writer goes ahead of the queue (the mark promised it the lock before new
 /// readers), and a reader refused only by the mark wakes it — otherwise a
 /// reader queued ahead of the writer would be refused by the mark, the
-/// writer would wait for that reader, and both would sit out the mark.
+/// writer would wait for that reader, and both would sit out the mark. A
+/// mark whose writer still waits (`waits`: alive in the queue) is not
+/// taken over by a later writer: writers go in the order they marked.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
     fence_fns!(),
     gate_script!(
@@ -492,7 +499,7 @@ end
 local readers=redis.call("zcard",KEYS[2])
 local marked=redis.call("get",KEYS[3])
 local held=writer~=nil or (reader and marked~=false) or (not reader and readers>0)
-if not reader and not writer and readers>0 then
+if not reader and not writer and readers>0 and not (marked and marked~=me and waits(marked)) then
 if me~="" then marked=me else marked=ARGV[1] end
 redis.call("set",KEYS[3],marked,"PX",ARGV[3])
 end
@@ -535,8 +542,8 @@ return 1"#
 /// The gate node's reader release: `KEYS` = the readers' set, the writer's
 /// key, the waiting writer's mark, then the queue keys; `ARGV` = token,
 /// member. Leaves the set; when no reader is left (and no writer holds),
-/// wakes the writer whose member the mark holds, else the head of the
-/// queue.
+/// wakes the writer whose member the mark holds if it still waits, else
+/// the head of the queue.
 /// `0` unless the reader was in the set and its time had not passed, else
 /// `2` if it woke a waiter, `1` if not. A member goes back to the head of
 /// the queue, unwoken, as in [`GATE_RELEASE_SCRIPT`].
@@ -551,7 +558,7 @@ if until_ then
 redis.call("zremrangebyscore",KEYS[1],"-inf",now)
 if redis.call("zcard",KEYS[1])==0 and redis.call("exists",KEYS[2])==0 then
 local h=redis.call("get",KEYS[3])
-if not h or not string.match(h,":%d+$") then h=head() end
+if not h or not waits(h) then h=head() end
 if h and h~=me then wake(h) woke=1 end
 end
 end

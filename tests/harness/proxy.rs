@@ -228,12 +228,14 @@ fn pump(
                 _ => break,
             }
         }
+        if holding && !replies {
+            // Before the write: the node's answer may come before this
+            // thread runs again.
+            let _ = late.compare_exchange(HELD, DELIVERED, Ordering::SeqCst, Ordering::SeqCst);
+        }
         let written = to.write_all(&buf[..n]).is_ok();
         if holding {
             shared.held.fetch_sub(1, Ordering::SeqCst);
-            if !replies {
-                let _ = late.compare_exchange(HELD, DELIVERED, Ordering::SeqCst, Ordering::SeqCst);
-            }
         }
         if replies && !holding {
             // The node answered after a late request reached it: it ran it.
