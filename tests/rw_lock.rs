@@ -496,13 +496,10 @@ fn waiting_writers_go_in_the_order_they_queued() {
     let read = clients[0].rw_lock("fifo").read(TTL).unwrap();
     let queued = |count: usize| {
         harness::settles("queued on the gate node", || {
-            cluster.nodes.iter().any(|n| {
-                let len: usize = redis::cmd("ZCARD")
-                    .arg("redlock-queue:redlock-rw:fifo")
-                    .query(&mut n.conn())
-                    .unwrap();
-                len == count
-            })
+            cluster
+                .nodes
+                .iter()
+                .any(|n| harness::pubsub::queued(n, "redlock-rw:fifo") == count)
         });
     };
     let (tx, rx) = crossbeam_channel::unbounded();
