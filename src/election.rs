@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::Acquire;
 use crate::cancel::CancelToken;
-use crate::core::{Core, Reading};
+use crate::core::{Core, Seen};
 use crate::error::Error;
 use crate::guard::LockGuard;
 
@@ -331,10 +331,12 @@ impl Leadership {
         };
         guard.ensure_valid().map_err(|err| err.in_call(call))?;
         let (core, lease) = guard.parts();
-        let seq = self.seq + 1;
-        core.proclaim(lease, &self.election.name, (self.term, seq), value)
+        // A number of its own for every attempt: one that failed may still
+        // land on some nodes, and a node keeps the proclamation with the
+        // larger number (the same number again would be ignored there).
+        self.seq += 1;
+        core.proclaim(lease, &self.election.name, (self.term, self.seq), value)
             .map_err(|err| err.in_call(call))?;
-        self.seq = seq;
         self.value = value.to_owned();
         Ok(())
     }
@@ -426,7 +428,7 @@ impl Leader {
 pub struct Observer {
     election: Election,
     /// What the last item said (`None`: no item yet).
-    last: Option<Reading>,
+    last: Option<Seen>,
 }
 
 impl Observer {
@@ -442,9 +444,9 @@ impl Observer {
         match next {
             Ok(Some(now)) => {
                 self.last = Some(now.clone());
-                Some(now.map(|(term, value)| Leader {
-                    term,
-                    value: value.to_string(),
+                Some(now.map(|p| Leader {
+                    term: p.term,
+                    value: p.value.to_string(),
                 }))
             }
             Ok(None) => None,

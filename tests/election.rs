@@ -111,6 +111,99 @@ fn proclaim_changes_the_value_and_keeps_the_term() {
     assert_eq!(leader(&other, "svc"), None);
 }
 
+/// A proclamation that failed for want of nodes may still land on them
+/// late; the next one must replace it there, not be ignored as old news.
+#[test]
+fn a_proclamation_after_one_that_failed_lands_on_every_node() {
+    let mut cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let mut leading = redlock
+        .election("late")
+        .campaign("a", Duration::from_secs(30))
+        .win()
+        .unwrap();
+    let value_key = "redlock-elect:late#v";
+    cluster.nodes[1].pause();
+    cluster.nodes[2].pause();
+    assert!(
+        matches!(leading.proclaim("b"), Err(Error::NoQuorum { .. })),
+        "two of three nodes paused"
+    );
+    assert_eq!(leading.value(), "a");
+    cluster.nodes[1].resume();
+    cluster.nodes[2].resume();
+    harness::eventually(
+        "the failed proclamation landed late",
+        Duration::from_secs(10),
+        || {
+            cluster.values(value_key)[1..]
+                .iter()
+                .all(|v| v.as_deref().is_some_and(|v| v.ends_with(" b")))
+        },
+    );
+    harness::eventually(
+        "both nodes reachable again",
+        Duration::from_secs(10),
+        || redlock.node_health().iter().all(|n| n.is_up()),
+    );
+    leading.proclaim("c").expect("every node answers");
+    for (node, value) in cluster.values(value_key).iter().enumerate() {
+        assert!(
+            value.as_deref().is_some_and(|v| v.ends_with(" c")),
+            "node {node} holds {value:?}"
+        );
+    }
+    assert_eq!(
+        leader(&redlock, "late"),
+        Some((leading.term(), "c".to_owned()))
+    );
+}
+
+/// Each read of an observer registers a member on the gate node; those
+/// whose time ran out are dropped at the next read, so the set stays as
+/// small as the observers alive.
+#[test]
+fn observers_gone_are_dropped_from_the_gate_nodes_set() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let observers = "redlock-elect:gone#o";
+    for node in &cluster.nodes {
+        // Three observers that registered long ago and left.
+        let _: () = redis::cmd("ZADD")
+            .arg(observers)
+            .arg(1)
+            .arg("x:1")
+            .arg(2)
+            .arg("x:2")
+            .arg(3)
+            .arg("x:3")
+            .query(&mut node.conn())
+            .unwrap();
+    }
+    let mut observer = redlock.election("gone").observe();
+    assert_eq!(observer.next_timeout(Duration::from_secs(5)), Some(None));
+    let sizes: Vec<u64> = cluster
+        .nodes
+        .iter()
+        .map(|node| {
+            redis::cmd("ZCARD")
+                .arg(observers)
+                .query(&mut node.conn())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        sizes.iter().filter(|&&n| n == 1).count(),
+        1,
+        "on the gate node, the observer alone: {sizes:?}"
+    );
+    assert_eq!(
+        sizes.iter().filter(|&&n| n == 3).count(),
+        2,
+        "elsewhere, untouched: {sizes:?}"
+    );
+}
+
 #[test]
 fn the_leadership_is_kept_alive_past_its_ttl() {
     let cluster = Cluster::start(3);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::handoff::Woken;
 use super::{Core, Lease, answer_by, lock_lost, no_quorum};
-use crate::algorithm::{Outcome, Verdict};
+use crate::algorithm::{Outcome, Proclaimed, Verdict};
 use crate::error::Error;
 use crate::transport::{Keys, Op, elect_keys};
 
@@ -30,6 +30,10 @@ const CHANGE_POLL: Duration = Duration::from_millis(5);
 
 /// The leader a read found: its term and the latest value it proclaimed.
 pub(crate) type Reading = Option<(u64, Arc<str>)>;
+
+/// The same with the number of that proclamation, which an observer needs
+/// to never step back to an earlier one.
+pub(crate) type Seen = Option<Arc<Proclaimed>>;
 
 impl Core {
     /// Sets `value` as the proclamation `seq` of the leader holding `lease`
@@ -80,7 +84,8 @@ impl Core {
     ///
     /// `NoQuorum` when too few nodes answered to tell.
     pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
-        self.read_leader_as(name, None).map(|(reading, _)| reading)
+        self.read_leader_as(name, None)
+            .map(|(seen, _)| term_and_value(&seen))
     }
 
     /// [`read_leader`](Self::read_leader), registering `observer` (a
@@ -92,7 +97,7 @@ impl Core {
         &self,
         name: &str,
         observer: Option<&Arc<str>>,
-    ) -> Result<(Reading, bool), Error> {
+    ) -> Result<(Seen, bool), Error> {
         super::acquire::checked_election(name)?;
         let start = Instant::now();
         let by = answer_by(start, self.node_timeout(READ_TTL), None);
@@ -101,12 +106,9 @@ impl Core {
         request.queue = observer.cloned();
         let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
         let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;
-        let at_gate = gate.now().map(|vote| {
-            vote.read
-                .filter(|_| vote.yes)
-                .map(|r| (r.term, r.value.clone()))
-        });
-        Ok((reading.clone(), at_gate.is_some_and(|g| g != reading)))
+        let at_gate = gate.now().map(|vote| vote.read.filter(|_| vote.yes));
+        let differs = at_gate.is_some_and(|g| !same_leader(g.as_ref(), reading.as_ref()));
+        Ok((reading, differs))
     }
 
     /// Reads who leads the election `name` until it differs from `last`
@@ -125,9 +127,9 @@ impl Core {
     pub(crate) fn next_leader(
         &self,
         name: &str,
-        last: Option<&Reading>,
+        last: Option<&Seen>,
         deadline: Option<Instant>,
-    ) -> Result<Option<Reading>, Error> {
+    ) -> Result<Option<Seen>, Error> {
         super::acquire::checked_election(name)?;
         let [lock, ..] = elect_keys(name);
         let notified = self.settings.notifications;
@@ -138,14 +140,21 @@ impl Core {
         // nodes may not have yet (a majority read can still show the old
         // state), so reads follow closely for a while.
         let mut woken: Option<Instant> = None;
+        // Whether a read found the gate node ahead of the majority (once per
+        // call: a gate node that missed the leader's lock key disagrees
+        // with the majority for as long as the leadership lasts).
+        let mut ahead = false;
         loop {
             ticket.arm();
             let observer = notified.then(|| ticket.member().clone());
             match self.read_leader_as(name, observer.as_ref()) {
-                Ok((now, _)) if last != Some(&now) => return Ok(Some(now)),
+                Ok((now, _)) if is_news(last, &now) => return Ok(Some(now)),
                 // The gate node has it already: a wake-up we may have
                 // registered too late for.
-                Ok((_, true)) => woken = Some(Instant::now()),
+                Ok((_, true)) if !ahead => {
+                    ahead = true;
+                    woken = Some(Instant::now());
+                }
                 Ok(_) => {}
                 Err(err) => log::debug!("redlock: reading the leader of {name:?}: {err}"),
             }
@@ -170,11 +179,36 @@ fn elect_key_pair(name: &str) -> Keys {
     Arc::from([Arc::from(lock), Arc::from(value), Arc::from(observers)])
 }
 
+/// A reading without the proclamation's number.
+pub(crate) fn term_and_value(seen: &Seen) -> Reading {
+    seen.as_ref().map(|p| (p.term, p.value.clone()))
+}
+
+/// Whether two readings name the same leader and value (whatever the
+/// numbers of their proclamations).
+fn same_leader(a: Option<&Arc<Proclaimed>>, b: Option<&Arc<Proclaimed>>) -> bool {
+    a.map(|p| (p.term, &p.value)) == b.map(|p| (p.term, &p.value))
+}
+
+/// Whether an observer whose last item was `last` reports `now`: another
+/// leader or value — but never a proclamation of the same leader older
+/// than the one it reported (a proclamation that failed may have landed on
+/// a few nodes, and a later read's majority may miss them).
+fn is_news(last: Option<&Seen>, now: &Seen) -> bool {
+    let Some(last) = last else {
+        return true;
+    };
+    match (last, now) {
+        (Some(l), Some(n)) if l.term == n.term => n.seq > l.seq && n.value != l.value,
+        _ => !same_leader(last.as_ref(), now.as_ref()),
+    }
+}
+
 /// What a read round says: `Some(Some(..))` a leader on a majority (the
 /// round's yes votes are the nodes that agree on its term: see
 /// `Tally`), `Some(None)` no leader with a value on a majority, `None`
 /// too few answers to tell.
-fn leader_of(read: &Outcome) -> Option<Reading> {
+fn leader_of(read: &Outcome) -> Option<Seen> {
     match read.verdict {
         Verdict::Confirmed => {
             let terms = read.reads.iter().map(|r| r.term);
@@ -187,7 +221,7 @@ fn leader_of(read: &Outcome) -> Option<Reading> {
                 .iter()
                 .filter(|r| r.term == term)
                 .max_by_key(|r| r.seq)?;
-            Some(Some((term, latest.value.clone())))
+            Some(Some(latest.clone()))
         }
         // No term on a majority: nobody leads (or the next leader has not
         // proclaimed yet, and its campaign has not returned).
@@ -231,7 +265,36 @@ mod tests {
             Ok(read(6, 9, "old")),
             failed(),
         ]));
-        assert_eq!(found, Some(Some((7, Arc::from("b")))));
+        assert_eq!(
+            found.map(|s| term_and_value(&s)),
+            Some(Some((7, Arc::from("b"))))
+        );
+    }
+
+    fn seen(term: u64, seq: u64, value: &str) -> Seen {
+        Some(Arc::new(Proclaimed {
+            term,
+            seq,
+            value: Arc::from(value),
+        }))
+    }
+
+    #[test]
+    fn an_observer_never_steps_back_to_an_older_proclamation_of_its_leader() {
+        // "b" was proclaimed as number 2 and failed, landing on a few
+        // nodes; a read whose majority missed them shows "a" (number 1).
+        let last = seen(7, 2, "b");
+        assert!(!is_news(Some(&last), &seen(7, 1, "a")));
+        assert!(is_news(Some(&last), &seen(7, 3, "c")), "a later one");
+        assert!(
+            !is_news(Some(&last), &seen(7, 3, "b")),
+            "the same value again"
+        );
+        assert!(is_news(Some(&last), &seen(8, 1, "a")), "another leader");
+        assert!(is_news(Some(&last), &None), "no leader");
+        assert!(is_news(Some(&None), &seen(7, 1, "a")));
+        assert!(!is_news(Some(&None), &None));
+        assert!(is_news(None, &None), "the first item");
     }
 
     #[test]
@@ -281,6 +344,7 @@ mod tests {
         assert_eq!(tally.verdict(), None);
         tally.record(Ok(read(6, 2, "c")));
         assert_eq!(tally.verdict(), Some(Verdict::Confirmed));
-        assert_eq!(leader_of(&tally.outcome()), Some(Some((6, Arc::from("c")))));
+        let found = leader_of(&tally.outcome()).map(|s| term_and_value(&s));
+        assert_eq!(found, Some(Some((6, Arc::from("c")))));
     }
 }

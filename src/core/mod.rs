@@ -57,7 +57,7 @@ use crate::settings::{NodeTimeout, Settings};
 pub(crate) use crate::transport::Role;
 use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
 pub(crate) use acquire::{Patience, Target};
-pub(crate) use elect::Reading;
+pub(crate) use elect::Seen;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
 

@@ -57,10 +57,14 @@ return 1"#
 /// reads at least every queue refresh; else nothing). Registers the observer; then
 /// `term seq value` proclaimed by the lock key's holder, `0` when nobody
 /// holds the lock key, `1` when its holder has proclaimed nothing yet
-/// (the value key is another's). Never the token.
+/// (the value key is another's). Never the token. Observers whose time ran
+/// out are dropped first: under a leader that proclaims nothing, every
+/// read of every observer adds one member.
 const READ_SCRIPT: &str = r#"if ARGV[1] then
 local t=redis.call("time")
-redis.call("zadd",KEYS[3],t[1]*1000+math.floor(t[2]/1000)+tonumber(ARGV[2]),ARGV[1])
+local now=t[1]*1000+math.floor(t[2]/1000)
+redis.call("zremrangebyscore",KEYS[3],"-inf",now)
+redis.call("zadd",KEYS[3],now+tonumber(ARGV[2]),ARGV[1])
 redis.call("pexpire",KEYS[3],ARGV[2])
 end
 local t=redis.call("get",KEYS[1])
