@@ -114,9 +114,6 @@ pub(crate) fn parse(
             master = master.set_password(decode(password).ok_or_else(undecodable)?);
         }
     }
-    let master = redis::sentinel::SentinelNodeConnectionInfo::default()
-        .set_redis_connection_info(master)
-        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
     let address = match db {
         0 => format!("sentinel:{service}"),
         db => format!("sentinel:{service}/{db}"),

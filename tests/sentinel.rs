@@ -156,6 +156,12 @@ fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
         },
     );
     let quarantined_at = Instant::now();
+    // Meanwhile the two other groups carry the majority.
+    quarantined
+        .lock_for("sent:q", TTL, Duration::from_secs(2))
+        .expect("the other two groups make a majority")
+        .release()
+        .unwrap();
     // Admitted once the period (and a second's margin) has passed: no
     // failure for a second while rounds go on.
     settles("the promoted master counts again", || {
@@ -182,6 +188,95 @@ fn a_sentinel_down_among_three_is_tolerated() {
             .try_lock("sent:down", TTL)
             .map(|g| g.map(|g| g.release()));
         redlock.node_health()[1].resolved_address() == Some(new.as_str())
+    });
+}
+
+/// A Sentinel that accepts connections and never answers, listed first,
+/// costs a connect timeout per lookup at most, not the lookup: the next
+/// Sentinel answers, and later lookups ask that one first.
+#[test]
+fn a_silent_sentinel_listed_first_is_skipped() {
+    let groups = Sentinels::start(3, &Secrets::default());
+    let silent = harness::BlackHole::new();
+    let silent_host = silent.url().replace("redis://", "");
+    let urls: Vec<String> = groups
+        .urls()
+        .iter()
+        .map(|url| {
+            url.replace(
+                "redis+sentinel://",
+                &format!("redis+sentinel://{silent_host},"),
+            )
+        })
+        .collect();
+    assert!(
+        urls[0].contains(&format!("//{silent_host},127.0.0.1:")),
+        "{}",
+        urls[0]
+    );
+    let started = Instant::now();
+    let redlock = Redlock::builder(&urls)
+        .retry_delay(Duration::from_millis(20))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let guard = redlock
+        .lock_for("sent:silent", TTL, Duration::from_secs(10))
+        .expect("the other Sentinels answer");
+    guard.release().unwrap();
+    for (node, g) in redlock.node_health().iter().zip(0..) {
+        assert_eq!(
+            node.resolved_address(),
+            Some(groups.master(g).address().as_str()),
+            "node {g} found its master"
+        );
+    }
+    println!(
+        "built and locked past a silent Sentinel in {:?}",
+        started.elapsed()
+    );
+}
+
+/// Every Sentinel gone: no lookup confirms the masters any more, so after
+/// 5 s their votes stop counting (a client cut off from the Sentinels with
+/// an old master must not keep a lock there), and count again once a
+/// Sentinel answers.
+#[test]
+fn without_any_sentinel_the_nodes_stop_counting_until_one_is_back() {
+    let mut groups = Sentinels::start(3, &Secrets::default());
+    let redlock = client(&groups.urls());
+    redlock.lock("sent:none", TTL).unwrap().release().unwrap();
+    for sentinel in &mut groups.sentinels {
+        sentinel.kill();
+    }
+    let gone = Instant::now();
+    let err = loop {
+        match redlock.try_lock("sent:none", TTL) {
+            Ok(Some(guard)) => guard.release().unwrap(),
+            Ok(None) => panic!("nobody holds it"),
+            Err(err) => break err,
+        }
+        assert!(
+            gone.elapsed() < Duration::from_secs(15),
+            "the nodes still count 15 s after the Sentinels went"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let waited = gone.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4),
+        "stopped counting after {waited:?}"
+    );
+    let text = err.to_string();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
+    assert!(text.contains("no Sentinel has confirmed"), "{text}");
+    println!("stopped counting {waited:?} after the Sentinels went");
+    // A Sentinel back (on its port, knowing the groups): they count again.
+    groups.restart_sentinel(0);
+    settles("the nodes count again", || {
+        redlock
+            .try_lock("sent:none", TTL)
+            .is_ok_and(|g| g.is_some_and(|g| g.release().is_ok()))
     });
 }
 
@@ -225,13 +320,37 @@ fn an_unknown_service_is_named_and_no_password_shows() {
         .build()
         .unwrap();
     let err = wrong.lock("sent:unknown", TTL).unwrap_err();
+    assert_auth(&err);
+    // A wrong master password: refused by the master the Sentinels name.
+    let wrong_master = Redlock::builder([good.replace("m-s3cret", "wr0ng-m-s3cret").as_str()])
+        .sentinel_password("s-s3cret")
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let err_master = wrong_master.lock("sent:unknown", TTL).unwrap_err();
+    assert_auth(&err_master);
     let everything = format!(
-        "{err} {err:?} {:?} {:?} {}",
+        "{err} {err:?} {err_master} {err_master:?} {:?} {:?} {:?} {}",
         wrong,
+        wrong_master,
         redlock.node_health(),
         harness::logs().join("\n")
     );
-    for secret in ["m-s3cret", "s-s3cret", "wr0ng-s3cret"] {
+    for secret in ["m-s3cret", "s-s3cret", "wr0ng-s3cret", "wr0ng-m-s3cret"] {
         assert!(!everything.contains(secret), "{secret} in {everything}");
     }
+}
+
+/// A failure for refused credentials: `Auth`, which is permanent.
+fn assert_auth(err: &Error) {
+    let Error::NoQuorum { failures, .. } = err else {
+        panic!("not NoQuorum: {err}");
+    };
+    assert!(
+        failures
+            .iter()
+            .all(|f| f.kind() == FailureKind::Auth && f.kind().is_permanent()),
+        "{err}"
+    );
 }

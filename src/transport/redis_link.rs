@@ -114,38 +114,57 @@ impl Link for RedisLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        let quarantined = self
-            .shared
-            .admission
-            .check(&self.shared.address)
-            .quarantined;
+        // Its votes to take or keep a lock do not count while it is in
+        // its restart quarantine, or while no Sentinel confirms that it is
+        // still the master; releases do.
+        let refused = match (
+            self.shared
+                .admission
+                .check(&self.shared.address)
+                .quarantined,
+            self.follow.as_ref().and_then(Source::unconfirmed_for),
+        ) {
+            (Some((left, cause)), _) => Some(NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Quarantined,
+                format!("{cause}; counts again in {}", Human(left)),
+            )),
+            (None, Some(since)) => Some(NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Connection,
+                format!(
+                    "no Sentinel has confirmed for {} that {} is still the master; \
+                     it counts again once one does",
+                    Human(since),
+                    conn.address
+                ),
+            )),
+            (None, None) => None,
+        };
         let replies = exchange(&mut conn, batch, timeout);
         let answers: Vec<Answer> = batch
             .iter()
             .zip(replies)
             .map(|(req, reply)| match reply {
-                Ok(value) => match (interpret(req, value, &self.shared.address), quarantined) {
-                    // Its votes to take or keep a lock do not count yet;
-                    // releases do.
-                    (Ok(_), Some((left, cause))) if !matches!(req.op, Op::Release) => {
-                        Err(NodeFailure::new(
-                            self.shared.address.clone(),
-                            FailureKind::Quarantined,
-                            format!("{cause}; counts again in {}", Human(left)),
-                        ))
+                Ok(value) => match (interpret(req, value, &self.shared.address), &refused) {
+                    (Ok(_), Some(failure)) if !matches!(req.op, Op::Release) => {
+                        Err(failure.clone())
                     }
                     (answer, _) => answer,
                 },
                 Err(err) => Err(self.failure(&err, req)),
             })
             .collect();
-        // A node that answers `READONLY` became a replica (a failover): the
-        // next connection is opened afresh — for a Sentinel-managed node,
-        // to whichever server the Sentinels name as master now.
-        if answers.iter().any(|a| {
-            a.as_ref()
-                .is_err_and(|f| f.kind() == FailureKind::NotWritable)
-        }) {
+        // A Sentinel-managed node that answers `READONLY` (or `LOADING`)
+        // became a replica in a failover: the next connection goes to
+        // whichever server the Sentinels name as master now. (A fixed
+        // address would reconnect to the same server: no point.)
+        if self.follow.is_some()
+            && answers.iter().any(|a| {
+                a.as_ref()
+                    .is_err_and(|f| f.kind() == FailureKind::NotWritable)
+            })
+        {
             conn.broken = true;
         }
         if !conn.broken {

@@ -145,6 +145,15 @@ impl Sentinels {
         cmd.query(&mut conn)
     }
 
+    /// Starts Sentinel `i` again after [`Sentinel::kill`], on its port and
+    /// with the state it saved.
+    pub fn restart_sentinel(&mut self, i: usize) {
+        let sentinel = &mut self.sentinels[i];
+        assert!(sentinel.child.is_none(), "Sentinel {i} runs");
+        sentinel.child = Some(launch(&sentinel.dir.join("sentinel.conf")));
+        wait_answers(sentinel.port, &self.secrets);
+    }
+
     /// The port of group `g`'s master, as the first Sentinel that answers
     /// says.
     pub fn master_port(&self, g: usize) -> u16 {
@@ -245,18 +254,28 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
     std::fs::File::create(&conf)
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .expect("sentinel.conf");
-    let child = Command::new("redis-server")
-        .arg(&conf)
+    let sentinel = Sentinel {
+        port,
+        child: Some(launch(&conf)),
+        dir,
+    };
+    wait_answers(port, secrets);
+    sentinel
+}
+
+/// `redis-server conf --sentinel`.
+fn launch(conf: &std::path::Path) -> Child {
+    Command::new("redis-server")
+        .arg(conf)
         .arg("--sentinel")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("redis-server --sentinel");
-    let sentinel = Sentinel {
-        port,
-        child: Some(child),
-        dir,
-    };
+        .expect("redis-server --sentinel")
+}
+
+/// Waits until the Sentinel on `port` answers `PING`.
+fn wait_answers(port: u16, secrets: &Secrets) {
     let url = match &secrets.sentinel {
         Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}"),
         None => format!("redis://127.0.0.1:{port}"),
@@ -267,5 +286,4 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
             .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
             .is_ok()
     });
-    sentinel
 }
