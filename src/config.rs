@@ -240,7 +240,9 @@ impl RedlockBuilder {
     /// forgotten locks it held) does not count toward any quorum — its
     /// answers to acquisitions and extensions count as failures — until its
     /// process has been up for `period`. Set it to at least the longest TTL
-    /// in use. Defaults to off.
+    /// in use — for `redis+sentinel://` nodes, plus their confirmation
+    /// window (5 s, or `1 s + 2 × connect timeout × (Sentinels + 1)` when
+    /// longer; see `docs/sentinel.md`). Defaults to off.
     ///
     /// On every (re)connect the node says its `run_id` and uptime, and
     /// waits out the period (plus one second: Redis reports uptime in whole

@@ -125,6 +125,7 @@ impl Election {
         Observer {
             election: self.clone(),
             last: None,
+            followed: false,
         }
     }
 }
@@ -429,6 +430,8 @@ pub struct Observer {
     election: Election,
     /// What the last item said (`None`: no item yet).
     last: Option<Seen>,
+    /// Whether a read found the gate node ahead since the last item.
+    followed: bool,
 }
 
 impl Observer {
@@ -437,10 +440,12 @@ impl Observer {
     /// name is empty).
     pub fn next_timeout(&mut self, timeout: Duration) -> Option<Option<Leader>> {
         let deadline = Instant::now().checked_add(timeout);
-        let next =
-            self.election
-                .core
-                .next_leader(&self.election.name, self.last.as_ref(), deadline);
+        let next = self.election.core.next_leader_after(
+            &self.election.name,
+            self.last.as_ref(),
+            deadline,
+            &mut self.followed,
+        );
         match next {
             Ok(Some(now)) => {
                 self.last = Some(now.clone());

@@ -124,11 +124,28 @@ impl Core {
     /// logged and tried again at the next of these. A wake-up comes when
     /// the gate node applied the change; the other nodes may not have yet,
     /// so for [`CHANGE_LANDS`] after one, reads come [`CHANGE_POLL`] apart.
+    #[cfg(test)]
     pub(crate) fn next_leader(
         &self,
         name: &str,
         last: Option<&Seen>,
         deadline: Option<Instant>,
+    ) -> Result<Option<Seen>, Error> {
+        self.next_leader_after(name, last, deadline, &mut false)
+    }
+
+    /// [`next_leader`](Self::next_leader), for an observer that asks again
+    /// and again: `followed` says whether a read already found the gate
+    /// node ahead of the majority since `last` was reported (a gate node
+    /// that missed the leader's lock key stays ahead for as long as the
+    /// leadership lasts: it is followed closely once per change reported,
+    /// not once per call).
+    pub(crate) fn next_leader_after(
+        &self,
+        name: &str,
+        last: Option<&Seen>,
+        deadline: Option<Instant>,
+        followed: &mut bool,
     ) -> Result<Option<Seen>, Error> {
         super::acquire::checked_election(name)?;
         let [lock, ..] = elect_keys(name);
@@ -140,19 +157,18 @@ impl Core {
         // nodes may not have yet (a majority read can still show the old
         // state), so reads follow closely for a while.
         let mut woken: Option<Instant> = None;
-        // Whether a read found the gate node ahead of the majority (once per
-        // call: a gate node that missed the leader's lock key disagrees
-        // with the majority for as long as the leadership lasts).
-        let mut ahead = false;
         loop {
             ticket.arm();
             let observer = notified.then(|| ticket.member().clone());
             match self.read_leader_as(name, observer.as_ref()) {
-                Ok((now, _)) if is_news(last, &now) => return Ok(Some(now)),
+                Ok((now, _)) if is_news(last, &now) => {
+                    *followed = false;
+                    return Ok(Some(now));
+                }
                 // The gate node has it already: a wake-up we may have
                 // registered too late for.
-                Ok((_, true)) if !ahead => {
-                    ahead = true;
+                Ok((_, true)) if !*followed => {
+                    *followed = true;
                     woken = Some(Instant::now());
                 }
                 Ok(_) => {}

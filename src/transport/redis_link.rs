@@ -109,6 +109,13 @@ impl Link for RedisLink {
                 Err(failure) => return batch.iter().map(|_| Err(failure.clone())).collect(),
             },
         };
+        if let Some(source) = &self.follow
+            && source.moved_from(&conn.address)
+        {
+            // A pooled connection opened before the Sentinels named another
+            // master: its votes do not count (below), and it is replaced.
+            conn.broken = true;
+        }
         let timeout = batch
             .iter()
             .map(|req| req.timeout.value)
@@ -122,22 +129,19 @@ impl Link for RedisLink {
                 .admission
                 .check(&self.shared.address)
                 .quarantined,
-            self.follow.as_ref().and_then(Source::unconfirmed_for),
+            self.follow
+                .as_ref()
+                .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout)),
         ) {
             (Some((left, cause)), _) => Some(NodeFailure::new(
                 self.shared.address.clone(),
                 FailureKind::Quarantined,
                 format!("{cause}; counts again in {}", Human(left)),
             )),
-            (None, Some(since)) => Some(NodeFailure::new(
+            (None, Some(why)) => Some(NodeFailure::new(
                 self.shared.address.clone(),
                 FailureKind::Connection,
-                format!(
-                    "no Sentinel has confirmed for {} that {} is still the master; \
-                     it counts again once one does",
-                    Human(since),
-                    conn.address
-                ),
+                why,
             )),
             (None, None) => None,
         };

@@ -4,11 +4,12 @@
 //! The lookup is ours, not the `redis` crate's (whose blocking lookup has
 //! no timeouts: a Sentinel that accepts connections and never answers, or
 //! a frozen master's `ROLE`, held it forever). Every step is bounded by the
-//! connect timeout: connect to a Sentinel, ask it
-//! `SENTINEL GET-MASTER-ADDR-BY-NAME`, then check with `ROLE` that the
-//! server it names is a master. A Sentinel that fails is skipped; the one
-//! that answered last is asked first. The connections to the Sentinels and
-//! to the master are kept between lookups.
+//! connect timeout: connect to each Sentinel, ask it
+//! `SENTINEL GET-MASTER-ADDR-BY-NAME`, and once a majority of the Sentinels
+//! listed name one server, check with `ROLE` that it is a master. A
+//! Sentinel that fails is skipped; one in a minority partition (still
+//! naming the old master) is outvoted. The connections to the Sentinels
+//! and to the master are kept between lookups.
 //!
 //! Each Sentinel-managed node has one lookup thread; callers wait for its
 //! answer only until their connect timeout, so a slow lookup delays that
@@ -21,11 +22,13 @@
 //! thread also asks the Sentinels every [`FOLLOW_EVERY`] while nobody asks
 //! it, and a connection to another address than the latest answer is
 //! replaced (the worker checks before each batch, a subscriber at each of
-//! its pings). And a node whose master no lookup has confirmed for
-//! [`CONFIRMED_FOR`] (the Sentinels cannot be reached) stops counting
-//! towards a majority (`RedisLink`): a client cut off from the Sentinels
-//! with the old master could otherwise keep a lock there, unseen by the
-//! clients that follow the new one.
+//! its pings). And a connection whose server no lookup has confirmed as
+//! the master within the confirmation window (see
+//! [`SentinelSource::window`]; the Sentinels cannot be reached, or a
+//! majority of them no longer name it) stops counting towards a majority
+//! (`RedisLink`): a client cut off from the Sentinels with the old master
+//! could otherwise keep a lock there, unseen by the clients that follow
+//! the new one.
 //!
 //! # Threads
 //!
@@ -44,8 +47,7 @@ use std::time::{Duration, Instant};
 /// nobody asked it meanwhile.
 pub(crate) const FOLLOW_EVERY: Duration = Duration::from_secs(1);
 
-/// How long after the last lookup that confirmed a node's master its votes
-/// to take or keep a lock still count.
+/// The shortest confirmation window (see [`SentinelSource::window`]).
 pub(crate) const CONFIRMED_FOR: Duration = Duration::from_secs(5);
 
 use crossbeam_channel::{Receiver, Sender};
@@ -84,9 +86,18 @@ pub(crate) struct SentinelSource {
     /// The lookup thread's requests, once it runs (started by the first
     /// lookup: parsing a URL starts nothing).
     lookups: Mutex<Option<Sender<Sender<Answer>>>>,
-    /// The master's address the last lookup found (safe to show), and
-    /// when; shared with the lookup thread.
-    resolved: Arc<Mutex<Option<(String, Instant)>>>,
+    /// What the last lookup found; shared with the lookup thread.
+    resolved: Arc<Mutex<Option<Found>>>,
+}
+
+/// A master a lookup found.
+struct Found {
+    /// Its address (safe to show).
+    address: String,
+    /// When that lookup started.
+    asked: Instant,
+    /// A client for it.
+    client: redis::Client,
 }
 
 impl Source {
@@ -103,22 +114,38 @@ impl Source {
     pub(crate) fn resolved(&self) -> Option<String> {
         match self {
             Source::Direct(_) => None,
-            Source::Sentinel(sentinel) => sentinel.resolved.lock().as_ref().map(|r| r.0.clone()),
+            Source::Sentinel(sentinel) => {
+                sentinel.resolved.lock().as_ref().map(|f| f.address.clone())
+            }
         }
     }
 
-    /// How long no lookup has named the node's master, when that is more
-    /// than [`CONFIRMED_FOR`] (`None`: a fixed address, or confirmed
-    /// recently).
-    pub(crate) fn unconfirmed_for(&self) -> Option<Duration> {
+    /// Why the votes of a connection to `connected` (an address from
+    /// [`address_of`]) do not count: no lookup within the confirmation
+    /// window named that server as the master (`None`: a fixed address,
+    /// or confirmed). When so, also asks the lookup thread for a lookup
+    /// (starting it again if it is gone) without waiting for it.
+    pub(crate) fn unconfirmed(&self, connected: &str, timeout: Duration) -> Option<String> {
         let Source::Sentinel(sentinel) = self else {
             return None;
         };
-        let since = match &*sentinel.resolved.lock() {
-            Some((_, at)) => at.elapsed(),
-            None => CONFIRMED_FOR,
+        let window = sentinel.window(timeout);
+        let why = match sentinel.resolved.lock().as_ref().map(|f| (&*f.address, f.asked)) {
+            Some((at, when)) if at == connected && when.elapsed() < window => return None,
+            Some((at, _)) if at != connected => {
+                format!("the Sentinels name {at} as the master now, not {connected}")
+            }
+            Some((_, when)) => format!(
+                "a majority of the Sentinels has not confirmed for {} that {connected} is still \
+                 the master",
+                crate::human::Human(when.elapsed())
+            ),
+            None => format!("no majority of the Sentinels has confirmed {connected} yet"),
         };
-        (since >= CONFIRMED_FOR).then_some(since)
+        sentinel.nudge(timeout);
+        Some(format!(
+            "{why}; it counts again once they do (check that this client reaches the Sentinels)"
+        ))
     }
 
     /// Whether the node is a Sentinel service's master.
@@ -174,7 +201,6 @@ impl SentinelSource {
                 .collect(),
             master: self.master.clone(),
             at_master: None,
-            first: 0,
             timeout,
         };
         let latest = self.resolved.clone();
@@ -183,6 +209,37 @@ impl SentinelSource {
             .spawn(move || serve(finder, &requests, &latest))?;
         *lookups = Some(sender.clone());
         Ok(sender)
+    }
+
+    /// The confirmation window: how long after a lookup started that
+    /// found a server the votes of a connection to it count. At least
+    /// [`CONFIRMED_FOR`]; longer when one lookup may take longer (every
+    /// Sentinel and the master slow to answer, each step bounded by
+    /// `timeout`, twice: connect and query), so that a reachable majority
+    /// keeps confirming in time.
+    pub(crate) fn window(&self, timeout: Duration) -> Duration {
+        let steps = u32::try_from(self.sentinels.len() + 1).unwrap_or(u32::MAX);
+        let lookup = timeout.saturating_mul(2).saturating_mul(steps);
+        (FOLLOW_EVERY + lookup).max(CONFIRMED_FOR)
+    }
+
+    /// Asks the lookup thread for a lookup, answered to nobody.
+    fn nudge(&self, timeout: Duration) {
+        let (reply, _) = crossbeam_channel::bounded(1);
+        if let Ok(lookups) = self.lookups(timeout)
+            && lookups.send(reply).is_err()
+        {
+            self.forget(&lookups);
+        }
+    }
+
+    /// Forgets the lookup thread's channel `gone` (its thread is gone:
+    /// the next lookup starts another), unless another replaced it.
+    fn forget(&self, gone: &Sender<Sender<Answer>>) {
+        let mut lookups = self.lookups.lock();
+        if lookups.as_ref().is_some_and(|s| s.same_channel(gone)) {
+            *lookups = None;
+        }
     }
 
     fn lookup(&self, timeout: Duration) -> Answer {
@@ -194,11 +251,24 @@ impl SentinelSource {
             );
             redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, detail))
         };
-        if self.lookups(timeout)?.send(reply).is_err() {
+        // The lookup thread asks again every second: a master it found
+        // within the window is still the answer (a lookup past a silent
+        // Sentinel may take longer than the caller may wait).
+        if let Some(found) = self.resolved.lock().as_ref()
+            && found.asked.elapsed() < self.window(timeout)
+        {
+            return Ok(found.client.clone());
+        }
+        let lookups = self.lookups(timeout)?;
+        if lookups.send(reply).is_err() {
             // The thread is gone (it cannot be, short of a panic): the
             // next lookup starts another.
-            *self.lookups.lock() = None;
-            return Err(timed_out());
+            self.forget(&lookups);
+            return Err(redis::RedisError::from(std::io::Error::other(format!(
+                "the Sentinel lookup thread of service {:?} stopped; the next attempt starts \
+                 another",
+                self.service
+            ))));
         }
         answer.recv_timeout(timeout).map_err(|_| timed_out())?
     }
@@ -210,7 +280,7 @@ impl SentinelSource {
 fn serve(
     mut finder: Finder,
     requests: &Receiver<Sender<Answer>>,
-    latest: &Mutex<Option<(String, Instant)>>,
+    latest: &Mutex<Option<Found>>,
 ) {
     loop {
         let mut waiting = match requests.recv_timeout(FOLLOW_EVERY) {
@@ -219,9 +289,16 @@ fn serve(
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
         };
         waiting.extend(requests.try_iter());
+        // What the Sentinels say holds from when they were asked, not
+        // from when the lookup ended.
+        let asked = Instant::now();
         let answer = finder.find();
         if let Ok(client) = &answer {
-            *latest.lock() = Some((address_of(client), Instant::now()));
+            *latest.lock() = Some(Found {
+                address: address_of(client),
+                asked,
+                client: client.clone(),
+            });
         }
         for reply in waiting {
             let _ = reply.send(answer.clone());
@@ -237,38 +314,59 @@ struct Finder {
     master: redis::RedisConnectionInfo,
     /// The master last found, its address and a connection to it.
     at_master: Option<(String, redis::Connection)>,
-    /// The Sentinel to ask first: the one that answered last.
-    first: usize,
     /// Bounds every step.
     timeout: Duration,
 }
 
 impl Finder {
-    /// Asks the Sentinels in turn who the master is, until one names a
-    /// server that says it is a master.
+    /// Asks the Sentinels who the master is (those that answered last
+    /// time first, until a majority agree); the server a majority of them
+    /// names, if it says it is a master.
     fn find(&mut self) -> Answer {
-        let mut last_err = None;
+        let majority = self.sentinels.len() / 2 + 1;
+        let mut order: Vec<usize> = (0..self.sentinels.len()).collect();
+        order.sort_by_key(|&at| self.sentinels[at].1.is_none());
+        let mut named_by: Vec<((String, u16), usize)> = Vec::new();
         let mut unknown = 0;
-        for i in 0..self.sentinels.len() {
-            let at = (self.first + i) % self.sentinels.len();
+        let mut errors = Vec::new();
+        for at in order {
             match self.ask(at) {
-                Ok(Some((host, port))) => match self.check(host, port) {
-                    Ok(client) => {
-                        self.first = at;
-                        return Ok(client);
-                    }
-                    Err(err) => last_err = Some(err),
+                Ok(Some(master)) => match named_by.iter_mut().find(|(m, _)| *m == master) {
+                    Some((_, count)) => *count += 1,
+                    None => named_by.push((master, 1)),
                 },
                 Ok(None) => unknown += 1,
-                Err(err) => last_err = Some(err),
+                Err(err) => errors.push(err),
+            }
+            if named_by.iter().any(|(_, count)| *count >= majority) {
+                break;
             }
         }
-        let err = match last_err {
-            Some(err) if unknown == 0 => err,
-            _ => redis::RedisError::from((
+        if let Some(((host, port), _)) = named_by.iter().find(|(_, count)| *count >= majority) {
+            return self
+                .check(host.clone(), *port)
+                .map_err(|err| named(&self.service, &err));
+        }
+        // Credentials refused anywhere say the most; then a timeout.
+        let worst = errors
+            .iter()
+            .find(|e| super::conn::classify(e) == FailureKind::Auth)
+            .or_else(|| errors.iter().find(|e| e.is_timeout()))
+            .or(errors.first());
+        let err = match worst {
+            _ if unknown == self.sentinels.len() => redis::RedisError::from((
                 redis::ErrorKind::MasterNameNotFoundBySentinel,
                 "unknown service",
             )),
+            Some(err) if super::conn::classify(err) == FailureKind::Auth => err.clone(),
+            _ => redis::RedisError::from(std::io::Error::other(format!(
+                "{} of {} Sentinels answered; no {majority} of them named the same master{}",
+                named_by.iter().map(|(_, c)| c).sum::<usize>(),
+                self.sentinels.len(),
+                worst
+                    .map(|e| format!(" (another said: {e})"))
+                    .unwrap_or_default()
+            ))),
         };
         Err(named(&self.service, &err))
     }
@@ -276,19 +374,17 @@ impl Finder {
     /// Sentinel `at`'s answer: the master's host and port, `None` when it
     /// does not know the service.
     fn ask(&mut self, at: usize) -> redis::RedisResult<Option<(String, u16)>> {
-        let (info, conn) = &mut self.sentinels[at];
-        if conn.is_none() {
-            *conn = Some(connect(info.clone(), self.timeout)?);
-        }
-        let Some(open) = conn.as_mut() else {
-            return Ok(None);
+        let (info, kept) = &mut self.sentinels[at];
+        let mut conn = match kept.take() {
+            Some(conn) => conn,
+            None => connect(info.clone(), self.timeout)?,
         };
         let answer = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.service)
-            .query(open);
-        if answer.is_err() {
-            *conn = None;
+            .query(&mut conn);
+        if answer.is_ok() {
+            *kept = Some(conn);
         }
         answer
     }
@@ -307,8 +403,7 @@ impl Finder {
             Some((at, conn)) if at == address => conn,
             _ => connect(client.get_connection_info().clone(), self.timeout)?,
         };
-        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn)?;
-        let master = matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master");
+        let master = is_master(&mut conn)?;
         if !master {
             return Err(redis::RedisError::from(std::io::Error::other(format!(
                 "the Sentinels name {address}, which is not a master (yet)"
@@ -316,6 +411,19 @@ impl Finder {
         }
         self.at_master = Some((address, conn));
         Ok(client)
+    }
+}
+
+/// Whether the server says it is a master: `ROLE`, or `INFO replication`
+/// for a user whose ACL lacks `ROLE` (the documented one has `+info`).
+fn is_master(conn: &mut redis::Connection) -> redis::RedisResult<bool> {
+    match redis::cmd("ROLE").query::<Vec<redis::Value>>(conn) {
+        Ok(role) => Ok(matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master")),
+        Err(err) if err.code().is_some() => {
+            let info: String = redis::cmd("INFO").arg("replication").query(conn)?;
+            Ok(info.lines().any(|line| line.trim_end() == "role:master"))
+        }
+        Err(err) => Err(err),
     }
 }
 
