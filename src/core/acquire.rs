@@ -42,6 +42,20 @@ pub(crate) enum Target<'a> {
     Election { name: &'a str },
 }
 
+/// Where a round goes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// Every node at once, as a plain `SET NX` (a first round).
+    Plain,
+    /// The resource's gate node first, in its queue; the others once it
+    /// granted (see `Transport::start_gated_round`).
+    Gated,
+    /// Every node at once, in the gate node's queue, whose vote is still
+    /// awaited: for a waiter the gate node just called (its turn came), one
+    /// round trip less per hand-off than [`Route::Gated`].
+    Called,
+}
+
 /// When to stop retrying, and what may cancel the wait.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Patience {
@@ -228,8 +242,13 @@ impl Core {
         let mut walked = 0u32;
         let mut restarts = 0u32;
         // The last wait ended with a wake-up: the gate node said a permit
-        // (or the lock) came free.
+        // (or the lock) came free, or may have said so.
         let mut woken_turn = false;
+        // It said so to this waiter: the next rounds go to every node at
+        // once (a lock's or an election's; a semaphore's slots and a
+        // rw-lock's roles keep asking the gate node first).
+        let mut called = false;
+        let may_be_called = slots.is_none() && !rw;
         // The largest fence value the nodes reported to this acquisition:
         // its next fenced round proposes above it.
         let mut fence_seen = 0u64;
@@ -246,7 +265,12 @@ impl Core {
                     .as_ref()
                     .map_or_else(|| Arc::from(""), |t| t.member().clone())
             });
-            let round = self.attempt(&keys, &name, ttl, (gated, member), (report, fence_seen));
+            let route = match (gated, called && may_be_called) {
+                (false, _) => Route::Plain,
+                (true, false) => Route::Gated,
+                (true, true) => Route::Called,
+            };
+            let round = self.attempt(&keys, &name, ttl, (route, member), (report, fence_seen));
             if patience.cancelled() {
                 // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
@@ -370,7 +394,8 @@ impl Core {
                 // Only a caller that may not retry has none.
                 None => Woken::TimedOut,
             };
-            woken_turn = woken == Woken::Turn;
+            woken_turn = matches!(woken, Woken::Turn | Woken::Resubscribed);
+            called = woken == Woken::Turn;
             if woken == Woken::Cancelled {
                 self.leave(&keys, ticket.as_ref(), report);
                 return cancelled(attempts);
@@ -403,10 +428,10 @@ impl Core {
         self.transport.broadcast(request);
     }
 
-    /// One acquisition round, sent to the gate
-    /// node first if `gated`, in the queue as `member` (`None`: this client
-    /// keeps no queues; `""`: not waiting). On failure the partial lock is
-    /// released everywhere (without waiting).
+    /// One acquisition round, sent as `route` says, in the gate node's
+    /// queue as `member` (`None`: this client keeps no queues; `""`: not
+    /// waiting). On failure the partial lock is released everywhere
+    /// (without waiting).
     ///
     /// `report`: a semaphore slot's round, with its number of slots.
     /// `seen`: the largest fence value the nodes reported so far (0: none).
@@ -415,7 +440,7 @@ impl Core {
         keys: &Keys,
         name: &Arc<str>,
         ttl: Duration,
-        (gated, member): (bool, Option<Arc<str>>),
+        (route, member): (Route, Option<Arc<str>>),
         (report, seen): (Option<u32>, u64),
     ) -> Result<Lease, Failed> {
         let token = new_token();
@@ -439,23 +464,25 @@ impl Core {
         let mut request = self.request(op, keys, &token, ttl, by);
         request.queue = member.clone();
         request.report = report;
-        let pending = if gated {
+        let pending = match route {
             // Refused by the gate node: held, or others queued first;
             // nothing was set anywhere, and a waiter keeps its place.
-            self.transport
+            Route::Gated => self
+                .transport
                 .start_gated_round(request, by)
                 .ok_or(Failed::Busy {
                     granted: false,
                     split: false,
                     reports: Vec::new(),
-                })?
-        } else {
-            self.transport.start_round(request)
+                })?,
+            Route::Called => self.transport.start_called_round(request, by),
+            Route::Plain => self.transport.start_round(request),
         };
         let (outcome, gate) = pending.collect_with_gate(by);
-        // Known by now in a round that asked the gate node first; otherwise
-        // only if it answered before the verdict (never waited for).
-        let gate = gate.now();
+        // Known by now in a round that asked the gate node first, awaited
+        // a little in a called one; otherwise only if it answered before
+        // the verdict (never waited for).
+        let gate = gate.settled();
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
         // The gate node's word that others queued first outweighs a

@@ -181,7 +181,7 @@ impl Core {
             };
             let until = deadline.map_or(next, |d| d.min(next));
             match ticket.wait(until, None) {
-                Woken::Turn => woken = Some(Instant::now()),
+                Woken::Turn | Woken::Resubscribed => woken = Some(Instant::now()),
                 _ if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
                 _ => {}
             }

@@ -75,11 +75,20 @@ struct Slot {
     /// The node whose wake-ups this ticket waits for.
     gate: usize,
     /// Bumped by every wake-up.
-    wakes: Mutex<u64>,
+    wakes: Mutex<Wakes>,
     wake: Condvar,
     /// Its caller sleeps in [`Ticket::wait`] (tests wait for that).
     #[cfg(test)]
     asleep: std::sync::atomic::AtomicBool,
+}
+
+/// A slot's wake-up counts.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Wakes {
+    /// Every wake-up.
+    all: u64,
+    /// Those where the gate node named this ticket (its turn came).
+    called: u64,
 }
 
 impl Wake for Slot {
@@ -92,8 +101,11 @@ impl Wake for Slot {
 }
 
 impl Slot {
-    fn bump(&self) {
-        *self.wakes.lock() += 1;
+    /// A wake-up; `called`: the gate node named this ticket.
+    fn bump(&self, called: bool) {
+        let mut wakes = self.wakes.lock();
+        wakes.all += 1;
+        wakes.called += u64::from(called);
         self.wake.notify_all();
     }
 }
@@ -101,9 +113,11 @@ impl Slot {
 /// Why a [`Ticket::wait`] ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Woken {
-    /// The gate node said it is this waiter's turn (or it may have missed
-    /// that: its subscription came back).
+    /// The gate node said it is this waiter's turn.
     Turn,
+    /// The gate node may have said so while its subscription was down: it
+    /// came back.
+    Resubscribed,
     /// The deadline passed.
     TimedOut,
     /// The cancel token was cancelled.
@@ -117,8 +131,8 @@ pub(crate) struct Ticket<'a> {
     slot: Arc<Slot>,
     /// Its name in the gate node's queue.
     member: Arc<str>,
-    /// The wake count when last armed.
-    seen: u64,
+    /// The wake counts when last armed.
+    seen: Wakes,
     /// The token this ticket was registered with, to forget it at the end.
     registered: Option<CancelToken>,
 }
@@ -141,7 +155,7 @@ impl Waiters {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
             gate,
-            wakes: Mutex::new(0),
+            wakes: Mutex::new(Wakes::default()),
             wake: Condvar::new(),
             #[cfg(test)]
             asleep: std::sync::atomic::AtomicBool::new(false),
@@ -152,7 +166,7 @@ impl Waiters {
             id,
             slot,
             member: Arc::from(format!("{}:{id}", self.client).as_str()),
-            seen: 0,
+            seen: Wakes::default(),
             registered: None,
         }
     }
@@ -220,7 +234,7 @@ impl Sink for Waiters {
     fn woken(&self, ticket: u64) {
         let slot = self.tickets.lock().get(&ticket).cloned();
         if let Some(slot) = slot {
-            slot.bump();
+            slot.bump(true);
         }
     }
 
@@ -235,7 +249,7 @@ impl Sink for Waiters {
             .cloned()
             .collect();
         for slot in slots {
-            slot.bump();
+            slot.bump(false);
         }
     }
 }
@@ -273,9 +287,14 @@ impl Ticket<'_> {
             if cancelled() {
                 return Woken::Cancelled;
             }
-            if *wakes != self.seen {
+            if wakes.all != self.seen.all {
+                let called = wakes.called != self.seen.called;
                 self.seen = *wakes;
-                return Woken::Turn;
+                return if called {
+                    Woken::Turn
+                } else {
+                    Woken::Resubscribed
+                };
             }
             #[cfg(test)]
             self.slot.asleep.store(true, Ordering::SeqCst);
@@ -372,8 +391,16 @@ mod tests {
         let mut on_1 = waiters.enter(1);
         waiters.subscribed(1);
         let soon = || Instant::now() + Duration::from_millis(5);
-        assert_eq!(on_1.wait(soon(), None), Woken::Turn);
+        assert_eq!(on_1.wait(soon(), None), Woken::Resubscribed);
         assert_eq!(on_0.wait(soon(), None), Woken::TimedOut);
+        // Named by its gate node since it was armed, whatever else came:
+        // its turn.
+        on_1.arm();
+        waiters.subscribed(1);
+        waiters.woken(on_1.id());
+        waiters.subscribed(1);
+        assert_eq!(on_1.wait(soon(), None), Woken::Turn);
+        assert_eq!(on_1.wait(soon(), None), Woken::TimedOut);
     }
 
     #[test]

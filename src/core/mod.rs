@@ -28,6 +28,8 @@
 //!   mutexes, never held across I/O.
 
 mod acquire;
+#[cfg(test)]
+mod called_tests;
 mod elect;
 #[cfg(test)]
 mod elect_tests;

@@ -70,15 +70,26 @@ pub(crate) struct PendingRound {
     pub(crate) started: Instant,
     pub(crate) timeout: NodeTimeout,
     pub(crate) nodes: Arc<[Arc<str>]>,
+    /// How long [`GateAnswer::settled`] waits for the gate node's vote
+    /// (`started`: not at all).
+    pub(crate) gate_until: Instant,
 }
 
 /// The gate node's vote in a round, now or once it comes: a caller never
 /// waits for the gate node beyond the round's verdict unless it asks to.
 pub(crate) struct GateAnswer {
     round: Arc<RoundShared>,
+    /// Until when [`settled`](Self::settled) waits for it.
+    until: Instant,
 }
 
 impl GateAnswer {
+    /// The vote, waiting for it as long as its round asked (see
+    /// `Transport::start_called_round`; other rounds do not wait).
+    pub(crate) fn settled(&self) -> Option<Vote> {
+        self.round.gate_vote(self.until)
+    }
+
     /// The vote if it came (`None`: not yet, it failed, or no gate).
     pub(crate) fn now(&self) -> Option<Vote> {
         self.round.gate_vote(Instant::now())
@@ -119,6 +130,7 @@ impl PendingRound {
     pub(crate) fn collect_with_gate(self, wait_until: Instant) -> (Outcome, GateAnswer) {
         let gate = GateAnswer {
             round: self.round.clone(),
+            until: self.gate_until,
         };
         (self.collect(wait_until), gate)
     }
