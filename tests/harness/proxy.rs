@@ -2,7 +2,7 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// What a [`Proxy`] does to the traffic it forwards.
@@ -21,10 +21,11 @@ pub enum Fault {
 struct ProxyShared {
     fault: std::sync::Mutex<Fault>,
     stop: std::sync::atomic::AtomicBool,
-    sockets: std::sync::Mutex<Vec<TcpStream>>,
+    /// Per connection: its pumps still running, and its two sockets.
+    sockets: std::sync::Mutex<Vec<(Arc<AtomicUsize>, [TcpStream; 2])>>,
     /// Per connection: whether it went silent (see
     /// [`Proxy::silence_existing`]).
-    silenced: std::sync::Mutex<Vec<Arc<AtomicBool>>>,
+    silenced: std::sync::Mutex<Vec<(Arc<AtomicUsize>, Arc<AtomicBool>)>>,
     /// Chunks read and not yet forwarded because of a [`Fault::Stall`].
     held: std::sync::atomic::AtomicUsize,
     /// Connections that held a request back and that the node has not
@@ -74,33 +75,46 @@ impl Proxy {
                 if accept_shared.stop.load(Ordering::SeqCst) {
                     return;
                 }
-                let Ok(client) = client else { continue };
+                let Ok(client) = client else {
+                    // Out of descriptors, say: not a hot loop.
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
                 let _ = client.set_nodelay(true);
                 let _ = server.set_nodelay(true);
+                // Ended connections are forgotten (their descriptors
+                // closed) as new ones come.
+                let pumps = Arc::new(AtomicUsize::new(2));
                 {
                     let mut sockets = accept_shared.sockets.lock().unwrap();
-                    sockets.push(client.try_clone().unwrap());
-                    sockets.push(server.try_clone().unwrap());
+                    sockets.retain(|(live, _)| live.load(Ordering::SeqCst) > 0);
+                    let pair = [client.try_clone().unwrap(), server.try_clone().unwrap()];
+                    sockets.push((pumps.clone(), pair));
                 }
                 let silenced = Arc::new(AtomicBool::new(false));
-                accept_shared
-                    .silenced
-                    .lock()
-                    .unwrap()
-                    .push(silenced.clone());
+                {
+                    let mut all = accept_shared.silenced.lock().unwrap();
+                    all.retain(|(live, _)| live.load(Ordering::SeqCst) > 0);
+                    all.push((pumps.clone(), silenced.clone()));
+                }
+                let down_pumps = pumps.clone();
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let up = accept_shared.clone();
                 let up_silenced = silenced.clone();
                 let late = Arc::new(AtomicU8::new(NOT_LATE));
                 let up_late = late.clone();
                 std::thread::spawn(move || {
-                    pump(client, server, &up, &up_silenced, &up_late, false)
+                    pump(client, server, &up, &up_silenced, &up_late, false);
+                    pumps.fetch_sub(1, Ordering::SeqCst);
                 });
                 let down = accept_shared.clone();
-                std::thread::spawn(move || pump(s2, c2, &down, &silenced, &late, true));
+                std::thread::spawn(move || {
+                    pump(s2, c2, &down, &silenced, &late, true);
+                    down_pumps.fetch_sub(1, Ordering::SeqCst);
+                });
             }
         });
         Proxy {
@@ -127,7 +141,7 @@ impl Proxy {
     /// closing (a NAT or firewall that forgot it: half-open); new
     /// connections pass.
     pub fn silence_existing(&self) {
-        for flag in self.shared.silenced.lock().unwrap().iter() {
+        for (_, flag) in self.shared.silenced.lock().unwrap().iter() {
             flag.store(true, Ordering::SeqCst);
         }
     }
@@ -150,8 +164,10 @@ impl Proxy {
 
     /// Closes every connection through the proxy (new ones are accepted).
     pub fn cut_connections(&self) {
-        for socket in self.shared.sockets.lock().unwrap().drain(..) {
-            let _ = socket.shutdown(std::net::Shutdown::Both);
+        for (_, pair) in self.shared.sockets.lock().unwrap().drain(..) {
+            for socket in pair {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
         }
     }
 }

@@ -27,8 +27,9 @@ impl std::ops::AddAssign for Contention {
 
 /// One worker: until `until`, take `resource`, then on the witness `INCR` an
 /// "inside" counter (anything but 1 is an overlap), do an unprotected
-/// read-modify-write of a shared counter (a lost update shows an overlap the
-/// counter missed), `DECR`, and release.
+/// read-modify-write of a shared counter with up to 1 ms between the read
+/// and the write (a lost update shows an overlap the counter missed),
+/// `DECR`, and release.
 pub fn contend(
     client: &redlock_sync::Redlock,
     witness_url: &str,
@@ -76,6 +77,13 @@ pub fn contend_counting(
             .arg(&counter_key)
             .query(&mut witness)
             .unwrap();
+        // Inside for up to a millisecond more: a second holder granted at
+        // the same time shows as an overlap or a lost update only while
+        // both are inside.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        std::thread::sleep(Duration::from_micros(u64::from(nanos % 1000)));
         let _: () = redis::cmd("SET")
             .arg(&counter_key)
             .arg(value.unwrap_or(0) + 1)
