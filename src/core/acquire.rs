@@ -252,7 +252,8 @@ impl Core {
         // The largest fence value the nodes reported to this acquisition:
         // its next fenced round proposes above it.
         let mut fence_seen = 0u64;
-        let splits_until = Instant::now() + (ttl / 10).min(MAX_SPLIT_WAIT);
+        let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
+        let mut splits_until = Instant::now() + split_wait;
         loop {
             attempts = attempts.saturating_add(1);
             if let Some(ticket) = &mut ticket {
@@ -396,6 +397,12 @@ impl Core {
             };
             woken_turn = matches!(woken, Woken::Turn | Woken::Resubscribed);
             called = woken == Woken::Turn;
+            if called {
+                // Its turn: a round that finds the release still on its way
+                // to some nodes is re-tried at once, however long it waited.
+                splits = 0;
+                splits_until = Instant::now() + split_wait;
+            }
             if woken == Woken::Cancelled {
                 self.leave(&keys, ticket.as_ref(), report);
                 return cancelled(attempts);
@@ -491,7 +498,10 @@ impl Core {
         // Some nodes refused the proposed token as stale: unless the
         // others' refusals (or failures that will not heal) alone rule out
         // a majority, a round with a larger token may well be granted.
-        let stale = (matches!(outcome.verdict, Verdict::Refused | Verdict::Unreachable)
+        // (Never when the gate node said others queued first: proposing
+        // again would take the others ahead of them.)
+        let stale = (!behind
+            && matches!(outcome.verdict, Verdict::Refused | Verdict::Unreachable)
             && outcome.stale > 0
             && !outcome.permanent
             && outcome.confirmed + outcome.stale + outcome.failures.len() >= outcome.quorum)

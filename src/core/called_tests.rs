@@ -49,6 +49,9 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
             others.iter().all(|&i| acquisitions(&nodes[i]) == 4)
         });
         let before = vec![4; others.len()];
+        // The gate node answers last (it applies at once): its refusal
+        // must be awaited to count.
+        nodes[gate].set_delay(Duration::from_millis(100));
         cores[2].transport.hub().fake_wake(ticket(&order[1]));
         eventually("the called round reached every other node", || {
             others
@@ -61,6 +64,7 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
         });
         assert_eq!(nodes[gate].holder("r").as_deref(), Some(&**held.token()));
         assert_eq!(nodes[gate].queue("r"), order, "both keep their places");
+        nodes[gate].set_delay(Duration::ZERO);
         assert!(
             second.try_recv().is_err(),
             "the second in line took nothing"
@@ -81,7 +85,8 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
 
 /// A called waiter whose gate node holds every answer still gets the
 /// resource from the others, once the short wait for the gate node's vote
-/// (a few of its round trips, 500 ms in tests) is over.
+/// (a few of its round trips, 500 ms in tests) is over: a silent gate node
+/// does not stop the hand-off.
 #[test]
 fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
