@@ -80,6 +80,17 @@ pub(crate) fn parse(
             redis::IntoConnectionInfo::into_connection_info(format!("redis://{name}:{port}"))
                 .map_err(|_| bad(&format!("a Sentinel's address is not usable; {usage}")))?
                 .set_redis_settings(redis);
+        if sentinels
+            .iter()
+            .any(|s: &redis::ConnectionInfo| s.addr() == info.addr())
+        {
+            // A majority of the Sentinels must agree: one listed twice
+            // would vote twice.
+            return Err(bad(&format!(
+                "lists the Sentinel {name}:{port} twice; list each once (the same complete \
+                 set in every client)"
+            )));
+        }
         sentinels.push(info);
     }
     let mut parts = path.split('/');
@@ -174,6 +185,7 @@ mod tests {
             ("u:s3cret%zz@h:1/s", "percent-encoded"),
             ("h:1/s?pass=s3cret", "no query"),
             ("h:1/s#s3cret", "no query"),
+            ("h:1,h:2,h:1/s", "twice"),
         ] {
             let err = parsed(rest).expect_err(rest).to_string();
             assert!(err.contains(says), "{rest}: {err}");

@@ -113,8 +113,15 @@ impl Link for RedisLink {
             && source.moved_from(&conn.address)
         {
             // A pooled connection opened before the Sentinels named another
-            // master: its votes do not count (below), and it is replaced.
+            // master: nothing is sent there (an acquisition would leave its
+            // key on the old master), and it is replaced.
             conn.broken = true;
+            let failure = NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Connection,
+                "the Sentinels name another master now; reconnecting",
+            );
+            return batch.iter().map(|_| Err(failure.clone())).collect();
         }
         let timeout = batch
             .iter()

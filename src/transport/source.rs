@@ -41,6 +41,7 @@
 //! finds it gone starts another.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the lookup thread asks the Sentinels who the master is when
@@ -88,6 +89,9 @@ pub(crate) struct SentinelSource {
     lookups: Mutex<Option<Sender<Sender<Answer>>>>,
     /// What the last lookup found; shared with the lookup thread.
     resolved: Arc<Mutex<Option<Found>>>,
+    /// A nudge is waiting for the lookup thread (cleared when a lookup
+    /// starts): nudges between two lookups are one.
+    nudged: Arc<AtomicBool>,
 }
 
 /// A master a lookup found.
@@ -130,7 +134,12 @@ impl Source {
             return None;
         };
         let window = sentinel.window(timeout);
-        let why = match sentinel.resolved.lock().as_ref().map(|f| (&*f.address, f.asked)) {
+        let why = match sentinel
+            .resolved
+            .lock()
+            .as_ref()
+            .map(|f| (&*f.address, f.asked))
+        {
             Some((at, when)) if at == connected && when.elapsed() < window => return None,
             Some((at, _)) if at != connected => {
                 format!("the Sentinels name {at} as the master now, not {connected}")
@@ -181,6 +190,7 @@ impl SentinelSource {
             master,
             lookups: Mutex::new(None),
             resolved: Arc::new(Mutex::new(None)),
+            nudged: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -204,9 +214,10 @@ impl SentinelSource {
             timeout,
         };
         let latest = self.resolved.clone();
+        let nudged = self.nudged.clone();
         std::thread::Builder::new()
             .name("redlock-sentinel".into())
-            .spawn(move || serve(finder, &requests, &latest))?;
+            .spawn(move || serve(finder, &requests, &latest, &nudged))?;
         *lookups = Some(sender.clone());
         Ok(sender)
     }
@@ -215,16 +226,21 @@ impl SentinelSource {
     /// found a server the votes of a connection to it count. At least
     /// [`CONFIRMED_FOR`]; longer when one lookup may take longer (every
     /// Sentinel and the master slow to answer, each step bounded by
-    /// `timeout`, twice: connect and query), so that a reachable majority
-    /// keeps confirming in time.
+    /// `timeout`, twice: connect and query). Lookups slower still (or a
+    /// slow name lookup, which has no bound) can let it lapse: the node
+    /// then stops counting until the next lookup ends — safe, not live.
     pub(crate) fn window(&self, timeout: Duration) -> Duration {
         let steps = u32::try_from(self.sentinels.len() + 1).unwrap_or(u32::MAX);
         let lookup = timeout.saturating_mul(2).saturating_mul(steps);
         (FOLLOW_EVERY + lookup).max(CONFIRMED_FOR)
     }
 
-    /// Asks the lookup thread for a lookup, answered to nobody.
+    /// Asks the lookup thread for a lookup, answered to nobody (unless
+    /// one is asked for already).
     fn nudge(&self, timeout: Duration) {
+        if self.nudged.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let (reply, _) = crossbeam_channel::bounded(1);
         if let Ok(lookups) = self.lookups(timeout)
             && lookups.send(reply).is_err()
@@ -254,10 +270,16 @@ impl SentinelSource {
         // The lookup thread asks again every second: a master it found
         // within the window is still the answer (a lookup past a silent
         // Sentinel may take longer than the caller may wait).
-        if let Some(found) = self.resolved.lock().as_ref()
-            && found.asked.elapsed() < self.window(timeout)
-        {
-            return Ok(found.client.clone());
+        let cached = self
+            .resolved
+            .lock()
+            .as_ref()
+            .filter(|found| found.asked.elapsed() < self.window(timeout))
+            .map(|found| found.client.clone());
+        if let Some(client) = cached {
+            // A reconnect may follow a failover: look again at once.
+            self.nudge(timeout);
+            return Ok(client);
         }
         let lookups = self.lookups(timeout)?;
         if lookups.send(reply).is_err() {
@@ -281,6 +303,7 @@ fn serve(
     mut finder: Finder,
     requests: &Receiver<Sender<Answer>>,
     latest: &Mutex<Option<Found>>,
+    nudged: &AtomicBool,
 ) {
     loop {
         let mut waiting = match requests.recv_timeout(FOLLOW_EVERY) {
@@ -292,6 +315,7 @@ fn serve(
         // What the Sentinels say holds from when they were asked, not
         // from when the lookup ended.
         let asked = Instant::now();
+        nudged.store(false, Ordering::Release);
         let answer = finder.find();
         if let Ok(client) = &answer {
             *latest.lock() = Some(Found {
@@ -347,10 +371,16 @@ impl Finder {
                 .check(host.clone(), *port)
                 .map_err(|err| named(&self.service, &err));
         }
-        // Credentials refused anywhere say the most; then a timeout.
-        let worst = errors
+        // Refused credentials are permanent only when they alone rule out
+        // a majority (one misconfigured Sentinel among others that are
+        // down for now is not).
+        let refusals: Vec<_> = errors
             .iter()
-            .find(|e| super::conn::classify(e) == FailureKind::Auth)
+            .filter(|e| super::conn::classify(e) == FailureKind::Auth)
+            .collect();
+        let worst = refusals
+            .first()
+            .copied()
             .or_else(|| errors.iter().find(|e| e.is_timeout()))
             .or(errors.first());
         let err = match worst {
@@ -358,10 +388,10 @@ impl Finder {
                 redis::ErrorKind::MasterNameNotFoundBySentinel,
                 "unknown service",
             )),
-            Some(err) if super::conn::classify(err) == FailureKind::Auth => err.clone(),
+            Some(err) if self.sentinels.len() - refusals.len() < majority => err.clone(),
             _ => redis::RedisError::from(std::io::Error::other(format!(
                 "{} of {} Sentinels answered; no {majority} of them named the same master{}",
-                named_by.iter().map(|(_, c)| c).sum::<usize>(),
+                named_by.iter().map(|(_, c)| c).sum::<usize>() + unknown,
                 self.sentinels.len(),
                 worst
                     .map(|e| format!(" (another said: {e})"))
