@@ -303,7 +303,7 @@ fn election_child() {
 }
 
 /// An observer sees A, then A's new value, then B, in order, each within
-/// a second of the change.
+/// a second of the change; the proclamation publishes its wake-up.
 #[test]
 fn an_observer_sees_each_change_in_order_within_a_second() {
     let cluster = Cluster::start(5);
@@ -311,7 +311,16 @@ fn an_observer_sees_each_change_in_order_within_a_second() {
     let watcher = client(&cluster);
     let (seen, items) = mpsc::channel::<(Instant, Option<Leader>)>();
     let stop = CancelToken::new();
+    // Stops the observer however the test ends (a failed assertion must
+    // not leave the scope waiting for it).
+    struct StopOnDrop(CancelToken);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.cancel();
+        }
+    }
     std::thread::scope(|s| {
+        let _stop = StopOnDrop(stop.clone());
         let observing = stop.clone();
         let watcher = &watcher;
         s.spawn(move || {
@@ -337,10 +346,17 @@ fn an_observer_sees_each_change_in_order_within_a_second() {
             at.saturating_duration_since(changed)
         );
         assert!(at - changed < Duration::from_secs(1), "{:?}", at - changed);
+        let published = harness::pubsub::publishes(&cluster);
         a.proclaim("a2").unwrap();
         let changed = Instant::now();
         let (at, item) = next();
         assert_eq!(item.as_ref().map(Leader::value), Some("a2"));
+        // The gate node woke the observer (its script's PUBLISH ran): the
+        // 500 ms reads alone would also pass the bound below.
+        assert!(
+            harness::pubsub::publishes(&cluster) > published,
+            "the proclamation published no wake-up"
+        );
         println!(
             "election: the observer saw a2 {:?} after proclaim returned",
             at - changed
