@@ -174,6 +174,113 @@ fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
     assert!(after >= period - Duration::from_secs(1), "{after:?}");
 }
 
+/// The hazard the quarantine is for, shown: the holder's key is on a bare
+/// majority (groups 0 and 1), group 0's replica misses it (paused while
+/// the key was set), and its master dies. The Sentinels promote the
+/// replica. A client without the quarantine then takes the lock while the
+/// first holder's is still valid: two holders. A client with it (which
+/// saw the old master) refuses the promoted master's votes and does not.
+#[test]
+fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined() {
+    let mut groups = Sentinels::start(3, &Secrets::default());
+    for g in 0..3 {
+        groups.master(g).admit();
+    }
+    let urls = groups.urls();
+    let holder = client(&urls);
+    let plain = client(&urls);
+    let careful = Redlock::builder(&urls)
+        .restart_quarantine(Duration::from_secs(60))
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    // Both have seen every master (the quarantine compares processes).
+    for c in [&plain, &careful] {
+        c.lock("sent:seen", TTL).unwrap().release().unwrap();
+    }
+    let key = "sent:bare";
+    // Group 2's master holds the key for someone else for now: the holder's
+    // lock lands on groups 0 and 1 only.
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("someone")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut groups.master(2).conn())
+        .unwrap();
+    let master_port = groups.master_port(0);
+    let [m, r] = if groups.groups[0].nodes[0].port == master_port {
+        [0, 1]
+    } else {
+        [1, 0]
+    };
+    // The replica, paused, cannot reconnect once its master drops the
+    // replication link: what the master writes next never reaches it.
+    groups.groups[0].nodes[r].pause();
+    let _: redis::Value = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query(&mut groups.groups[0].nodes[m].conn())
+        .unwrap();
+    let guard = holder.lock(key, Duration::from_secs(30)).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(key)
+        .query(&mut groups.master(2).conn())
+        .unwrap();
+    groups.groups[0].nodes[m].kill();
+    groups.groups[0].nodes[r].resume();
+    let promoted = groups.groups[0].nodes[r].address();
+    harness::eventually(
+        "the Sentinels promote the replica",
+        Duration::from_secs(40),
+        || {
+            groups.master_port(0) == groups.groups[0].nodes[r].port
+                && harness::sentinel::info(&groups.groups[0].nodes[r], "replication")
+                    .contains("role:master")
+        },
+    );
+    assert_eq!(
+        groups.groups[0].nodes[r].get(key),
+        None,
+        "the replica missed the key"
+    );
+    // Without the quarantine: a second holder while the first is valid.
+    let mut second = None;
+    harness::eventually(
+        "the plain client takes the lock",
+        Duration::from_secs(20),
+        || {
+            second = plain.try_lock(key, TTL).ok().flatten();
+            second.is_some()
+        },
+    );
+    assert!(
+        guard.is_valid(),
+        "the first holder's lock is still valid: two holders"
+    );
+    drop(second);
+    // With it: the promoted master is refused, and the lock is not taken.
+    settles("the careful client reaches the promoted master", || {
+        let _ = careful.try_lock(key, TTL).map(|g| g.map(|g| g.release()));
+        let health = careful.node_health().remove(0);
+        health.resolved_address() == Some(promoted.as_str())
+            && health
+                .last_failure()
+                .is_some_and(|f| f.kind() == FailureKind::Quarantined)
+    });
+    let refused = Instant::now();
+    while refused.elapsed() < Duration::from_secs(2) {
+        assert!(
+            !matches!(careful.try_lock(key, TTL), Ok(Some(_))),
+            "the quarantined client took a held lock"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(guard.is_valid());
+}
+
 /// One Sentinel down among three: lookups go to the others.
 #[test]
 fn a_sentinel_down_among_three_is_tolerated() {
