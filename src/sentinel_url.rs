@@ -86,10 +86,9 @@ pub(crate) fn parse(
         {
             // A majority of the Sentinels must agree: one listed twice
             // would vote twice.
-            return Err(bad(&format!(
-                "lists the Sentinel {name}:{port} twice; list each once (the same complete \
-                 set in every client)"
-            )));
+            return Err(bad(
+                "lists a Sentinel twice; list each once (the same complete set in every client)",
+            ));
         }
         sentinels.push(info);
     }

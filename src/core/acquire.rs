@@ -237,6 +237,8 @@ impl Core {
         let mut attempts = 0u32;
         // Rounds nobody won for a moment, re-tried at once (see below).
         let mut splits = 0u32;
+        // Those since the last call by the gate node (at most MAX_SPLITS).
+        let mut burst = 0u32;
         // A semaphore's rounds on the next free slot, and fenced rounds
         // proposed again above a stale token: not counted either.
         let mut walked = 0u32;
@@ -313,11 +315,12 @@ impl Core {
             let transient = matches!(failed, Failed::Busy { split: true, .. } if !queued)
                 || matches!(failed, Failed::Busy { granted: true, .. });
             if transient
-                && splits < MAX_SPLITS
+                && burst < MAX_SPLITS
                 && Instant::now() < splits_until
                 && patience.deadline.is_none_or(|d| Instant::now() < d)
             {
                 splits += 1;
+                burst += 1;
                 let pause = algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3);
                 let until = pause_until(pause, &patience);
                 std::thread::sleep(until.saturating_duration_since(Instant::now()));
@@ -400,7 +403,7 @@ impl Core {
             if called {
                 // Its turn: a round that finds the release still on its way
                 // to some nodes is re-tried at once, however long it waited.
-                splits = 0;
+                burst = 0;
                 splits_until = Instant::now() + split_wait;
             }
             if woken == Woken::Cancelled {

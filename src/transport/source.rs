@@ -242,10 +242,19 @@ impl SentinelSource {
             return;
         }
         let (reply, _) = crossbeam_channel::bounded(1);
-        if let Ok(lookups) = self.lookups(timeout)
-            && lookups.send(reply).is_err()
-        {
-            self.forget(&lookups);
+        let sent = match self.lookups(timeout) {
+            Ok(lookups) => {
+                let sent = lookups.send(reply).is_ok();
+                if !sent {
+                    self.forget(&lookups);
+                }
+                sent
+            }
+            Err(_) => false,
+        };
+        if !sent {
+            // Nobody will clear it: the next nudge tries again.
+            self.nudged.store(false, Ordering::Release);
         }
     }
 
