@@ -586,6 +586,12 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         "the warm-up released and the lock set on every node",
         || cluster.count_key("part:warm") == 0 && cluster.count_key("part:late") == 5,
     );
+    // The extension below must be sent: a lease already past its validity
+    // would fail it without a request.
+    assert!(
+        guard.valid_until() > Instant::now() + Duration::from_millis(300),
+        "the setup took most of the TTL; nothing would be extended"
+    );
     net.view(0, &[2, 3, 4]);
     net.view(2, &[2, 3, 4]);
     assert!(guard.extend(TTL * 30).is_err(), "a minority cannot extend");
@@ -616,6 +622,14 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         .find(|t| before.iter().filter(|b| b.as_ref() == Some(*t)).count() >= 3)
         .cloned()
         .expect("the newer holder's key on a majority");
+    // The newer holder's round returned at a majority: its last `SET`s
+    // land first, so that they are not counted as late ones below.
+    settles("the newer key on every node", || {
+        cluster
+            .nodes
+            .iter()
+            .all(|n| n.get("part:late").as_ref() == Some(&newer))
+    });
     // Counted once the newer holder is in and idle: from here on, only
     // what was held back reaches the three nodes.
     let scripts: Vec<u64> = cluster.nodes.iter().map(|n| n.calls("eval")).collect();

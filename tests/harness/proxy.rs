@@ -88,11 +88,20 @@ impl Proxy {
                 // Ended connections are forgotten (their descriptors
                 // closed) as new ones come.
                 let pumps = Arc::new(AtomicUsize::new(2));
+                // Out of descriptors: this connection is dropped, the proxy
+                // goes on.
+                let (Ok(c1), Ok(s1), Ok(c2), Ok(s2)) = (
+                    client.try_clone(),
+                    server.try_clone(),
+                    client.try_clone(),
+                    server.try_clone(),
+                ) else {
+                    continue;
+                };
                 {
                     let mut sockets = accept_shared.sockets.lock().unwrap();
                     sockets.retain(|(live, _)| live.load(Ordering::SeqCst) > 0);
-                    let pair = [client.try_clone().unwrap(), server.try_clone().unwrap()];
-                    sockets.push((pumps.clone(), pair));
+                    sockets.push((pumps.clone(), [c1, s1]));
                 }
                 let silenced = Arc::new(AtomicBool::new(false));
                 {
@@ -101,7 +110,6 @@ impl Proxy {
                     all.push((pumps.clone(), silenced.clone()));
                 }
                 let down_pumps = pumps.clone();
-                let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let up = accept_shared.clone();
                 let up_silenced = silenced.clone();
                 let late = Arc::new(AtomicU8::new(NOT_LATE));
