@@ -27,6 +27,12 @@ fn limits_retries_and_keep_alive_behave_as_configured() {
     let holder = test_client(cluster.urls(), 0, Some(Duration::from_secs(1)));
     let other = test_client(cluster.urls(), 0, Some(Duration::from_secs(1)));
     let held = holder.lock("acq:limits", TTL).unwrap();
+    // It returned at a majority: the last node (perhaps the gate node, which
+    // would let a waiter through that the others refuse, re-tried at once
+    // and uncounted) gets the key too before the counts below.
+    settles("held on every node", || {
+        cluster.count_key("acq:limits") == 3
+    });
     // try_lock: one round.
     assert!(
         other
