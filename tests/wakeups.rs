@@ -265,6 +265,45 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
 }
 
 /// With notifications on but nobody waiting, a release publishes nothing.
+/// The gate node missed the holder's `SET` (say it timed out there): its
+/// release finds no key on it, and still wakes the queued waiter (before,
+/// it published nothing and the waiter waited for its retry).
+#[test]
+fn a_release_on_a_gate_node_without_the_key_still_wakes_the_waiter() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::new(cluster.urls()).unwrap();
+    let waiter = Redlock::builder(cluster.urls())
+        .retry_delay(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let guard = holder.lock("wake:missed", TTL).unwrap();
+    settles("held on every node", || {
+        cluster.count_key("wake:missed") == 3
+    });
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| waiter.lock_for("wake:missed", TTL, Duration::from_secs(20)));
+        settles("the waiter is queued and listens", || {
+            pubsub::waiting(&cluster, "wake:missed", 1)
+        });
+        let gate = cluster
+            .nodes
+            .iter()
+            .find(|n| pubsub::queued(n, "wake:missed") == 1)
+            .expect("the gate node");
+        // The gate node loses the key; the other two still hold it.
+        let _: () = redis::cmd("DEL")
+            .arg("wake:missed")
+            .query(&mut gate.conn())
+            .unwrap();
+        let before = gate.calls("publish");
+        guard.release().unwrap();
+        settles("the release on the gate node published a wake-up", || {
+            gate.calls("publish") > before
+        });
+        waits.join().unwrap().expect("acquired").release().unwrap();
+    });
+}
+
 #[test]
 fn a_release_nobody_waits_for_publishes_nothing() {
     let cluster = Cluster::start(3);

@@ -51,6 +51,28 @@ fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
     });
 }
 
+/// The gate node missed the holder's `SET` (it timed out there): the
+/// holder's release finds no key on it. It still wakes the head of the
+/// queue, which gets in at once instead of after its refresh (30 s here).
+#[test]
+fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
+    let (nodes, cores) = clients(3, 2, &sleeps_30_s());
+    let gate = cores[0].transport.gate_index("r");
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
+    nodes[gate].put("r", "missed", Duration::ZERO);
+    std::thread::scope(|s| {
+        let waits = waiting_acquire(s, &cores[1]);
+        queued(&nodes, &cores[0], 1);
+        asleep(&cores, 1);
+        held.release(&cores[0]).unwrap();
+        let lease = waits
+            .recv_timeout(LONG_WAIT)
+            .expect("woken by the release, not after 30 s")
+            .expect("acquired");
+        lease.release(&cores[1]).unwrap();
+    });
+}
+
 /// The head of the queue is granted by the gate node but refused by a
 /// majority (another client holds the resource there). It keeps its turn:
 /// it goes back to the head of the queue, and its failed round's clean-up

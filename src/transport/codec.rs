@@ -227,8 +227,10 @@ return 1"#
 
 /// The gate node's release: deletes every lock key that holds our token
 /// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token, member)
-/// and, if it deleted the first, wakes the head of the queue. `0` unless
-/// every key was ours; else `2` if it woke a waiter, `1` if nobody waited.
+/// and, if the first is free now, wakes the head of the queue — also when
+/// the key was not there at all (this node missed the holder's `SET`: its
+/// waiters would otherwise wait for their queue refresh). `0` unless every
+/// key was ours; else `2` if it woke a waiter, `1` if nobody waited.
 ///
 /// The member is a queued waiter's whose round failed after this node
 /// granted it (`""` otherwise): the grant took it out of the queue, where
@@ -243,7 +245,7 @@ end
 local me=ARGV[2]
 if ours>0 and me~="" then place(me,0) end
 local woke=0
-if ours>0 and redis.call("exists",KEYS[1])==0 then
+if redis.call("exists",KEYS[1])==0 then
 local h=head()
 if h and h~=me then wake(h) woke=1 end
 end

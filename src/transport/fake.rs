@@ -534,8 +534,9 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                 queue.insert(0, (member.to_owned(), now + ALIVE));
             }
             let head = queue.first().map(|(m, _)| m.clone());
-            let handed =
-                vote.yes && free(&inner.keys) && head.as_deref().is_some_and(|h| h != member);
+            // Also when the key was not here at all (this node missed the
+            // holder's `SET`).
+            let handed = free(&inner.keys) && head.as_deref().is_some_and(|h| h != member);
             woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
             Ok(if handed { Vote::queued(true) } else { vote })
         }
