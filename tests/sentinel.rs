@@ -406,8 +406,8 @@ fn without_any_sentinel_the_nodes_stop_counting_until_one_is_back() {
 
 /// A Sentinel that answers alone — the others unreachable: it may be in a
 /// minority partition, still naming a master the others replaced —
-/// confirms nothing, and the node does not count; with two of the three
-/// listed answering, the same node counts.
+/// confirms nothing, and the node does not count, even listed under two
+/// names; with two of the three listed answering, the same node counts.
 #[test]
 fn a_sentinel_alone_confirms_no_master() {
     let groups = Sentinels::start(1, &Secrets::default());
@@ -426,6 +426,16 @@ fn a_sentinel_alone_confirms_no_master() {
     let text = err.to_string();
     assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
     assert!(text.contains("1 of 3 Sentinels answered"), "{text}");
+    // One Sentinel under two names (`localhost` and `127.0.0.1`) is one
+    // vote: still not a majority of three.
+    let aliased = format!("redis+sentinel://127.0.0.1:{a},localhost:{a},127.0.0.1:{gone}/g0");
+    let twice = Redlock::builder([aliased])
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let err = twice.lock("sent:alone", TTL).unwrap_err();
+    assert!(matches!(err, Error::NoQuorum { .. }), "{err}");
     let two = Redlock::builder([url([a, b, gone])])
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))

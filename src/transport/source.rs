@@ -343,7 +343,9 @@ fn serve(
 /// that answered), and a connection to the master last found.
 struct Finder {
     service: String,
-    sentinels: Vec<(redis::ConnectionInfo, Option<redis::Connection>)>,
+    /// Each Sentinel, and a connection to it with its id (`SENTINEL
+    /// MYID`) once it answered.
+    sentinels: Vec<(redis::ConnectionInfo, Option<(redis::Connection, String)>)>,
     master: redis::RedisConnectionInfo,
     /// The master last found, its address and a connection to it.
     at_master: Option<(String, redis::Connection)>,
@@ -359,23 +361,27 @@ impl Finder {
         let majority = self.sentinels.len() / 2 + 1;
         let mut order: Vec<usize> = (0..self.sentinels.len()).collect();
         order.sort_by_key(|&at| self.sentinels[at].1.is_none());
-        let mut named_by: Vec<((String, u16), usize)> = Vec::new();
+        // Per master named, the ids of the Sentinels that named it: one
+        // Sentinel listed under two names (`localhost`, `127.0.0.1`) votes
+        // once.
+        let mut named_by: Vec<((String, u16), Vec<String>)> = Vec::new();
         let mut unknown = 0;
         let mut errors = Vec::new();
         for at in order {
             match self.ask(at) {
-                Ok(Some(master)) => match named_by.iter_mut().find(|(m, _)| *m == master) {
-                    Some((_, count)) => *count += 1,
-                    None => named_by.push((master, 1)),
+                Ok((Some(master), id)) => match named_by.iter_mut().find(|(m, _)| *m == master) {
+                    Some((_, ids)) if ids.contains(&id) => {}
+                    Some((_, ids)) => ids.push(id),
+                    None => named_by.push((master, vec![id])),
                 },
-                Ok(None) => unknown += 1,
+                Ok((None, _)) => unknown += 1,
                 Err(err) => errors.push(err),
             }
-            if named_by.iter().any(|(_, count)| *count >= majority) {
+            if named_by.iter().any(|(_, ids)| ids.len() >= majority) {
                 break;
             }
         }
-        if let Some(((host, port), _)) = named_by.iter().find(|(_, count)| *count >= majority) {
+        if let Some(((host, port), _)) = named_by.iter().find(|(_, ids)| ids.len() >= majority) {
             return self
                 .check(host.clone(), *port)
                 .map_err(|err| named(&self.service, &err));
@@ -400,7 +406,7 @@ impl Finder {
             Some(err) if self.sentinels.len() - refusals.len() < majority => err.clone(),
             _ => redis::RedisError::from(std::io::Error::other(format!(
                 "{} of {} Sentinels answered; no {majority} of them named the same master{}",
-                named_by.iter().map(|(_, c)| c).sum::<usize>() + unknown,
+                named_by.iter().map(|(_, ids)| ids.len()).sum::<usize>() + unknown,
                 self.sentinels.len(),
                 worst
                     .map(|e| format!(" (another said: {e})"))
@@ -410,22 +416,26 @@ impl Finder {
         Err(named(&self.service, &err))
     }
 
-    /// Sentinel `at`'s answer: the master's host and port, `None` when it
-    /// does not know the service.
-    fn ask(&mut self, at: usize) -> redis::RedisResult<Option<(String, u16)>> {
+    /// Sentinel `at`'s answer — the master's host and port, `None` when it
+    /// does not know the service — and the Sentinel's id.
+    fn ask(&mut self, at: usize) -> redis::RedisResult<(Option<(String, u16)>, String)> {
         let (info, kept) = &mut self.sentinels[at];
-        let mut conn = match kept.take() {
-            Some(conn) => conn,
-            None => connect(info.clone(), self.timeout)?,
+        let (mut conn, id) = match kept.take() {
+            Some(kept) => kept,
+            None => {
+                let mut conn = connect(info.clone(), self.timeout)?;
+                let id: String = redis::cmd("SENTINEL").arg("MYID").query(&mut conn)?;
+                (conn, id)
+            }
         };
         let answer = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(&self.service)
             .query(&mut conn);
         if answer.is_ok() {
-            *kept = Some(conn);
+            *kept = Some((conn, id.clone()));
         }
-        answer
+        answer.map(|master| (master, id))
     }
 
     /// A client for the server at `host:port` if it says it is a master
