@@ -64,6 +64,12 @@ fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
         asleep(&cores, 1);
+        // The gate node let the waiter through (the key is free there) and
+        // the others refused: its last round's clean-up, sent without
+        // waiting, frees the gate node again before the release comes.
+        eventually("the waiter's clean-up ran on the gate node", || {
+            nodes[gate].holder("r").is_none()
+        });
         held.release(&cores[0]).unwrap();
         let lease = waits
             .recv_timeout(LONG_WAIT)
