@@ -11,16 +11,8 @@ use std::time::Duration;
 use super::tests::{
     LONG_WAIT, acquisitions, eventually, lock_landed, sleeps_30_s, waiting_acquire,
 };
-use super::wake_tests::{asleep, clients, queued};
+use super::wake_tests::{asleep, clients, queued, ticket};
 use crate::transport::fake::Behaviour;
-
-/// The ticket id in a queue member (`"{client}:{ticket}"`).
-fn ticket(member: &str) -> u64 {
-    member
-        .rsplit_once(':')
-        .and_then(|(_, id)| id.parse().ok())
-        .expect("client:ticket")
-}
 
 /// A call that reached the second in line (here: a wake-up for a waiter
 /// that is not the head) takes nothing: its round reaches every node at

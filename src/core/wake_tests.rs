@@ -31,6 +31,14 @@ pub(super) fn clients(
     (nodes, cores)
 }
 
+/// The ticket id in a queue member (`"{client}:{ticket}"`).
+pub(super) fn ticket(member: &str) -> u64 {
+    member
+        .rsplit_once(':')
+        .and_then(|(_, id)| id.parse().ok())
+        .expect("client:ticket")
+}
+
 /// Every member the gate node of "r" woke, and by what.
 pub(super) type Wakes = Arc<Mutex<Vec<(String, Op)>>>;
 
@@ -48,10 +56,10 @@ pub(super) fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
     let log = woken.clone();
     gate.on_wake(move |member, op| {
         log.lock().push((member.to_owned(), op));
-        let (client, ticket) = member.rsplit_once(':').expect("client:ticket");
+        let (client, _) = member.rsplit_once(':').expect("client:ticket");
         for core in weak.iter().filter_map(std::sync::Weak::upgrade) {
             if **core.transport.client_id() == *client {
-                core.transport.hub().fake_wake(ticket.parse().unwrap());
+                core.transport.hub().fake_wake(ticket(member));
             }
         }
     });
@@ -249,8 +257,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         // The waiter's next round (here: woken by hand, as by its refresh
         // pause) is refused at the gate node, and it keeps its place.
         let asked = acquisitions(&nodes[gate]);
-        let ticket = order[0].rsplit_once(':').unwrap().1.parse().unwrap();
-        cores[1].transport.hub().fake_wake(ticket);
+        cores[1].transport.hub().fake_wake(ticket(&order[0]));
         eventually("the waiter's next round", || {
             acquisitions(&nodes[gate]) > asked
         });
