@@ -667,12 +667,19 @@ fn main() {
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
         // Only the cross-client scenarios (for tuning them).
         println!("{S3X_HEADER}");
+        // BENCH_KIND=ours|rslock: only that contender (for profiling).
+        let only = std::env::var("BENCH_KIND").ok();
         for kind in cross_client::KINDS {
+            if only.as_deref().is_some_and(|k| !kind.name().starts_with(k)) {
+                continue;
+            }
             let r = cross_client::s3x(kind, &cluster, plan.s3_time);
             println!("{}", s3x_row(kind, &r));
         }
-        println!("{S3P_HEADER}");
-        println!("{}", s3p_row(&cross_client::s3p(&cluster, plan.s3_time)));
+        if only.is_none() {
+            println!("{S3P_HEADER}");
+            println!("{}", s3p_row(&cross_client::s3p(&cluster, plan.s3_time)));
+        }
         return;
     }
 

@@ -16,6 +16,7 @@ mod keys;
 mod link;
 mod notify;
 mod quarantine;
+mod queue;
 mod redis_link;
 mod request;
 mod round;
@@ -25,7 +26,7 @@ mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::Receiver;
 
 use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
@@ -102,7 +103,7 @@ impl Job {
 
 struct NodeHandle {
     shared: Arc<NodeShared>,
-    queue: Sender<Job>,
+    queue: queue::Sender<Job>,
 }
 
 /// Every node's queue. Dropping the transport closes the queues, and the
@@ -251,7 +252,7 @@ impl Transport {
         let mut nodes = Vec::new();
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         for (index, (shared, link)) in links.into_iter().enumerate() {
-            let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
+            let (queue, jobs) = queue::bounded(queue_capacity);
             let worker = Worker::new(shared.clone(), link, jobs);
             let running = running.clone();
             std::thread::Builder::new()
@@ -473,12 +474,12 @@ fn enqueue(
     };
     node.queue.try_send(job).map_err(|err| {
         let (kind, detail) = match err {
-            TrySendError::Full(_) => (
+            queue::Refused::Full => (
                 FailureKind::Overloaded,
                 "request queue full; the node is slower than the load (raise \
                  RedlockBuilder::queue_capacity only if bursts are expected)",
             ),
-            TrySendError::Disconnected(_) => (FailureKind::Connection, "worker stopped"),
+            queue::Refused::Disconnected => (FailureKind::Connection, "worker stopped"),
         };
         NodeFailure::new(node.shared.address.clone(), kind, detail)
     })

@@ -11,11 +11,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
-
 use super::Job;
 use super::conn::NodeShared;
 use super::link::Link;
+use super::queue::Receiver;
 use super::request::Request;
 use crate::error::{FailureKind, NodeFailure};
 
@@ -45,14 +44,7 @@ impl Worker {
     /// guard) is gone.
     pub(crate) fn run(mut self) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        while let Ok(first) = self.queue.recv() {
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match self.queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
+        while self.queue.recv_batch(&mut batch, MAX_BATCH) {
             self.serve(&mut batch);
             batch.clear();
         }
