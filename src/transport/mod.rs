@@ -16,7 +16,6 @@ mod keys;
 mod link;
 mod notify;
 mod quarantine;
-mod queue;
 mod redis_link;
 mod request;
 mod round;
@@ -26,7 +25,7 @@ mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 
 use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
@@ -103,7 +102,7 @@ impl Job {
 
 struct NodeHandle {
     shared: Arc<NodeShared>,
-    queue: queue::Sender<Job>,
+    queue: Sender<Job>,
 }
 
 /// Every node's queue. Dropping the transport closes the queues, and the
@@ -252,7 +251,7 @@ impl Transport {
         let mut nodes = Vec::new();
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         for (index, (shared, link)) in links.into_iter().enumerate() {
-            let (queue, jobs) = queue::bounded(queue_capacity);
+            let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
             let worker = Worker::new(shared.clone(), link, jobs);
             let running = running.clone();
             std::thread::Builder::new()
@@ -474,12 +473,12 @@ fn enqueue(
     };
     node.queue.try_send(job).map_err(|err| {
         let (kind, detail) = match err {
-            queue::Refused::Full => (
+            TrySendError::Full(_) => (
                 FailureKind::Overloaded,
                 "request queue full; the node is slower than the load (raise \
                  RedlockBuilder::queue_capacity only if bursts are expected)",
             ),
-            queue::Refused::Disconnected => (FailureKind::Connection, "worker stopped"),
+            TrySendError::Disconnected(_) => (FailureKind::Connection, "worker stopped"),
         };
         NodeFailure::new(node.shared.address.clone(), kind, detail)
     })
