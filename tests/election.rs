@@ -385,6 +385,67 @@ fn an_observer_sees_each_change_in_order_within_a_second() {
     });
 }
 
+/// A leader whose lock key the gate node missed proclaims on the others,
+/// then resigns; the gate node refuses both but still publishes its
+/// observers' wake-up each time (before, it woke nobody and they waited for their
+/// 500 ms read).
+#[test]
+fn a_proclamation_the_gate_node_missed_still_wakes_the_observers() {
+    let cluster = Cluster::start(3);
+    let leaders = client(&cluster);
+    let watcher = client(&cluster);
+    let mut observer = watcher.election("missed").observe();
+    assert_eq!(
+        observer.next_timeout(Duration::from_secs(5)),
+        Some(None),
+        "first: nobody leads"
+    );
+    let gate = cluster
+        .nodes
+        .iter()
+        .find(|node| {
+            redis::cmd("ZCARD")
+                .arg("redlock-elect:missed#o")
+                .query::<u64>(&mut node.conn())
+                .unwrap()
+                == 1
+        })
+        .expect("the observer registered on the gate node");
+    let mut a = leaders.election("missed").campaign("a", TTL).win().unwrap();
+    settles("the lock key is on every node", || {
+        cluster.count_key("redlock-elect:missed#l") == 3
+    });
+    // The gate node loses the lock key; the other two still hold it.
+    let _: () = redis::cmd("DEL")
+        .arg("redlock-elect:missed#l")
+        .query(&mut gate.conn())
+        .unwrap();
+    let before = gate.calls("publish");
+    a.proclaim("a2").unwrap();
+    settles("the refused proclamation published a wake-up", || {
+        gate.calls("publish") > before
+    });
+    // The observer follows (first "a", unless a2 came before its read).
+    let mut last = None;
+    for _ in 0..2 {
+        match observer.next_timeout(Duration::from_secs(5)) {
+            Some(item) => last = item.map(|l| l.value().to_owned()),
+            None => break,
+        }
+        if last.as_deref() == Some("a2") {
+            break;
+        }
+    }
+    assert_eq!(last.as_deref(), Some("a2"));
+    // The resignation too (nobody waits for the lock, so only the
+    // observers' wake-up publishes).
+    let before = gate.calls("publish");
+    a.resign().unwrap();
+    settles("the refused resignation published a wake-up", || {
+        gate.calls("publish") > before
+    });
+}
+
 #[test]
 fn a_campaign_cancelled_from_another_thread_ends_at_once() {
     let cluster = Cluster::start(3);

@@ -206,6 +206,50 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
     });
 }
 
+/// A leader that won without the gate node (it missed the lock's `SET`)
+/// proclaims on a majority, then resigns; the gate node refuses both but
+/// still wakes its observers each time, who read the change at once (with a 30 s
+/// fallback, only a wake-up ends the wait within the test). Before, they
+/// waited for their next timed read.
+#[test]
+fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
+    let (nodes, cores) = clients(5, 2, &sleeps_30_s());
+    let (leader, watcher) = (&cores[0], &cores[1]);
+    let [lock, _, observers] = elect_keys("e");
+    let gate = leader.transport.gate_index(&lock);
+    std::thread::scope(|s| {
+        let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
+        let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
+        eventually("the observer registered on the gate node", || {
+            nodes[gate].queue(&observers).len() == 1
+        });
+        let lease = win(leader, "e", TTL);
+        let term = lease.fence().unwrap();
+        // The gate node lost the lock key (as if its SET never landed).
+        nodes[gate].put(&lock, "gone", Duration::ZERO);
+        leader.proclaim(&lease, "e", (term, 1), "a").unwrap();
+        let seen = observing
+            .join()
+            .unwrap()
+            .unwrap()
+            .expect("woken by the proclamation");
+        assert_eq!(term_and_value(&seen), Some((term, Arc::from("a"))));
+        // And by the resignation, which the gate node refuses as well.
+        let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
+        let observing = s.spawn(move || watcher.next_leader("e", Some(&seen), deadline));
+        eventually("the observer registered again", || {
+            nodes[gate].queue(&observers).len() == 2
+        });
+        leader.clear_proclamation(&lease, "e");
+        let seen = observing
+            .join()
+            .unwrap()
+            .unwrap()
+            .expect("woken by the resignation");
+        assert_eq!(term_and_value(&seen), None, "resigned: nothing proclaimed");
+    });
+}
+
 /// A wake-up published while the subscription was down is lost; when the
 /// subscription to the gate node comes back, the observer reads again.
 #[test]

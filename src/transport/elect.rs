@@ -37,10 +37,17 @@ end
 /// `KEYS` = the lock key, the value key, the observers; `ARGV` = token,
 /// term, seq, value. `1` once the value key holds this proclamation or a
 /// later one of the same leader (waking the observers when it changed);
-/// `0` while the lock key does not hold the token.
+/// `0` while the lock key does not hold the token. A gate node that holds
+/// no lock key at all (it missed the leader's `SET`) wakes the observers
+/// too: the change may have landed on a majority, and a wake-up only makes
+/// them read.
 const PROCLAIM_SCRIPT: &str = concat!(
     notify_fn!(),
-    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+    r#"local h=redis.call("get",KEYS[1])
+if h~=ARGV[1] then
+if not h then notify() end
+return 0
+end
 local cur=redis.call("get",KEYS[2])
 if cur then
 local tok,_,seq=string.match(cur,"^(%S+) (%d+) (%d+) ")
@@ -77,10 +84,15 @@ return rest"#;
 
 /// `KEYS` = the lock key, the value key, the observers; `ARGV` = token.
 /// Deletes the value key if this leader proclaimed it and still holds the
-/// lock key, waking the observers: `1`, else `0`.
+/// lock key, waking the observers: `1`, else `0` (waking them too where no
+/// lock key is held, as a proclamation does).
 const RESIGN_SCRIPT: &str = concat!(
     notify_fn!(),
-    r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+    r#"local h=redis.call("get",KEYS[1])
+if h~=ARGV[1] then
+if not h then notify() end
+return 0
+end
 local cur=redis.call("get",KEYS[2])
 if cur and string.match(cur,"^(%S+) ")==ARGV[1] then
 redis.call("del",KEYS[2])

@@ -364,7 +364,8 @@ const ALIVE: Duration = Duration::from_secs(60);
 
 /// An election's command on a node that keeps its observers (in `queues`,
 /// under the observers key): a read registers its member; a
-/// proclamation or resignation that changed the value wakes them all.
+/// proclamation or resignation that changed the value, or found no lock
+/// key held (as the scripts in `elect.rs`), wakes them all.
 fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> Vote {
     let now = Instant::now();
     let Some(observers) = req.keys.get(2).map(|k| k.to_string()) else {
@@ -380,7 +381,11 @@ fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> 
         list.push((member.to_owned(), now + ALIVE));
     }
     let after = live(&inner.keys, &value_key, now).map(|(v, _)| v.clone());
-    if req.op != Op::ReadLeader && before != after {
+    let unheld = req
+        .keys
+        .first()
+        .is_some_and(|lock| live(&inner.keys, lock, now).is_none());
+    if req.op != Op::ReadLeader && (before != after || unheld) {
         woken.extend(list.iter().map(|(m, _)| (m.clone(), req.op)));
     }
     vote
