@@ -18,6 +18,10 @@ fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder(cluster.urls())
         .retry_delay(Duration::from_millis(50))
         .connect_timeout(Duration::from_millis(200))
+        // Short TTLs would derive 10 ms, which a loaded 2-core machine can
+        // miss (a keep-alive test's `try_win` failed so once); these tests
+        // are not about the node timeout.
+        .node_timeout(Duration::from_millis(100))
         .build()
         .expect("client")
 }
