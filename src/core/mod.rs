@@ -37,6 +37,8 @@ mod handoff;
 mod keeper;
 mod lease;
 #[cfg(test)]
+mod one_node_tests;
+#[cfg(test)]
 mod slot_tests;
 mod slots;
 #[cfg(test)]

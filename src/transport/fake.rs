@@ -30,6 +30,8 @@ pub(crate) enum Behaviour {
     Fail(FailureKind),
     /// Receives requests but answers none until set back to another
     /// behaviour (never longer than 10 s, so a broken test cannot hang).
+    /// With a single node, whose idle rounds run on the caller's thread,
+    /// that holds the caller too.
     Hold,
 }
 
@@ -38,6 +40,8 @@ struct Inner {
     behaviour: Behaviour,
     delay: Duration,
     received: Vec<Op>,
+    /// The name of the thread that ran each batch, in order.
+    served_on: Vec<String>,
     /// Fenced acquisitions are applied, but their answers are lost (as if
     /// the connection broke right after the node ran the command).
     lose_fenced_grants: bool,
@@ -80,6 +84,7 @@ impl FakeNode {
                     behaviour: Behaviour::Normal,
                     delay: Duration::ZERO,
                     received: Vec::new(),
+                    served_on: Vec::new(),
                     lose_fenced_grants: false,
                     queues: HashMap::new(),
                     on_wake: None,
@@ -167,6 +172,12 @@ impl FakeNode {
         self.shared.inner.lock().received.clone()
     }
 
+    /// The name of the thread that ran each batch so far (a worker's is
+    /// `redlock-node-{index}`), in order.
+    pub(crate) fn served_on(&self) -> Vec<String> {
+        self.shared.inner.lock().served_on.clone()
+    }
+
     /// Waits until a received request matches `what`; false after `within`.
     pub(crate) fn wait_for(&self, within: Duration, what: impl Fn(&[Op]) -> bool) -> bool {
         let deadline = Instant::now() + within;
@@ -229,6 +240,8 @@ impl Link for FakeLink {
     fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
         let mut inner = self.shared.inner.lock();
         inner.received.extend(batch.iter().map(|req| req.op));
+        let thread = std::thread::current().name().unwrap_or("").to_owned();
+        inner.served_on.push(thread);
         self.shared.changed.notify_all();
         let give_up = Instant::now() + Duration::from_secs(10);
         while inner.behaviour == Behaviour::Hold {

@@ -1,11 +1,14 @@
 //! The transport: per-node connection pools, per-node worker threads, and the
 //! parallel fan-out of one request to every node.
 //!
-//! A caller never talks to Redis itself: it puts one job on every node's queue
-//! (a non-blocking `try_send`) and waits on the round only until the outcome
-//! is decided or its deadline passes. A stalled node therefore costs the
-//! caller nothing once a majority has answered, and jobs for it expire in its
-//! queue instead of piling up.
+//! With several nodes a caller never talks to Redis itself: it puts one job
+//! on every node's queue (a non-blocking `try_send`) and waits on the round
+//! only until the outcome is decided or its deadline passes. A stalled node
+//! therefore costs the caller nothing once a majority has answered, and jobs
+//! for it expire in its queue instead of piling up. With a single node,
+//! whose answer the caller needs whatever it is, a caller whose node is idle
+//! runs the round on its own thread, bounded by the same per-node timeout
+//! (see `worker.rs`).
 
 mod codec;
 mod conn;
@@ -46,7 +49,7 @@ pub(crate) use request::{Keys, Op, Request};
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
 pub(crate) use source::{SentinelSource, Source};
-use worker::Worker;
+use worker::{Served, Worker};
 
 /// One node, parsed: where to connect and the name to log it by.
 #[derive(Clone)]
@@ -103,6 +106,9 @@ impl Job {
 struct NodeHandle {
     shared: Arc<NodeShared>,
     queue: Sender<Job>,
+    /// The node's link, which its worker uses (and, with a single node, a
+    /// caller whose node is idle: see `worker.rs`).
+    served: Arc<parking_lot::Mutex<Served>>,
 }
 
 /// Every node's queue. Dropping the transport closes the queues, and the
@@ -252,7 +258,8 @@ impl Transport {
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         for (index, (shared, link)) in links.into_iter().enumerate() {
             let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
-            let worker = Worker::new(shared.clone(), link, jobs);
+            let served = Served::new(shared.clone(), link);
+            let worker = Worker::new(served.clone(), jobs);
             let running = running.clone();
             std::thread::Builder::new()
                 .name(format!("redlock-node-{index}"))
@@ -263,7 +270,11 @@ impl Transport {
                 .map_err(|e| Error::System {
                     reason: format!("could not start a worker thread: {e}"),
                 })?;
-            nodes.push(NodeHandle { shared, queue });
+            nodes.push(NodeHandle {
+                shared,
+                queue,
+                served,
+            });
         }
         let addresses: Arc<[Arc<str>]> = nodes.iter().map(|n| n.shared.address.clone()).collect();
         let gate_of = GateOf::new(&addresses);
@@ -326,13 +337,14 @@ impl Transport {
         let round = RoundShared::new(self.nodes.len());
         let timeout = req.timeout;
         let (gate, plain) = self.split(req);
+        // Before the fan-out, which may run a single node's round.
+        let started = Instant::now();
         if let Some((index, at_gate)) = &gate {
             round.gate_on(*index);
             self.fan_out(at_gate, &round, |i| i == *index);
         }
         let skip = gate.as_ref().map(|(index, _)| *index);
         self.fan_out(&plain, &round, |i| Some(i) != skip);
-        let started = Instant::now();
         PendingRound {
             round,
             started,
@@ -413,7 +425,26 @@ impl Transport {
     }
 
     /// Queues `req` on every node `which` selects, answers going to `round`.
+    /// A single node's round runs on the caller's thread while the node is
+    /// idle (see `worker.rs`).
     fn fan_out(&self, req: &Arc<Request>, round: &Arc<RoundShared>, which: impl Fn(usize) -> bool) {
+        if let [node] = &self.nodes[..]
+            && which(0)
+        {
+            let job = Job {
+                req: req.clone(),
+                index: 0,
+                reply: Some(round.clone()),
+            };
+            let Some(job) = Served::try_inline(&node.served, || node.queue.is_empty(), job) else {
+                return;
+            };
+            if let Err(failure) = send(node, job) {
+                node.shared.note_failure(&failure);
+                round.record(0, Err(failure));
+            }
+            return;
+        }
         for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
             if let Err(failure) = enqueue(node, req, index, Some(round.clone())) {
                 node.shared.note_failure(&failure);
@@ -466,11 +497,17 @@ fn enqueue(
     index: usize,
     reply: Option<Arc<RoundShared>>,
 ) -> Result<(), NodeFailure> {
-    let job = Job {
-        req: req.clone(),
-        index,
-        reply,
-    };
+    send(
+        node,
+        Job {
+            req: req.clone(),
+            index,
+            reply,
+        },
+    )
+}
+
+fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     node.queue.try_send(job).map_err(|err| {
         let (kind, detail) = match err {
             TrySendError::Full(_) => (

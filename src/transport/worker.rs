@@ -2,6 +2,14 @@
 //! drops those whose caller has stopped waiting, and hands the rest to the
 //! node's [`Link`] as one batch.
 //!
+//! With a single node there is nothing to run in parallel and no majority
+//! to decide early, so a caller whose node is idle (its link free, its
+//! queue empty) runs its round on its own thread ([`Served::try_inline`]):
+//! two thread hops less per round. Either way the link is used by one
+//! thread at a time, under [`Served`]'s lock, and jobs keep their order: a
+//! caller runs inline only while the queue is empty, and the worker waits
+//! until a job is queued *without taking it* before it takes the lock.
+//!
 //! One worker per node runs each node's jobs in the order they were queued,
 //! and the link keeps that order on the node (scripts never need re-sending,
 //! see `codec.rs`). The crate relies on it only for speed, never for safety:
@@ -18,7 +26,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Select};
+use parking_lot::Mutex;
 
 use super::Job;
 use super::conn::NodeShared;
@@ -29,41 +38,40 @@ use crate::error::{FailureKind, NodeFailure};
 /// At most this many jobs share one pipelined round trip.
 const MAX_BATCH: usize = 128;
 
-pub(crate) struct Worker {
+/// A node's link and what serving it keeps, used by one thread at a time:
+/// the worker, or a caller running its round inline.
+pub(crate) struct Served {
     shared: Arc<NodeShared>,
     link: Box<dyn Link>,
-    queue: Receiver<Job>,
     /// Whether the last batch failed, so that failures are warned about once
     /// per outage rather than once per request.
     failing: bool,
 }
 
-impl Worker {
-    pub(crate) fn new(shared: Arc<NodeShared>, link: Box<dyn Link>, queue: Receiver<Job>) -> Self {
-        Worker {
+impl Served {
+    pub(crate) fn new(shared: Arc<NodeShared>, link: Box<dyn Link>) -> Arc<Mutex<Self>> {
+        Arc::new(Mutex::new(Served {
             shared,
             link,
-            queue,
             failing: false,
-        }
+        }))
     }
 
-    /// Serves jobs until every sender (every clone of the client and every
-    /// guard) is gone.
-    pub(crate) fn run(mut self) {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        while let Ok(first) = self.queue.recv() {
-            batch.push(first);
-            while batch.len() < MAX_BATCH {
-                match self.queue.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
-            self.serve(&mut batch);
-            batch.clear();
+    /// Runs `job` on the caller's thread if the link is free and nothing is
+    /// queued before it; else gives it back, to be queued.
+    pub(crate) fn try_inline(
+        served: &Mutex<Self>,
+        queue_empty: impl Fn() -> bool,
+        job: Job,
+    ) -> Option<Job> {
+        let Some(mut served) = served.try_lock() else {
+            return Some(job);
+        };
+        if !queue_empty() {
+            return Some(job);
         }
-        log::trace!("redlock: worker for node {} stops", self.shared.address);
+        served.serve(&mut vec![job]);
+        None
     }
 
     fn serve(&mut self, batch: &mut Vec<Job>) {
@@ -127,5 +135,44 @@ impl Worker {
             );
         }
         self.failing = failed;
+    }
+}
+
+pub(crate) struct Worker {
+    served: Arc<Mutex<Served>>,
+    queue: Receiver<Job>,
+}
+
+impl Worker {
+    pub(crate) fn new(served: Arc<Mutex<Served>>, queue: Receiver<Job>) -> Self {
+        Worker { served, queue }
+    }
+
+    /// Serves jobs until every sender (every clone of the client and every
+    /// guard) is gone.
+    pub(crate) fn run(self) {
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        let mut queued = Select::new();
+        queued.recv(&self.queue);
+        loop {
+            // Wait for a job without taking it: a caller that finds the
+            // queue empty may run its own job inline meanwhile.
+            queued.ready();
+            let mut served = self.served.lock();
+            while batch.len() < MAX_BATCH {
+                match self.queue.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        served.serve(&mut batch);
+                        log::trace!("redlock: worker for node {} stops", served.shared.address);
+                        return;
+                    }
+                }
+            }
+            served.serve(&mut batch);
+            drop(served);
+            batch.clear();
+        }
     }
 }
