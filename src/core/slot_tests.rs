@@ -172,12 +172,15 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
         let (tx, rx) = crossbeam_channel::unbounded();
         for waiter in &cores[1..] {
             let tx = tx.clone();
+            // Counted before the waiter starts: counted after, a waiter
+            // that queued first made the test wait for one more, forever
+            // (seen under load).
+            let queued = gate.queue("redlock-sem:s").len() + 1;
             s.spawn(move || {
                 let deadline = Instant::now() + Duration::from_secs(60);
                 tx.send(permit(waiter, 2, Patience::until(Some(deadline))))
                     .unwrap();
             });
-            let queued = gate.queue("redlock-sem:s").len() + 1;
             super::tests::eventually("the waiter is queued", || {
                 gate.queue("redlock-sem:s").len() == queued
             });
