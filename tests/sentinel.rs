@@ -61,15 +61,38 @@ fn locks_wake_ups_and_lock_all_work_through_sentinel_urls() {
     both.release().unwrap();
 }
 
-/// `SENTINEL FAILOVER` of one group while two clients contend: the clients
+/// `SENTINEL FAILOVER` of one group while two clients contend, with the
+/// restart quarantine the docs require for Sentinel nodes: the clients
 /// follow the new master, a witness sees no overlap, and acquisitions go on
-/// within a few seconds.
+/// within a few seconds (the two other groups carry the majority while the
+/// promoted master is quarantined).
+///
+/// Without the quarantine this is the documented hazard, not a guarantee:
+/// during a failover both masters of the group accept writes for a moment,
+/// and a holder whose key reached a bare majority through the old one can
+/// meet a second holder that went through the new one. A CI run saw exactly
+/// that once (one overlap in 5 236 acquisitions) when this test had no
+/// quarantine; `a_promoted_replica_without_the_key_admits_…` shows it
+/// deterministically.
 #[test]
 fn a_failover_under_contention_is_followed_with_no_overlap() {
     let groups = Sentinels::start(3, &Secrets::default());
+    for g in 0..3 {
+        groups.master(g).admit();
+    }
     let urls = groups.urls();
     let witness = Node::start(&NodeOptions::default());
-    let clients = [client(&urls), client(&urls)];
+    // The longest TTL (2 s) + the confirmation window (5 s) + a node
+    // timeout, rounded up.
+    let careful = || {
+        Redlock::builder(&urls)
+            .retry_delay(Duration::from_millis(20))
+            .connect_timeout(Duration::from_millis(500))
+            .restart_quarantine(Duration::from_secs(8))
+            .build()
+            .expect("client")
+    };
+    let clients = [careful(), careful()];
     let progress = AtomicUsize::new(0);
     let old = groups.master(0).address();
     let until = Instant::now() + Duration::from_secs(12);
