@@ -17,14 +17,16 @@
 //! * [`Waiters`](handoff::Waiters): callers between rounds, releasing
 //!   callers (including `Drop`), and the transport's subscriber threads
 //!   (wake-ups from the gate nodes, through [`Sink`]).
-//! * Rounds: the caller and one worker per node; see `transport`.
+//! * Rounds: the caller and one worker per node (with a single node, the
+//!   caller itself serves an idle node); see `transport`.
 //! * [`CancelToken`](crate::CancelToken): the cancelling thread wakes the
 //!   sleepers registered with it by taking each sleeper's slot lock before
 //!   notifying, and a sleeper registers before it checks the flag under that
 //!   lock, so a cancel is never missed; the acquire loop checks the flag
 //!   again after every round and releases a round that succeeded too late.
-//! * Node health (`transport::conn::NodeShared`): written by the node's
-//!   worker and reconnect helpers, read by `node_health`; atomics and small
+//! * Node health (`transport::conn::NodeShared`): written by whoever serves
+//!   the node (its worker, or a caller of a single idle node) and the
+//!   reconnect helpers, read by `node_health`; atomics and small
 //!   mutexes, never held across I/O.
 
 mod acquire;
