@@ -428,25 +428,22 @@ impl Transport {
     /// A single node's round runs on the caller's thread while the node is
     /// idle (see `worker.rs`).
     fn fan_out(&self, req: &Arc<Request>, round: &Arc<RoundShared>, which: impl Fn(usize) -> bool) {
-        if let [node] = &self.nodes[..]
-            && which(0)
-        {
+        let single = self.nodes.len() == 1;
+        for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
             let job = Job {
                 req: req.clone(),
-                index: 0,
+                index,
                 reply: Some(round.clone()),
             };
-            let Some(job) = Served::try_inline(&node.served, || node.queue.is_empty(), job) else {
-                return;
+            let job = if single {
+                match Served::try_inline(&node.served, || node.queue.is_empty(), job) {
+                    Some(job) => job,
+                    None => continue,
+                }
+            } else {
+                job
             };
             if let Err(failure) = send(node, job) {
-                node.shared.note_failure(&failure);
-                round.record(0, Err(failure));
-            }
-            return;
-        }
-        for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
-            if let Err(failure) = enqueue(node, req, index, Some(round.clone())) {
                 node.shared.note_failure(&failure);
                 round.record(index, Err(failure));
             }
