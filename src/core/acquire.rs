@@ -258,9 +258,6 @@ impl Core {
         let mut splits_until = Instant::now() + split_wait;
         loop {
             attempts = attempts.saturating_add(1);
-            if let Some(ticket) = &mut ticket {
-                ticket.arm();
-            }
             // Only a round that asks the gate node first takes part in its
             // queue: a first round is a plain `SET NX` everywhere.
             let member = (queues && gated).then(|| {

@@ -158,7 +158,6 @@ impl Core {
         // state), so reads follow closely for a while.
         let mut woken: Option<Instant> = None;
         loop {
-            ticket.arm();
             let observer = notified.then(|| ticket.member().clone());
             match self.read_leader_as(name, observer.as_ref()) {
                 Ok((now, _)) if is_news(last, &now) => {

@@ -9,10 +9,13 @@
 //! it to [`Waiters::woken`], which wakes exactly that ticket. A release thus
 //! wakes one waiter, whatever the number of waiters, in any client.
 //!
-//! Reading the wake counter happens when the ticket is armed, before each
-//! round, so a wake-up at any moment after that — during the round, or
-//! between the round and the sleep — ends the next sleep at once instead of
-//! being missed.
+//! A wake-up counts until a wait consumes it: one that comes at any moment
+//! after the last wait ended — during a round, a pause, or rounds that
+//! moved on to other slots of a semaphore — ends the next wait at once
+//! instead of being missed. (Each round used to forget the wake-ups before
+//! it, which lost one that came while a semaphore's pass moved on to a slot
+//! other than the one that came free.) A wake-up whose news a round
+//! already saw costs at most one more round.
 //!
 //! # Fairness
 //!
@@ -131,7 +134,7 @@ pub(crate) struct Ticket<'a> {
     slot: Arc<Slot>,
     /// Its name in the gate node's queue.
     member: Arc<str>,
-    /// The wake counts when last armed.
+    /// The wake counts the last wait consumed.
     seen: Wakes,
     /// The token this ticket was registered with, to forget it at the end.
     registered: Option<CancelToken>,
@@ -149,8 +152,8 @@ impl Waiters {
         }
     }
 
-    /// A new waiter, woken by node `gate`, armed: a wake-up from now on
-    /// ends the next [`Ticket::wait`] at once.
+    /// A new waiter, woken by node `gate`: a wake-up from now on ends the
+    /// next [`Ticket::wait`] at once.
     pub(crate) fn enter(&self, gate: usize) -> Ticket<'_> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot {
@@ -266,13 +269,8 @@ impl Ticket<'_> {
         self.id
     }
 
-    /// Forgets wake-ups so far: only later ones end the next wait.
-    pub(crate) fn arm(&mut self) {
-        self.seen = *self.slot.wakes.lock();
-    }
-
-    /// Sleeps until a wake-up since the ticket was last armed, `until`, or
-    /// a cancel of `cancel`, whichever comes first.
+    /// Sleeps until a wake-up that no earlier wait consumed, `until`, or a
+    /// cancel of `cancel`, whichever comes first.
     pub(crate) fn wait(&mut self, until: Instant, cancel: Option<&CancelToken>) -> Woken {
         if let Some(token) = cancel
             && self.registered.is_none()
@@ -368,18 +366,16 @@ mod tests {
     }
 
     #[test]
-    fn a_wake_up_between_arming_and_sleeping_is_not_missed() {
+    fn a_wake_up_counts_until_a_wait_consumes_it() {
         let waiters = waiters();
         let mut ticket = waiters.enter(0);
         let far = Instant::now() + Duration::from_secs(60);
         waiters.woken(ticket.id());
         assert_eq!(ticket.wait(far, None), Woken::Turn);
-        ticket.arm();
+        // Two before the next wait: it ends at once, and consumes both.
+        waiters.woken(ticket.id());
         waiters.woken(ticket.id());
         assert_eq!(ticket.wait(far, None), Woken::Turn);
-        // Wake-ups before arm() do not count.
-        waiters.woken(ticket.id());
-        ticket.arm();
         let soon = Instant::now() + Duration::from_millis(5);
         assert_eq!(ticket.wait(soon, None), Woken::TimedOut);
     }
@@ -393,9 +389,8 @@ mod tests {
         let soon = || Instant::now() + Duration::from_millis(5);
         assert_eq!(on_1.wait(soon(), None), Woken::Resubscribed);
         assert_eq!(on_0.wait(soon(), None), Woken::TimedOut);
-        // Named by its gate node since it was armed, whatever else came:
+        // Named by its gate node since its last wait, whatever else came:
         // its turn.
-        on_1.arm();
         waiters.subscribed(1);
         waiters.woken(on_1.id());
         waiters.subscribed(1);

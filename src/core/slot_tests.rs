@@ -10,7 +10,7 @@ use super::wake_tests::{asleep, clients};
 use super::{Core, Lease, Patience};
 use crate::error::{Error, FailureKind};
 use crate::transport::fake::{Behaviour, FakeNode};
-use crate::transport::slot_key;
+use crate::transport::{Op, slot_key};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -202,5 +202,70 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
             .collect();
         slots.sort();
         assert_eq!(slots, [slot_key("s", 0), slot_key("s", 1)]);
+    });
+}
+
+/// A woken waiter walks the slots, one round each, while the gate node
+/// says "held" and one other node answers (the third is stalled: a
+/// verdict needs two). A slot it already tried comes free during the
+/// round on the second slot, and the gate node's wake-up arrives then; the
+/// round on the third slot fails and the pass ends. The wake-up must still
+/// end the waiter's next sleep at once (its retry pause is 30 s): the
+/// rounds after it looked at other slots, not at the one that came free.
+#[test]
+fn a_wake_up_during_a_pass_over_the_slots_is_kept_for_the_next_wait() {
+    let (nodes, cores) = clients(3, 2, &sleeps_30_s());
+    hold(&nodes, &[0, 1, 2]);
+    let gate_index = cores[0].transport.gate_index("redlock-sem:s");
+    let gate = &nodes[gate_index];
+    let stalled = &nodes[(gate_index + 1) % 3];
+    let waiter = &cores[1];
+    let rounds_at_gate = || gate.acquired_keys().len();
+    std::thread::scope(|s| {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        s.spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            tx.send(permit(waiter, 3, Patience::until(Some(deadline))))
+                .unwrap();
+        });
+        super::tests::eventually("the waiter is queued", || {
+            gate.queue("redlock-sem:s").len() == 1
+        });
+        asleep(&cores[1..], 1);
+        let id = super::wake_tests::ticket(&gate.queue("redlock-sem:s")[0]);
+        // Each busy round is followed by its clean-up: let them land, or
+        // one held at the gate node would hold the rounds behind it.
+        super::tests::eventually("the clean-ups landed", || {
+            let ops = gate.received();
+            let releases = ops.iter().filter(|op| **op == Op::Release).count();
+            releases == rounds_at_gate()
+        });
+        stalled.set(Behaviour::Hold);
+        // Woken while every slot is held: its round on a first slot waits
+        // at the gate node, then one on a second.
+        gate.set(Behaviour::Hold);
+        let before = rounds_at_gate();
+        waiter.transport.hub().fake_wake(id);
+        super::tests::eventually("the first round", || rounds_at_gate() == before + 1);
+        let first = gate.acquired_keys()[before].clone();
+        gate.hold_next_acquisition();
+        gate.set(Behaviour::Normal);
+        super::tests::eventually("the second round", || rounds_at_gate() == before + 2);
+        let second = gate.acquired_keys()[before + 1].clone();
+        assert_ne!(first, second, "the pass tries each slot once");
+        // The first slot comes free everywhere, and the gate node says so.
+        for node in &nodes {
+            node.put(&first, "expired", Duration::ZERO);
+        }
+        waiter.transport.hub().fake_wake(id);
+        gate.set(Behaviour::Normal);
+        let lease = rx.recv_timeout(LONG_WAIT);
+        stalled.set(Behaviour::Normal);
+        let lease = lease
+            .expect("woken, not after the 30 s pause")
+            .expect("a permit");
+        assert_eq!(lease.resource(), first, "the slot that came free");
+        let walked = &gate.acquired_keys()[before..];
+        assert!(walked.len() >= 4, "a third slot tried: {walked:?}");
     });
 }

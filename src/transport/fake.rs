@@ -40,6 +40,11 @@ struct Inner {
     behaviour: Behaviour,
     delay: Duration,
     received: Vec<Op>,
+    /// The first key of each request received, in order.
+    received_keys: Vec<String>,
+    /// The next batch received with an acquisition in it turns the node
+    /// to [`Behaviour::Hold`].
+    hold_next: bool,
     /// The name of the thread that ran each batch, in order.
     served_on: Vec<String>,
     /// Fenced acquisitions are applied, but their answers are lost (as if
@@ -84,6 +89,8 @@ impl FakeNode {
                     behaviour: Behaviour::Normal,
                     delay: Duration::ZERO,
                     received: Vec::new(),
+                    received_keys: Vec::new(),
+                    hold_next: false,
                     served_on: Vec::new(),
                     lose_fenced_grants: false,
                     queues: HashMap::new(),
@@ -98,6 +105,14 @@ impl FakeNode {
     pub(crate) fn set(&self, behaviour: Behaviour) {
         self.shared.inner.lock().behaviour = behaviour;
         self.shared.changed.notify_all();
+    }
+
+    /// The next batch this node receives with an acquisition in it, and
+    /// every later batch, is held (see [`Behaviour::Hold`]) until the
+    /// behaviour is set again: a test stops the node between two rounds of
+    /// one caller.
+    pub(crate) fn hold_next_acquisition(&self) {
+        self.shared.inner.lock().hold_next = true;
     }
 
     /// Fenced acquisitions are applied but answered with a connection
@@ -172,6 +187,16 @@ impl FakeNode {
         self.shared.inner.lock().received.clone()
     }
 
+    /// The first key of every acquisition received so far, in order.
+    pub(crate) fn acquired_keys(&self) -> Vec<String> {
+        let inner = self.shared.inner.lock();
+        let ops = inner.received.iter();
+        ops.zip(&inner.received_keys)
+            .filter(|(op, _)| matches!(op, Op::Acquire { .. } | Op::AcquireFenced { .. }))
+            .map(|(_, key)| key.clone())
+            .collect()
+    }
+
     /// The name of the thread that ran each batch so far (a worker's is
     /// `redlock-node-{index}`), in order.
     pub(crate) fn served_on(&self) -> Vec<String> {
@@ -240,6 +265,14 @@ impl Link for FakeLink {
     fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
         let mut inner = self.shared.inner.lock();
         inner.received.extend(batch.iter().map(|req| req.op));
+        let first_keys = batch.iter().map(|req| req.keys[0].to_string());
+        inner.received_keys.extend(first_keys);
+        let acquires =
+            |req: &&Request| matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
+        if inner.hold_next && batch.iter().any(acquires) {
+            inner.hold_next = false;
+            inner.behaviour = Behaviour::Hold;
+        }
         let thread = std::thread::current().name().unwrap_or("").to_owned();
         inner.served_on.push(thread);
         self.shared.changed.notify_all();
