@@ -14,7 +14,9 @@
 //! The thread sleeps in `select!` on its registration channel and on
 //! `at(next due)`, so an idle keeper costs nothing and a change is noticed at
 //! once. All leases due at the same moment are renewed in parallel (every
-//! round is sent before any is collected).
+//! round is sent before any is collected; with a single node they queue for
+//! its worker, which pipelines them, instead of running one by one on this
+//! thread).
 //!
 //! Schedule: a lease is renewed when a third of its TTL is left
 //! (`valid_until - ttl / 3`), with the TTL last set. A renewal that fails for

@@ -86,7 +86,9 @@ pub(crate) enum Who {
 }
 
 /// How long past the validity a caller's `extend` waits for an extension in
-/// flight to end (it ends by then: its round never outlasts the validity).
+/// flight to end (it ends by then: its answers are awaited only until the
+/// validity, and one that comes later does not count — see
+/// `PendingRound::collect`).
 const EXTENSION_SLACK: Duration = Duration::from_secs(1);
 
 impl Lease {
@@ -291,10 +293,15 @@ impl Lease {
             ttl,
             by,
         );
+        // The keeper starts every due renewal before it collects any.
+        let round = match who {
+            Who::Caller(_) => core.transport.start_round(request),
+            Who::Keeper { .. } => core.transport.start_queued_round(request),
+        };
         Ok(Some(PendingExtend {
             lease: self,
             core,
-            round: Some(core.transport.start_round(request)),
+            round: Some(round),
             start,
             ttl,
             answer_by: by,

@@ -6,11 +6,13 @@
 //! used by callers, the keeper and the node's worker. The orders tested:
 //! the node idle (the caller runs the round); the link busy with another
 //! caller's round (queued, and the worker serves it once the link is free);
-//! several nodes (never on the caller's thread).
+//! the keeper's renewals, started together (never on its thread); several
+//! nodes (never on the caller's thread).
 
 use std::time::Duration;
 
-use super::tests::{core_with, lock, settings};
+use super::tests::{LONG_WAIT, core_with, lock, settings};
+use crate::transport::Op;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -65,5 +67,41 @@ fn rounds_on_several_nodes_never_run_on_the_callers_thread() {
             served.iter().all(|t| *t == format!("redlock-node-{i}")),
             "node {i}: {served:?}"
         );
+    }
+}
+
+/// Review finding: the keeper starts every due renewal before it collects
+/// any; run on its own thread, each waited for the one before (one round
+/// trip each, instead of one pipelined batch). Its rounds go to the worker.
+#[test]
+fn the_keepers_renewals_on_a_single_node_are_left_to_its_worker() {
+    let (nodes, core) = core_with(1, settings());
+    let leases: Vec<_> = (0..4)
+        .map(|i| lock(&core, &format!("k{i}"), Duration::from_millis(600)))
+        .collect();
+    for lease in &leases {
+        core.keep(lease).unwrap();
+    }
+    let renewed = |ops: &[Op]| {
+        let extends = ops.iter().filter(|op| **op == Op::Extend { ttl_ms: 600 });
+        extends.count() >= 8
+    };
+    assert!(
+        nodes[0].wait_for(LONG_WAIT, renewed),
+        "two renewals of each lease"
+    );
+    let served = nodes[0].served_on();
+    let me = this_thread();
+    assert_eq!(
+        served[..4],
+        [me.clone(), me.clone(), me.clone(), me],
+        "the locks"
+    );
+    assert!(
+        served[4..].iter().all(|t| t == "redlock-node-0"),
+        "renewals by the worker: {served:?}"
+    );
+    for lease in &leases {
+        assert!(!lease.is_lost());
     }
 }

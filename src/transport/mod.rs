@@ -327,13 +327,27 @@ impl Transport {
     }
 
     /// Sends `req` to every node; collect the answers with
-    /// [`PendingRound::collect`]. Lets one thread run many rounds at once.
+    /// [`PendingRound::collect`], at once: with a single node, an idle
+    /// node's round runs on the caller's thread before this returns (see
+    /// `worker.rs`).
     ///
     /// A request that takes part in a queue of waiters goes so to the
     /// first key's gate node only (and the round keeps that node's vote,
     /// see [`PendingRound::collect_with_gate`]); the others get the plain
     /// command.
     pub(crate) fn start_round(&self, req: Request) -> PendingRound {
+        self.start_with(req, true)
+    }
+
+    /// Like [`start_round`](Self::start_round), but never runs on the
+    /// caller's thread: for a caller that starts many rounds before it
+    /// collects any (the keeper's renewals), which a single node then
+    /// pipelines instead of serving one by one.
+    pub(crate) fn start_queued_round(&self, req: Request) -> PendingRound {
+        self.start_with(req, false)
+    }
+
+    fn start_with(&self, req: Request, inline: bool) -> PendingRound {
         let round = RoundShared::new(self.nodes.len());
         let timeout = req.timeout;
         let (gate, plain) = self.split(req);
@@ -341,10 +355,10 @@ impl Transport {
         let started = Instant::now();
         if let Some((index, at_gate)) = &gate {
             round.gate_on(*index);
-            self.fan_out(at_gate, &round, |i| i == *index);
+            self.fan_out(at_gate, &round, inline, |i| i == *index);
         }
         let skip = gate.as_ref().map(|(index, _)| *index);
-        self.fan_out(&plain, &round, |i| Some(i) != skip);
+        self.fan_out(&plain, &round, inline, |i| Some(i) != skip);
         PendingRound {
             round,
             started,
@@ -404,7 +418,7 @@ impl Transport {
             .as_ref()
             .is_some_and(|member| !member.is_empty());
         let started = Instant::now();
-        self.fan_out(&at_gate, &round, |index| index == gate);
+        self.fan_out(&at_gate, &round, true, |index| index == gate);
         let quarter = by.saturating_duration_since(started) / 4;
         match round.gate_vote(started + wait.min(quarter)) {
             // A stale fencing token goes on to the others like the first in
@@ -414,7 +428,7 @@ impl Transport {
             }
             _ => {}
         }
-        self.fan_out(&plain, &round, |index| index != gate);
+        self.fan_out(&plain, &round, true, |index| index != gate);
         Some(PendingRound {
             round,
             started,
@@ -425,10 +439,16 @@ impl Transport {
     }
 
     /// Queues `req` on every node `which` selects, answers going to `round`.
-    /// A single node's round runs on the caller's thread while the node is
-    /// idle (see `worker.rs`).
-    fn fan_out(&self, req: &Arc<Request>, round: &Arc<RoundShared>, which: impl Fn(usize) -> bool) {
-        let single = self.nodes.len() == 1;
+    /// With `inline`, a single node's round runs on the caller's thread
+    /// while the node is idle (see `worker.rs`).
+    fn fan_out(
+        &self,
+        req: &Arc<Request>,
+        round: &Arc<RoundShared>,
+        inline: bool,
+        which: impl Fn(usize) -> bool,
+    ) {
+        let single = inline && self.nodes.len() == 1;
         for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
             let job = Job {
                 req: req.clone(),

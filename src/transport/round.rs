@@ -26,6 +26,11 @@ struct RoundState {
     gate: Option<(usize, Option<Option<Vote>>)>,
     /// Set once the caller has taken the outcome: later answers are ignored.
     closed: bool,
+    /// When the answers decided the verdict: a caller that collects after
+    /// its deadline (a single node's round runs on its thread, the keeper
+    /// collects its renewals one by one) does not count a confirmation
+    /// decided after it.
+    decided_at: Option<Instant>,
 }
 
 impl RoundShared {
@@ -36,6 +41,7 @@ impl RoundShared {
                 answered: vec![false; nodes],
                 gate: None,
                 closed: false,
+                decided_at: None,
             }),
             decided: Condvar::new(),
         })
@@ -58,7 +64,11 @@ impl RoundShared {
         if !state.closed {
             state.tally.record(answer);
         }
-        if gate_answered || (!state.closed && state.tally.verdict().is_some()) {
+        let decided = !state.closed && state.tally.verdict().is_some();
+        if decided && state.decided_at.is_none() {
+            state.decided_at = Some(Instant::now());
+        }
+        if gate_answered || decided {
             self.decided.notify_one();
         }
     }
@@ -150,8 +160,20 @@ impl PendingRound {
             }
         }
         state.closed = true;
-        let decided_early = state.tally.verdict().is_some();
         let waited = self.started.elapsed();
+        let confirmed = state.tally.verdict() == Some(Verdict::Confirmed);
+        if confirmed && state.decided_at.is_some_and(|at| at > wait_until) {
+            // Confirmed too late: as if no node had answered by then. (A
+            // refusal or failures that came late still say what happened.)
+            let mut late = Tally::new(state.answered.len());
+            for index in 0..state.answered.len() {
+                late.record(Err(
+                    self.missing(index, wait_until.saturating_duration_since(self.started))
+                ));
+            }
+            return late.outcome();
+        }
+        let decided_early = state.tally.verdict().is_some();
         let RoundState {
             tally, answered, ..
         } = &mut *state;
@@ -188,5 +210,70 @@ impl PendingRound {
             )
         };
         NodeFailure::new(self.nodes[index].clone(), FailureKind::Timeout, detail)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn round(nodes: usize) -> PendingRound {
+        PendingRound {
+            round: RoundShared::new(nodes),
+            started: Instant::now(),
+            timeout: NodeTimeout::fixed(Duration::from_millis(100)),
+            nodes: (0..nodes)
+                .map(|i| Arc::from(format!("n{i}").as_str()))
+                .collect(),
+            gate_until: Instant::now(),
+        }
+    }
+
+    /// Review finding: a single node's round runs on the caller's thread,
+    /// so its answer is in before the caller collects, however late it
+    /// came; an extension answered after the lease's validity ran out
+    /// brought the lease back to life. A confirmation decided after the
+    /// deadline counts as no answer.
+    #[test]
+    fn a_confirmation_decided_after_the_deadline_is_not_counted() {
+        let pending = round(1);
+        let deadline = pending.started;
+        std::thread::sleep(Duration::from_millis(2));
+        pending.round.record(0, Ok(Vote::YES));
+        let outcome = pending.collect(deadline);
+        assert_eq!(outcome.verdict, Verdict::Unreachable);
+        assert_eq!(outcome.failures.len(), 1);
+        assert_eq!(outcome.failures[0].kind(), FailureKind::Timeout);
+    }
+
+    /// Failures that decided late still say which node confirmed (the
+    /// `LockLost` of a lease whose renewal timed out names them).
+    #[test]
+    fn a_late_failure_keeps_what_each_node_said() {
+        let pending = round(3);
+        let deadline = pending.started;
+        std::thread::sleep(Duration::from_millis(2));
+        pending.round.record(0, Ok(Vote::YES));
+        for index in 1..3 {
+            let failure = NodeFailure::new(Arc::from("n"), FailureKind::Timeout, "late");
+            pending.round.record(index, Err(failure));
+        }
+        let outcome = pending.collect(deadline);
+        assert_eq!(outcome.verdict, Verdict::Unreachable);
+        assert_eq!(outcome.confirmed, 1);
+    }
+
+    #[test]
+    fn a_verdict_decided_in_time_counts_however_late_it_is_collected() {
+        let pending = round(3);
+        pending.round.record(0, Ok(Vote::YES));
+        pending.round.record(2, Ok(Vote::YES));
+        // The deadline passed after the majority answered, before the
+        // caller collected (the keeper collects its renewals one by one).
+        let deadline = Instant::now();
+        let outcome = pending.collect(deadline);
+        assert_eq!(outcome.verdict, Verdict::Confirmed);
     }
 }
