@@ -220,7 +220,7 @@ impl FakeNode {
         true
     }
 
-    fn link(&self) -> Box<dyn Link> {
+    pub(crate) fn link(&self) -> Box<dyn Link> {
         Box::new(FakeLink {
             shared: self.shared.clone(),
             address: self.address.clone(),

@@ -176,3 +176,90 @@ impl Worker {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::algorithm::Verdict;
+    use crate::settings::NodeTimeout;
+    use crate::transport::fake::FakeNode;
+    use crate::transport::request::Op;
+    use crate::transport::round::{PendingRound, RoundShared};
+
+    /// A lock request for `key`, and the round its answer goes to.
+    fn job(key: &str) -> (Job, PendingRound) {
+        let timeout = NodeTimeout::fixed(Duration::from_secs(2));
+        let req = Request {
+            op: Op::Acquire { ttl_ms: 10_000 },
+            keys: Arc::from([Arc::from(key)]),
+            token: Arc::from("tok"),
+            timeout,
+            expires: Instant::now() + Duration::from_secs(10),
+            queue: None,
+            report: None,
+            value: None,
+        };
+        let round = RoundShared::new(1);
+        let pending = PendingRound {
+            round: round.clone(),
+            started: Instant::now(),
+            timeout,
+            nodes: Arc::from([Arc::from("fake:0")]),
+            gate_until: Instant::now(),
+        };
+        let job = Job {
+            req: Arc::new(req),
+            index: 0,
+            reply: Some(round),
+        };
+        (job, pending)
+    }
+
+    fn served(node: &FakeNode) -> Arc<Mutex<Served>> {
+        Served::new(Arc::new(NodeShared::new("fake:0")), node.link())
+    }
+
+    /// A job queued before the caller's (the worker has not taken it yet)
+    /// runs first: the caller queues behind it instead of running inline.
+    #[test]
+    fn a_caller_runs_inline_only_with_nothing_queued() {
+        let node = FakeNode::new("fake:0");
+        let served = served(&node);
+        let (queued_behind, _) = job("a");
+        assert!(Served::try_inline(&served, || false, queued_behind).is_some());
+        assert!(node.received().is_empty(), "nothing ran");
+        let (inline, pending) = job("b");
+        assert!(Served::try_inline(&served, || true, inline).is_none());
+        let by = Instant::now() + Duration::from_secs(5);
+        assert_eq!(pending.collect(by).verdict, Verdict::Confirmed);
+        assert_eq!(node.holder("b").as_deref(), Some("tok"));
+    }
+
+    /// The worker takes a queued job only once it holds the link: while a
+    /// caller runs inline, the queue keeps what came after it, so a caller
+    /// arriving next sees the queue non-empty and queues behind.
+    #[test]
+    fn the_worker_leaves_a_job_queued_while_the_link_is_in_use() {
+        let node = FakeNode::new("fake:0");
+        let served = served(&node);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let worker = {
+            let (served, rx) = (served.clone(), rx.clone());
+            std::thread::spawn(move || Worker::new(served, rx).run())
+        };
+        let inline = served.lock();
+        let (queued, pending) = job("a");
+        tx.send(queued).unwrap();
+        // No event says the worker is waiting for the lock: give it time
+        // to take the job if it would.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(rx.len(), 1, "still queued while the link is in use");
+        drop(inline);
+        let by = Instant::now() + Duration::from_secs(5);
+        assert_eq!(pending.collect(by).verdict, Verdict::Confirmed);
+        drop(tx);
+        worker.join().unwrap();
+    }
+}
