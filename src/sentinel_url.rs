@@ -96,6 +96,12 @@ pub(crate) fn parse(
     let service = decode(parts.next().unwrap_or(""))
         .filter(|s| !s.is_empty())
         .ok_or_else(|| bad(&format!("names no service; {usage}")))?;
+    if service.chars().any(char::is_control) {
+        // It names the node in every message and log line.
+        return Err(bad(
+            "the service name holds a control character; name the service as the Sentinels do",
+        ));
+    }
     let db: i64 = match parts.next() {
         None | Some("") => 0,
         Some(db) => db
@@ -185,6 +191,8 @@ mod tests {
             ("h:1/s?pass=s3cret", "no query"),
             ("h:1/s#s3cret", "no query"),
             ("h:1,h:2,h:1/s", "twice"),
+            ("h:1/s%0Afake%20log%20line", "control character"),
+            ("h:1/s%1B[2J", "control character"),
         ] {
             let err = parsed(rest).expect_err(rest).to_string();
             assert!(err.contains(says), "{rest}: {err}");
