@@ -138,6 +138,12 @@ fn a_node_restored_from_an_older_backup_waits_out_the_quarantine() {
     drop(a.lock("warm", TTL).expect("admitted nodes count"));
     let backup = cluster.nodes[2].backup();
     let held = a.lock("restored", TTL).expect("A locks");
+    // A's lock returns at a majority: its SETs to the other nodes may still
+    // be on their way, and one landing after the DEL below would make B's
+    // round Busy rather than short of nodes (seen once in CI).
+    harness::settles("A's key on every node", || {
+        cluster.nodes.iter().all(|n| n.get("restored").is_some())
+    });
     for node in &cluster.nodes[3..] {
         let _: i64 = redis::cmd("DEL")
             .arg("restored")
