@@ -247,8 +247,15 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
         .arg("replica")
         .query(&mut groups.groups[0].nodes[m].conn())
         .unwrap();
+    let asked = |node: &Node| node.calls("set") + node.calls("eval");
+    let before = asked(groups.master(2));
     // Long enough to outlast every wait below on a slow machine.
     let guard = holder.lock(key, Duration::from_secs(180)).unwrap();
+    // The lock returns at a majority: group 2's refusal may still be on
+    // its way, and a SET NX landing after the DEL below would succeed.
+    harness::settles("group 2's master refused the holder", || {
+        asked(groups.master(2)) > before
+    });
     let _: () = redis::cmd("DEL")
         .arg(key)
         .query(&mut groups.master(2).conn())
