@@ -15,7 +15,9 @@
 //! instead of being missed. (Each round used to forget the wake-ups before
 //! it, which lost one that came while a semaphore's pass moved on to a slot
 //! other than the one that came free.) A wake-up whose news a round
-//! already saw costs at most one more round.
+//! already saw still ends the next wait: for a lock, one more round, sent
+//! to every node at once, plus the quick retries a call allows; for a
+//! semaphore, a pass over the untried slots at the gate node.
 //!
 //! # Fairness
 //!
