@@ -486,9 +486,9 @@ impl Core {
             Route::Plain => self.transport.start_round(request),
         };
         let (outcome, gate) = pending.collect_with_gate(by);
-        // Known by now in a round that asked the gate node first, awaited
-        // a little in a called one; otherwise only if it answered before
-        // the verdict (never waited for).
+        // In a round that takes part in the gate node's queue, its vote is
+        // awaited until the deadline: a late "others queued first" still
+        // outweighs the others. A plain round's only if it came by now.
         let gate = gate.settled();
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);

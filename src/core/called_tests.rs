@@ -76,9 +76,9 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
 }
 
 /// A called waiter whose gate node holds every answer still gets the
-/// resource from the others, once the short wait for the gate node's vote
-/// (a few of its round trips, 500 ms in tests) is over: a silent gate node
-/// does not stop the hand-off.
+/// resource from the others, once the wait for the gate node's vote (the
+/// round's per-node timeout, 2 s here) is over: a silent gate node does not
+/// stop the hand-off.
 #[test]
 fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());

@@ -234,3 +234,42 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
     });
     assert!(nodes.iter().all(|n| n.holder("r").is_none()), "nothing set");
 }
+
+/// A queued waiter behind the head asks the gate node first, and the gate
+/// node is slower than its usual round trips: the round goes on to the
+/// others, which find the resource free and grant it. The gate node's
+/// "others queued first", when it comes within the round's time, still
+/// outweighs them: the waiter does not take the resource ahead of the head.
+/// (Seen in a loaded run: a rw-lock writer that queued second wrote first,
+/// its round's gate node answering after the gate wait.)
+#[test]
+fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
+    let (nodes, cores) = clients(3, 1, &refreshing());
+    let gate = cores[0].transport.gate_index("r");
+    for node in &nodes {
+        node.put("r", "another client", Duration::from_secs(60));
+    }
+    nodes[gate].enqueue("r", "elsewhere:1");
+    let core = &cores[0];
+    std::thread::scope(|s| {
+        let waits = s.spawn(|| {
+            let patience = Patience::until(Some(Instant::now() + Duration::from_millis(2500)));
+            core.acquire(&["r"], Duration::from_secs(10), patience)
+        });
+        queued(&nodes, core, 2);
+        asleep(&cores, 1);
+        // Slower than the gate wait (at most a quarter of the 2 s node
+        // timeout), well within the round's time.
+        nodes[gate].set_delay(Duration::from_millis(800));
+        for node in &nodes {
+            node.put("r", "gone", Duration::ZERO);
+        }
+        let err = waits
+            .join()
+            .unwrap()
+            .expect_err("the head of the queue goes first");
+        assert!(matches!(err, Error::Busy { .. }), "{err:?}");
+    });
+    nodes[gate].set_delay(Duration::ZERO);
+    assert_eq!(nodes[gate].queue("r")[0], "elsewhere:1", "still the head");
+}

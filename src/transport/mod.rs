@@ -372,17 +372,15 @@ impl Transport {
     /// every node at once, for a waiter its gate node just called (its turn
     /// came: the resource is free there and it heads the queue). It saves
     /// the round trip to the gate node alone on every hand-off. The gate
-    /// node's vote is still awaited ([`GateAnswer::settled`]) for as long as
-    /// the gated round would have waited for it before the others, so a
-    /// refusal there (someone queued first after all) still outweighs the
-    /// other nodes.
+    /// node's vote is still awaited ([`GateAnswer::settled`]) until `by`,
+    /// as in a gated round, so a refusal there (someone queued first after
+    /// all) still outweighs the other nodes.
     pub(crate) fn start_called_round(&self, req: Request, by: Instant) -> PendingRound {
         let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
-        let wait = self.nodes[gate].shared.gate_wait();
+        let counts = self.nodes[gate].shared.gate_wait().is_some();
         let mut pending = self.start_round(req);
-        if let Some(wait) = wait {
-            let quarter = by.saturating_duration_since(pending.started) / 4;
-            pending.gate_until = pending.started + wait.min(quarter);
+        if counts {
+            pending.gate_until = by;
         }
         pending
     }
@@ -398,6 +396,12 @@ impl Transport {
     /// to the others: that node's no is one among N, and a key left behind
     /// on it alone (a release that timed out there) must not stop the
     /// queue.
+    ///
+    /// Its vote counts whenever it comes before `by`, also after the
+    /// others were asked ([`GateAnswer::settled`] waits for it): a slow
+    /// gate node costs the caller time, never its place. (Its vote counted
+    /// only within the wait, so a waiter behind the head whose gate node
+    /// was slow took the resource from the others ahead of the head.)
     ///
     /// For clients woken together by one release: instead of splitting the
     /// nodes among themselves so that none wins a majority, all but one
@@ -434,7 +438,7 @@ impl Transport {
             started,
             timeout,
             nodes: self.addresses.clone(),
-            gate_until: started,
+            gate_until: by,
         })
     }
 
