@@ -532,3 +532,83 @@ fn waiting_writers_go_in_the_order_they_queued() {
         assert_eq!(order, [0, 1], "the writer that queued first writes first");
     });
 }
+
+/// The gate node granted the first waiting writer, whose round is still on
+/// its way to the other nodes (held back here). The writer that queued
+/// second is the head of the queue now, and finds the key held on the gate
+/// node: that used to count as one no among three, so it asked the other
+/// nodes, which let it in first (seen as `[1, 0]` in the test above on a
+/// loaded machine). A key the gate node just granted is the queue's for
+/// the granted round's per-node timeout: the second writer waits.
+#[test]
+fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
+    use harness::partition::Net;
+    let cluster = Cluster::start(3);
+    let net = Net::new(&cluster, 3);
+    let first = test_client(net.urls(1), 0, Some(Duration::from_secs(2)));
+    let second = test_client(net.urls(2), 0, None);
+    let read = test_client(net.urls(0), 0, None)
+        .rw_lock("turn")
+        .read(TTL)
+        .unwrap();
+    let gate = || {
+        cluster
+            .nodes
+            .iter()
+            .position(|n| harness::pubsub::queued(n, "redlock-rw:turn") > 0)
+    };
+    let queued = |count: usize| {
+        harness::settles("queued on the gate node", || {
+            gate().is_some_and(|g| {
+                harness::pubsub::queued(&cluster.nodes[g], "redlock-rw:turn") == count
+            })
+        });
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::scope(|s| {
+        for (i, client) in [&first, &second].into_iter().enumerate() {
+            let tx = tx.clone();
+            let writer = client.rw_lock("turn");
+            s.spawn(move || {
+                let guard = writer
+                    .acquire_write(TTL)
+                    .wait(Duration::from_secs(20))
+                    .lock()
+                    .unwrap();
+                tx.send(i).unwrap();
+                drop(guard);
+            });
+            queued(i + 1);
+        }
+        let g = gate().expect("a gate node");
+        let others: Vec<usize> = (0..3).filter(|&i| i != g).collect();
+        for &i in &others {
+            net.cut(1, i);
+        }
+        drop(read);
+        // The gate node granted the first writer; the second now asks it
+        // (every 10–20 ms) while that grant's round is held back.
+        let gate_node = &cluster.nodes[g];
+        harness::settles("the first writer granted on the gate node", || {
+            gate_node.get("redlock-rw:turn#w").is_some()
+        });
+        let asked = gate_node.calls("eval");
+        harness::settles("the second writer asked the gate node again", || {
+            gate_node.calls("eval") >= asked + 3 || !rx.is_empty()
+        });
+        for &i in &others {
+            net.heal(1, i);
+        }
+        let order: Vec<usize> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(15))
+                    .expect("both write")
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [0, 1],
+            "the writer the gate node granted writes first"
+        );
+    });
+}

@@ -27,7 +27,11 @@
 //!   free key whose head did not come yet gets the head woken again. The
 //!   first in line takes "held" as one no among N and asks the other nodes
 //!   too (a key left behind on the gate node alone must not stop the
-//!   queue); everyone else stops at the gate node.
+//!   queue); everyone else stops at the gate node. A key the gate node
+//!   granted less than the granted round's per-node timeout ago is not
+//!   "held" but the queue's: the next in line is told "others queued
+//!   first" too, so that it does not take the other nodes while the
+//!   granted round is on its way to them.
 //! * a release that deleted the key wakes the head: one `PUBLISH` to one
 //!   client, whatever the number of waiters (`2`: handed on, `1`: nobody
 //!   waited).
@@ -95,23 +99,41 @@ end
 }
 
 /// The gate node's turn rule for an acquisition, after [`queue_fns`]:
-/// `ARGV[#ARGV]` is the caller's member (`""`: it will not wait).
-/// `turn(held)` answers `1` (the caller may set the key; it leaves the
-/// queue), `0` (held, and nobody queued before the caller) or `2` (others
-/// queued first), queueing a waiting caller (keeping its place) and
-/// refreshing its alive time; a free key's head is woken again.
+/// `ARGV[#ARGV]` is the caller's member (`""`: it will not wait), and
+/// `ARGV[#ARGV-1]` the round's per-node timeout in ms. `turn(held)`
+/// answers `1` (the caller may set the key; it leaves the queue), `0`
+/// (held, and nobody queued before the caller) or `2` (others queued
+/// first), queueing a waiting caller (keeping its place) and refreshing its
+/// alive time; a free key's head is woken again.
+///
+/// `grant()` notes a grant (in the alive set, as `granted`, which no
+/// member is named) until the granted round's per-node timeout has passed:
+/// while that round is still asking the other nodes, the key it set here
+/// is the queue's, not "held" — the next in line is told "others first"
+/// and stops here instead of taking the other nodes before the granted
+/// round reaches them.
 macro_rules! turn_fn {
     () => {
         r#"local me=ARGV[#ARGV]
+local function grant()
+local grace=tonumber(ARGV[#ARGV-1])
+redis.call("zadd",a,now+grace,"granted")
+if redis.call("pttl",a)<grace then redis.call("pexpire",a,grace) end
+end
+local function granting()
+local s=redis.call("zscore",a,"granted")
+return s and tonumber(s)>now
+end
 local function turn(held)
 local h=head()
 if not held and (not h or h==me) then
 if h then redis.call("zrem",q,me) redis.call("zrem",a,me) end
+grant()
 return 1
 end
 if me~="" then place(me,now) end
 if held then
-if h and h~=me then return 2 end
+if (h and h~=me) or granting() then return 2 end
 return 0
 end
 if h~=me then wake(h) end
@@ -181,7 +203,7 @@ end
 
 /// The gate node's acquisition of one or several keys: `KEYS` = the lock
 /// keys, a semaphore's `k` slot keys (none for a lock), then the queue
-/// keys; `ARGV` = token, ttl ms, `k`, member. `1` set, `0` held, `2` free
+/// keys; `ARGV` = token, ttl ms, `k`, grace ms, member. `1` set, `0` held, `2` free
 /// but others queued first. A semaphore's grant that leaves a slot free
 /// wakes the next waiter: two releases in a row each free a permit, and
 /// the second may have woken the same head as the first.
@@ -199,7 +221,8 @@ return 1"#
 
 /// The gate node's fenced acquisition: `KEYS` = the lock keys, their fence
 /// keys, a semaphore's `k` slot keys, then the queue keys; `ARGV` = token,
-/// ttl ms, number of lock keys, proposed token, idle ms, `k`, member. As
+/// ttl ms, number of lock keys, proposed token, idle ms, `k`, grace ms,
+/// member. As
 /// [`ACQUIRE_FENCED_SCRIPT`] (and [`GATE_ACQUIRE_SCRIPT`]'s waking), and `-2`
 /// for "free but others queued first". A stale token is answered only
 /// where the turn rule would let the caller in (it keeps its place): a
@@ -472,7 +495,7 @@ local function ok() fence(4,1) return 1 end
 /// the readers' set, the waiting writer's mark, (on a fencing client the
 /// writer key's fence key,) then the queue keys; `ARGV` = token, ttl ms,
 /// mark ms, proposed token, idle ms (both `0` unless fenced), `r` or `w`,
-/// member. A reader counts the lock held while a writer holds or waits, a
+/// grace ms, member (grace: see `turn_fn`). A reader counts the lock held while a writer holds or waits, a
 /// writer while a writer or a live reader holds (and then marks that it
 /// waits); a fencing writer's stale token is answered `{v}` where the turn
 /// rule would let it in (it keeps its place); the turn rule decides as for a lock:
@@ -516,6 +539,7 @@ if reader and held and not writer and readers==0 and marked then wake(marked) en
 local r
 if mine then
 redis.call("zrem",q,me) redis.call("zrem",a,me)
+grant()
 r=1
 else
 r=turn(held)
@@ -710,7 +734,8 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
             }
             cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
             cmd.arg(mark_ms()).arg(proposed).arg(idle_ms);
-            cmd.arg(if reader { "r" } else { "w" }).arg(member);
+            cmd.arg(if reader { "r" } else { "w" });
+            cmd.arg(grace_ms(req)).arg(member);
         }
         (Op::Release, Some((Role::Read, [writer, readers, mark]))) => {
             cmd.arg(GATE_READ_RELEASE_SCRIPT)
@@ -726,6 +751,15 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
         _ => return encode_gate_lock(req, first, (queue, alive), member, out),
     }
     cmd.write_packed_command(out);
+}
+
+/// How long the gate node counts a grant's key as the queue's (see
+/// [`turn_fn`]): the granted round's per-node timeout, in whole ms (at
+/// least 1).
+fn grace_ms(req: &Request) -> u64 {
+    u64::try_from(req.timeout.value.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 /// [`encode_gate`] for a lock's keys (and a writer's release, extension and
@@ -745,7 +779,8 @@ fn encode_gate_lock(
         Op::Acquire { ttl_ms } => {
             cmd.arg(GATE_ACQUIRE_SCRIPT).arg(keys + slots.len());
             all_keys(&mut cmd, req).arg(&slots).arg(queue).arg(alive);
-            cmd.arg(token).arg(ttl_ms).arg(slots.len()).arg(member);
+            cmd.arg(token).arg(ttl_ms).arg(slots.len());
+            cmd.arg(grace_ms(req)).arg(member);
         }
         Op::AcquireFenced { .. } => return encode_fenced(req, Some((queue, alive, member)), out),
         Op::Release => {
@@ -835,7 +870,7 @@ fn encode_fenced(req: &Request, gate: Option<(String, String, &str)>, out: &mut 
         .arg(proposed)
         .arg(idle_ms);
     if let Some((_, _, member)) = gate {
-        cmd.arg(slots.len()).arg(member);
+        cmd.arg(slots.len()).arg(grace_ms(req)).arg(member);
     }
     cmd.write_packed_command(out);
 }
@@ -1204,6 +1239,7 @@ mod tests {
                 "tok",
                 "9",
                 "0",
+                "5",
                 "c:7"
             ])
         );
@@ -1220,6 +1256,7 @@ mod tests {
                 "tok",
                 "9",
                 "0",
+                "5",
                 "c:7"
             ])
         );
@@ -1246,6 +1283,7 @@ mod tests {
                 "41",
                 "5000",
                 "0",
+                "5",
                 "c:7"
             ])
         );

@@ -53,6 +53,10 @@ struct Inner {
     /// Queues of waiters by first key, as on a gate node: members in
     /// arrival order, with until when each counts as alive.
     queues: HashMap<String, Vec<(String, Instant)>>,
+    /// Until when each queue's last grant counts (its round's per-node
+    /// timeout; see `turn_fn` in `codec.rs`): the key it set is the
+    /// queue's, not "held".
+    granted: HashMap<String, Instant>,
     /// Called with every member this node wakes, and the operation that
     /// woke it.
     on_wake: Option<OnWake>,
@@ -94,6 +98,7 @@ impl FakeNode {
                     served_on: Vec::new(),
                     lose_fenced_grants: false,
                     queues: HashMap::new(),
+                    granted: HashMap::new(),
                     on_wake: None,
                 }),
                 changed: Condvar::new(),
@@ -528,10 +533,9 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
     let now = Instant::now();
     let first = req.keys.first().map_or("", |k| &**k).to_owned();
-    let queue = inner
-        .queues
-        .entry(gate_name(&first).to_owned())
-        .or_default();
+    let name = gate_name(&first).to_owned();
+    let granting = inner.granted.get(&name).is_some_and(|until| *until > now);
+    let queue = inner.queues.entry(name.clone()).or_default();
     queue.retain(|(_, alive)| *alive > now);
     let head = queue.first().map(|(m, _)| m.clone());
     let free = |keys: &HashMap<String, (String, Instant)>| live(keys, &first, now).is_none();
@@ -556,9 +560,11 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
                     return Ok(Vote::stale(stored));
                 }
                 queue.retain(|(m, _)| m != member);
+                let next = queue.first().map(|(h, _)| h.clone());
                 let vote = apply(&mut inner.keys, req)?;
+                inner.granted.insert(name, now + req.timeout.value);
                 if req.report.is_some() && vote.yes && slot_free(&inner.keys) {
-                    woken.extend(queue.first().map(|(h, _)| (h.clone(), req.op)));
+                    woken.extend(next.map(|h| (h, req.op)));
                 }
                 return Ok(vote);
             }
@@ -571,6 +577,7 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             if held {
                 return Ok(match head {
                     Some(h) if h != member => Vote::queued(false),
+                    _ if granting => Vote::queued(false),
                     _ => Vote::NO,
                 });
             }
