@@ -18,6 +18,7 @@ fn client(urls: &[String]) -> Redlock {
     Redlock::builder(urls)
         .retry_delay(Duration::from_millis(20))
         .connect_timeout(Duration::from_millis(500))
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
         .build()
         .expect("client")
 }
