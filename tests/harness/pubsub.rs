@@ -64,3 +64,64 @@ pub fn subscriber_threads() -> usize {
         })
         .count()
 }
+
+/// Every wake-up `node` publishes from now on, as the queue member it woke
+/// (`"{client id}:{ticket}"`), recorded by a thread until dropped.
+pub struct WakeRecorder {
+    woken: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WakeRecorder {
+    /// Subscribed to every wake channel of `node` when this returns.
+    pub fn start(node: &Node) -> WakeRecorder {
+        use std::sync::atomic::Ordering;
+        let woken = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut conn = node.conn();
+        let (ready_tx, ready) = std::sync::mpsc::channel();
+        let thread = {
+            let (woken, stop) = (woken.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut sub = conn.as_pubsub();
+                sub.psubscribe("redlock-wake:*").expect("PSUBSCRIBE");
+                sub.set_read_timeout(Some(std::time::Duration::from_millis(50)))
+                    .expect("read timeout");
+                ready_tx.send(()).expect("recorder started");
+                while !stop.load(Ordering::SeqCst) {
+                    let Ok(msg) = sub.get_message() else { continue };
+                    let client = msg
+                        .get_channel_name()
+                        .strip_prefix("redlock-wake:")
+                        .unwrap_or_default()
+                        .to_owned();
+                    let ticket: String = msg.get_payload().unwrap_or_default();
+                    woken.lock().unwrap().push(format!("{client}:{ticket}"));
+                }
+            })
+        };
+        ready
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the recorder subscribed");
+        WakeRecorder {
+            woken,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// The members woken so far, in order.
+    pub fn woken(&self) -> Vec<String> {
+        self.woken.lock().unwrap().clone()
+    }
+}
+
+impl Drop for WakeRecorder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
