@@ -508,6 +508,10 @@ local function ok() fence(4,1) return 1 end
 /// readers), and a reader refused only by the mark wakes it — otherwise a
 /// reader queued ahead of the writer would be refused by the mark, the
 /// writer would wait for that reader, and both would sit out the mark. A
+/// reader that a waiting writer's mark refuses is told "others first" even
+/// at the head of the queue: the writer is ahead of it, so it does not take
+/// the other nodes, where the mark may have lapsed (the writer's rounds
+/// stop here while a reader is ahead of it in the queue). A
 /// mark whose writer still waits (`waits`: alive in the queue) is not
 /// taken over by a later writer: writers go in the order they marked.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
@@ -543,6 +547,7 @@ grant()
 r=1
 else
 r=turn(held)
+if r==0 and reader and not writer and marked and waits(marked) then r=2 end
 end
 if r==2 then if fenced then return -2 end return 2 end
 if r==0 then
