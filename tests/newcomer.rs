@@ -21,8 +21,15 @@ const TTL: Duration = Duration::from_secs(10);
 fn simultaneous_try_locks_from_separate_clients_have_a_winner() {
     const ROUNDS: usize = 300;
     let cluster = Cluster::start(5);
+    // Not about the per-node timeout (10 s TTL: 50 ms, missed now and then
+    // on a loaded machine).
     let clients: Vec<Redlock> = (0..3)
-        .map(|_| Redlock::new(cluster.urls()).expect("client"))
+        .map(|_| {
+            Redlock::builder(cluster.urls())
+                .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+                .build()
+                .expect("client")
+        })
         .collect();
     let start = Barrier::new(clients.len());
     let done = Barrier::new(clients.len());
@@ -36,16 +43,32 @@ fn simultaneous_try_locks_from_separate_clients_have_a_winner() {
                         .map(|round| {
                             start.wait();
                             let key = format!("newcomer:split:{round}");
-                            let guard = client.try_lock(&key, TTL).expect("no node failed");
-                            // Everyone has tried before anyone releases.
+                            let tried = client.try_lock(&key, TTL);
+                            // Everyone has tried before anyone releases
+                            // (and a thread that failed reaches the barrier
+                            // too: panicking here left the others waiting
+                            // at it forever).
                             done.wait();
-                            guard.is_some_and(|guard| guard.release().is_ok())
+                            match tried {
+                                Ok(guard) => Ok(guard.is_some_and(|g| g.release().is_ok())),
+                                Err(err) => Err(format!("round {round}: {err}")),
+                            }
                         })
-                        .collect::<Vec<bool>>()
+                        // Every round, whatever failed: the others wait
+                        // for this thread at both barriers.
+                        .collect::<Vec<Result<bool, String>>>()
                 })
             })
             .collect();
-        runs.into_iter().map(|run| run.join().unwrap()).collect()
+        runs.into_iter()
+            .map(|run| {
+                run.join()
+                    .unwrap()
+                    .into_iter()
+                    .collect::<Result<Vec<bool>, String>>()
+                    .expect("no node failed")
+            })
+            .collect()
     });
     let mut nobody = 0;
     for round in 0..ROUNDS {
