@@ -208,7 +208,10 @@ impl RedlockBuilder {
     /// A woken waiter then tries a normal round, so a wake-up never stands in
     /// for the quorum: every acquisition still needs `SET NX` on a majority,
     /// and to the first waiter in line the gate node's "held" is one vote
-    /// among N (a key left behind on it alone does not stop the queue). A waiter the gate node let through
+    /// among N (a key left behind on it alone does not stop the queue) —
+    /// except for a key it granted less than that round's per-node timeout
+    /// ago, which is the queue's: the next in line waits for the granted
+    /// round instead of taking the other nodes first. A waiter the gate node let through
     /// but a majority refused keeps its turn. A lock on several resources
     /// does not queue: it waits by retrying.
     /// A queued waiter confirms its place with a round at least every 500 ms
@@ -225,8 +228,10 @@ impl RedlockBuilder {
     ///
     /// Clients with notifications off take no part in the queues: they may
     /// take a free resource ahead of queued waiters. An ACL user needs
-    /// `+time +zadd +zrange +zrangebyscore +zrem +publish +subscribe
-    /// +unsubscribe +punsubscribe +ping &redlock-wake:*` for this (without the
+    /// `+time +zadd +zcard +zscore +zrange +zrangebyscore +zrem
+    /// +zremrangebyscore +pttl +pexpire +publish +subscribe +unsubscribe
+    /// +punsubscribe +ping &redlock-wake:*` for this (see
+    /// `docs/operations.md` for the whole list; without the
     /// pub/sub rights, releases still work, waiters fall back to their retry
     /// delay, and a client that waits warns once per node whose ACL refuses
     /// the subscription). With `false`, no queue is kept, nothing is

@@ -472,30 +472,29 @@ fn the_marking_writer_goes_before_a_reader_queued_ahead_of_it() {
             drop(guard);
         });
         queued(2);
-        // The writer's rounds stop at the gate node (the reader is ahead of
-        // it in the queue), so its mark lives on there alone: elsewhere the
-        // first mark lapses after 2 s (on a loaded machine, before the
-        // release; then the reader at the head of the queue, told "held"
-        // by the gate node, took the others and went first).
-        let gate = cluster
-            .nodes
-            .iter()
-            .position(|n| {
-                let mark: Option<String> = redis::cmd("GET")
-                    .arg("redlock-rw:order#wait")
-                    .query(&mut n.conn())
-                    .unwrap();
-                mark.is_some_and(|m| m != "gave-up:1")
-            })
-            .expect("the writer's mark on the gate node");
-        for (i, node) in cluster.nodes.iter().enumerate() {
-            if i != gate {
-                let _: () = redis::cmd("DEL")
-                    .arg("redlock-rw:order#wait")
-                    .query(&mut node.conn())
-                    .unwrap();
-            }
+        // The marking writer's rounds keep its mark alive on every node:
+        // they used to stop at the gate node behind the reader queued ahead
+        // of it, the mark lapsed on the others, and the reader at the head
+        // of the queue, told "held" by the gate node, took them and went
+        // first (on a loaded machine the first mark lapsed before the
+        // release). Shortened here to 500 ms, it must be renewed (to 2 s).
+        let pttl = |n: &Node| -> i64 {
+            redis::cmd("PTTL")
+                .arg("redlock-rw:order#wait")
+                .query(&mut n.conn())
+                .unwrap()
+        };
+        for node in &cluster.nodes {
+            let _: i64 = redis::cmd("PEXPIRE")
+                .arg("redlock-rw:order#wait")
+                .arg(500)
+                .query(&mut node.conn())
+                .unwrap();
         }
+        harness::settles("the writer's mark renewed on every node", || {
+            assert!(rx.is_empty(), "nobody gets in while the first reader holds");
+            cluster.nodes.iter().all(|n| pttl(n) > 1000)
+        });
         drop(first);
         let order: Vec<&str> = (0..2)
             .map(|_| {

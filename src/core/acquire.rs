@@ -488,7 +488,8 @@ impl Core {
         let (outcome, gate) = pending.collect_with_gate(by);
         // In a round that takes part in the gate node's queue, its vote is
         // awaited until the deadline: a late "others queued first" still
-        // outweighs the others. A plain round's only if it came by now.
+        // outweighs the others. Not awaited in a plain round, or where the
+        // gate node was failing when the round started (no gate then).
         let gate = gate.settled();
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);

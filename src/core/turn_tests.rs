@@ -13,8 +13,8 @@ use super::wake_tests::{asleep, clients, members, queued, record_wakes};
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::settings::Settings;
-use crate::transport::Op;
 use crate::transport::fake::Behaviour;
+use crate::transport::{Op, Sink};
 
 /// Sleeps 30 s between rounds unless woken, but a queued waiter confirms
 /// its place every 50 ms.
@@ -244,7 +244,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
 /// its round's gate node answering after the gate wait.)
 #[test]
 fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
-    let (nodes, cores) = clients(3, 1, &refreshing());
+    let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let gate = cores[0].transport.gate_index("r");
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
@@ -253,17 +253,23 @@ fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
     let core = &cores[0];
     std::thread::scope(|s| {
         let waits = s.spawn(|| {
-            let patience = Patience::until(Some(Instant::now() + Duration::from_millis(2500)));
+            let patience = Patience::until(Some(Instant::now() + Duration::from_millis(1500)));
             core.acquire(&["r"], Duration::from_secs(10), patience)
         });
         queued(&nodes, core, 2);
         asleep(&cores, 1);
         // Slower than the gate wait (at most a quarter of the 2 s node
-        // timeout), well within the round's time.
+        // timeout), well within the round's time. The delay holds up every
+        // batch the gate node gets, the failed round's clean-up too: the
+        // waiter makes one round now and one at its deadline (it sleeps
+        // 30 s between rounds), and each answer comes at least 1 s before
+        // its round's deadline.
         nodes[gate].set_delay(Duration::from_millis(800));
         for node in &nodes {
             node.put("r", "gone", Duration::ZERO);
         }
+        // Its subscription to the gate node came back: one more round.
+        core.waiters.subscribed(gate);
         let err = waits
             .join()
             .unwrap()

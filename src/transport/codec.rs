@@ -117,7 +117,7 @@ macro_rules! turn_fn {
         r#"local me=ARGV[#ARGV]
 local function grant()
 local grace=tonumber(ARGV[#ARGV-1])
-redis.call("zadd",a,now+grace,"granted")
+redis.call("zadd",a,"GT",now+grace,"granted")
 if redis.call("pttl",a)<grace then redis.call("pexpire",a,grace) end
 end
 local function granting()
@@ -507,11 +507,14 @@ local function ok() fence(4,1) return 1 end
 /// writer goes ahead of the queue (the mark promised it the lock before new
 /// readers), and a reader refused only by the mark wakes it — otherwise a
 /// reader queued ahead of the writer would be refused by the mark, the
-/// writer would wait for that reader, and both would sit out the mark. A
-/// reader that a waiting writer's mark refuses is told "others first" even
-/// at the head of the queue: the writer is ahead of it, so it does not take
-/// the other nodes, where the mark may have lapsed (the writer's rounds
-/// stop here while a reader is ahead of it in the queue). A
+/// writer would wait for that reader, and both would sit out the mark. The
+/// marking writer, held up by readers alone, is told "held" (`0`), not
+/// "others first", wherever it is in the queue: its rounds go on to the
+/// other nodes and renew its mark there too (they stopped here behind a
+/// reader queued ahead of it, the mark lapsed on the others, and that
+/// reader, told "held" at the head of the queue, took them and went first),
+/// and where readers left only a key behind on this node it gets the others,
+/// as its mark promised. A
 /// mark whose writer still waits (`waits`: alive in the queue) is not
 /// taken over by a later writer: writers go in the order they marked.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
@@ -547,7 +550,7 @@ grant()
 r=1
 else
 r=turn(held)
-if r==0 and reader and not writer and marked and waits(marked) then r=2 end
+if r==2 and not reader and not writer and me~="" and marked==me then r=0 end
 end
 if r==2 then if fenced then return -2 end return 2 end
 if r==0 then
@@ -1326,6 +1329,33 @@ mod tests {
             gate(Op::Leave, &["redlock-rw:l#r"]),
             resp(&["EVAL", LEAVE_SCRIPT, "3", "redlock-rw:l#w", rq, ra, "c:7"])
         );
+        // A writer's and a reader's acquisition on a reader-writer lock's
+        // gate node: role, then the grace (the round's per-node timeout),
+        // then the member, last.
+        let (rq, ra) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
+        for (key, role) in [("redlock-rw:l#w", "w"), ("redlock-rw:l#r", "r")] {
+            assert_eq!(
+                gate(Op::Acquire { ttl_ms: 9 }, &[key]),
+                resp(&[
+                    "EVAL",
+                    GATE_RW_ACQUIRE_SCRIPT,
+                    "5",
+                    "redlock-rw:l#w",
+                    "redlock-rw:l#r",
+                    "redlock-rw:l#wait",
+                    rq,
+                    ra,
+                    "tok",
+                    "9",
+                    &mark_ms().to_string(),
+                    "0",
+                    "0",
+                    role,
+                    "5",
+                    "c:7"
+                ])
+            );
+        }
         // Nothing to queue for: the plain command.
         assert_eq!(
             gate(Op::Extend { ttl_ms: 30 }, &["res"]),

@@ -94,8 +94,10 @@ pub(crate) struct GateAnswer {
 }
 
 impl GateAnswer {
-    /// The vote, waiting for it as long as its round asked (see
-    /// `Transport::start_called_round`; other rounds do not wait).
+    /// The vote, waiting for it as long as its round asked: until the
+    /// round's deadline in a round that takes part in the queue (see
+    /// `Transport::start_gated_round` and `start_called_round`), not at all
+    /// in a plain one or where the gate node was failing when it started.
     pub(crate) fn settled(&self) -> Option<Vote> {
         self.round.gate_vote(self.until)
     }

@@ -6,24 +6,24 @@ use std::time::Duration;
 use redlock_sync::Redlock;
 
 /// A client for tests: `retries` quick retries (10–20 ms apart), a short
-/// connect timeout for nodes that may be down, and a fixed per-node timeout
-/// when given. A fixed, generous node timeout keeps a straggling `SET` from
-/// expiring in a busy queue when several clusters share two cores; leave it
-/// `None` to test the derived one.
+/// connect timeout for nodes that may be down, and the per-node timeout
+/// given, or [`ROOMY_NODE_TIMEOUT`](super::ROOMY_NODE_TIMEOUT) for `None`
+/// (the one derived from a 10 s TTL, 50 ms, was missed under load: a
+/// release or a reader's round in a test about something else failed on a
+/// `Timeout`). Tests of the derived timeout build their client themselves.
 pub fn test_client<I>(urls: I, retries: u32, node_timeout: Option<Duration>) -> Redlock
 where
     I: IntoIterator,
     I::Item: AsRef<str>,
 {
-    let mut builder = Redlock::builder(urls)
+    Redlock::builder(urls)
         .retry_count(retries)
         .retry_delay(Duration::from_millis(10))
         .retry_jitter(Duration::from_millis(10))
-        .connect_timeout(Duration::from_millis(200));
-    if let Some(timeout) = node_timeout {
-        builder = builder.node_timeout(timeout);
-    }
-    builder.build().expect("test client")
+        .connect_timeout(Duration::from_millis(200))
+        .node_timeout(node_timeout.unwrap_or(super::ROOMY_NODE_TIMEOUT))
+        .build()
+        .expect("test client")
 }
 
 /// Captures every log record of the test binary that calls

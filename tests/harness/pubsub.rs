@@ -90,7 +90,11 @@ impl WakeRecorder {
                     .expect("read timeout");
                 ready_tx.send(()).expect("recorder started");
                 while !stop.load(Ordering::SeqCst) {
-                    let Ok(msg) = sub.get_message() else { continue };
+                    let msg = match sub.get_message() {
+                        Ok(msg) => msg,
+                        Err(err) if err.is_timeout() => continue,
+                        Err(err) => panic!("the wake recorder's subscription failed: {err}"),
+                    };
                     let client = msg
                         .get_channel_name()
                         .strip_prefix("redlock-wake:")
