@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, settles};
+use harness::{Cluster, child_env, settles};
 use redlock_sync::{CancelToken, Error, Leader, Redlock};
 
 const TTL: Duration = Duration::from_secs(2);
@@ -301,13 +301,15 @@ fn a_leader_killed_with_sigkill_is_followed_within_its_ttl_by_a_larger_term() {
 }
 
 /// The leader of [`a_leader_killed_with_sigkill_is_followed_within_its_ttl_by_a_larger_term`]:
-/// wins, says its term, and leads until killed. Does nothing on its own.
+/// wins, says its term, and leads until killed. Run on its own (without
+/// `ELECTION_URLS`), it fails.
 #[test]
 #[ignore = "run as a child process by the SIGKILL test"]
 fn election_child() {
-    let Ok(urls) = std::env::var("ELECTION_URLS") else {
-        return;
-    };
+    let urls = child_env(
+        "ELECTION_URLS",
+        "a_leader_killed_with_sigkill_is_followed_within_its_ttl_by_a_larger_term",
+    );
     let redlock = Redlock::new(urls.split(',')).unwrap();
     let leadership = redlock
         .election("killed")

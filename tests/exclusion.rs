@@ -7,24 +7,23 @@ mod harness;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, Contention, Node, NodeOptions, contend};
+use harness::{Cluster, Contention, Node, NodeOptions, child_env, contend};
 use redlock_sync::Redlock;
 
 const RESOURCE: &str = "exclusion:shared";
 const TTL: Duration = Duration::from_secs(5);
 const RUN: Duration = Duration::from_secs(5);
 
-/// The child process's part; does nothing unless started by the parent test.
+/// The child process's part: contends like the parent's threads and writes
+/// what it saw to a file. Run on its own (without the parent's variables),
+/// it fails.
 #[test]
 #[ignore = "run as a child process by mutual_exclusion_across_threads_and_processes"]
 fn child_contender() {
-    let (Ok(nodes), Ok(witness), Ok(result)) = (
-        std::env::var("REDLOCK_TEST_NODES"),
-        std::env::var("REDLOCK_TEST_WITNESS"),
-        std::env::var("REDLOCK_TEST_RESULT"),
-    ) else {
-        return;
-    };
+    let parent = "mutual_exclusion_across_threads_and_processes";
+    let nodes = child_env("REDLOCK_TEST_NODES", parent);
+    let witness = child_env("REDLOCK_TEST_WITNESS", parent);
+    let result = child_env("REDLOCK_TEST_RESULT", parent);
     let client = Redlock::new(nodes.split(',')).unwrap();
     let seen = run_threads(&client, &witness, 3);
     let line = format!("{} {} {}", seen.acquisitions, seen.overlaps, seen.overran);

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, FencedStore, Node, NodeOptions, settles};
+use harness::{Cluster, FencedStore, Node, NodeOptions, child_env, settles};
 use rand::{RngExt, SeedableRng};
 use redlock_sync::Redlock;
 
@@ -27,17 +27,15 @@ fn fenced_client(urls: &[String], fencing: bool) -> Redlock {
 
 /// Holder A, run as a child process: locks, prints its token, waits for a
 /// line on stdin, then writes to the store with that token and prints
-/// whether the store accepted it.
+/// whether the store accepted it. Run on its own (without the parent's
+/// variables), it fails.
 #[test]
 #[ignore = "run as a child process by a_paused_holder_is_refused_by_a_fenced_store"]
 fn paused_holder() {
-    let (Ok(nodes), Ok(store), Ok(fencing)) = (
-        std::env::var("REDLOCK_TEST_NODES"),
-        std::env::var("REDLOCK_TEST_STORE"),
-        std::env::var("REDLOCK_TEST_FENCING"),
-    ) else {
-        return;
-    };
+    let parent = "a_paused_holder_is_refused_by_a_fenced_store";
+    let nodes = child_env("REDLOCK_TEST_NODES", parent);
+    let store = child_env("REDLOCK_TEST_STORE", parent);
+    let fencing = child_env("REDLOCK_TEST_FENCING", parent);
     let urls: Vec<String> = nodes.split(',').map(str::to_owned).collect();
     let fencing = fencing == "1";
     let client = fenced_client(&urls, fencing);
@@ -293,18 +291,16 @@ fn tokens_keep_growing_after_the_fence_state_expired() {
     assert!(last > *tokens.last().unwrap(), "{last} after {tokens:?}");
 }
 
-/// The child's part of the contention run: like the parent's workers.
+/// The child's part of the contention run: like the parent's workers. Run
+/// on its own (without the parent's variables), it fails.
 #[test]
 #[ignore = "run as a child process by tokens_strictly_increase_under_minority_faults"]
 fn fenced_contender() {
-    let (Ok(nodes), Ok(witness), Ok(result), Ok(secs)) = (
-        std::env::var("REDLOCK_TEST_NODES"),
-        std::env::var("REDLOCK_TEST_WITNESS"),
-        std::env::var("REDLOCK_TEST_RESULT"),
-        std::env::var("REDLOCK_TEST_SECS"),
-    ) else {
-        return;
-    };
+    let parent = "tokens_strictly_increase_under_minority_faults";
+    let nodes = child_env("REDLOCK_TEST_NODES", parent);
+    let witness = child_env("REDLOCK_TEST_WITNESS", parent);
+    let result = child_env("REDLOCK_TEST_RESULT", parent);
+    let secs = child_env("REDLOCK_TEST_SECS", parent);
     let urls: Vec<String> = nodes.split(',').map(str::to_owned).collect();
     let until = Instant::now() + Duration::from_secs(secs.parse().unwrap());
     let (acquired, violations) = contend_fenced(&urls, &witness, until);

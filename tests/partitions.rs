@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use harness::partition::{
     Interval, Net, most_at_once, now_us, overlaps, random_cut, random_hold, wall_us,
 };
-use harness::{Cluster, settles};
+use harness::{Cluster, child_env, settles};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use redlock_sync::{Error, LockGuard, Redlock};
@@ -259,15 +259,19 @@ fn random_hold_of(rng: &mut StdRng) -> Hold {
 /// and [`rotating_partitions_keep_semaphore_and_rw_limits`]: takes its
 /// resource again and again until its time is up, holds it as
 /// [`random_hold_of`] says, and prints each interval (with the fencing
-/// token) and its counts. Run on its own (without `PARTITION_URLS`), it
-/// does nothing.
+/// token) and its counts. Run on its own (without `PARTITION_URLS` and the
+/// other variables the parent sets), it fails.
 #[test]
 #[ignore = "run as a child process by the rotating partition scenarios"]
 fn partition_child() {
-    let Ok(urls) = std::env::var("PARTITION_URLS") else {
-        return;
+    let env = |name: &str| {
+        child_env(
+            name,
+            "rotating_asymmetric_partitions_never_let_two_holders_in or \
+             rotating_partitions_keep_semaphore_and_rw_limits",
+        )
     };
-    let env = |name: &str| std::env::var(name).expect(name);
+    let urls = env("PARTITION_URLS");
     let urls: Vec<String> = urls.split(',').map(str::to_owned).collect();
     let mode = env("PARTITION_MODE");
     let name = env("PARTITION_NAME");

@@ -473,6 +473,19 @@ pub fn threads_per_client(nodes: usize) -> usize {
     nodes + nodes.min(2)
 }
 
+/// The environment variable `var` of a test run as a child process by the
+/// test(s) `parent` names, which set it. Panics when it is missing: a child
+/// run on its own (`cargo test -- --include-ignored`) fails loudly, never
+/// passes without having done anything.
+pub fn child_env(var: &str, parent: &str) -> String {
+    std::env::var(var).unwrap_or_else(|err| {
+        panic!(
+            "{var} is missing ({err}): this test is run as a child process by {parent}, \
+             which sets it; run that test instead"
+        )
+    })
+}
+
 /// [`eventually`] with the usual 10 s bound.
 pub fn settles(what: &str, cond: impl FnMut() -> bool) {
     eventually(what, Duration::from_secs(10), cond);
