@@ -263,32 +263,117 @@ fn fence_keys_are_reserved_and_garbage_in_one_is_a_node_error() {
     });
 }
 
+/// Where the fence value stands before the first acquisition in
+/// [`tokens_keep_growing_after_the_fence_state_expired`].
+#[derive(Clone, Copy, Debug)]
+enum Fence {
+    /// None: tokens come from the clock.
+    Clock,
+    /// Seeded this far above the clock (a client whose clock runs ahead).
+    Ahead(Duration),
+    /// Seeded at [`SEED`], decades above the clock.
+    Far,
+}
+
+/// Tokens keep growing after the fence state expired, provided client
+/// clocks are off by less than `fencing_idle` (its docs; crate docs,
+/// "Fencing tokens", assumption 2): the first token after `fencing_idle`
+/// without acquisitions comes from the clock (the floor), which has passed
+/// every earlier token by then. Three cases:
+/// * tokens from the clock: the next is not below the clock at its call,
+///   and larger than every earlier one;
+/// * a fence value 1.5 s above the clock, `fencing_idle` 3 s: the stored
+///   value, not the clock, orders the tokens while it lives (each
+///   acquisition is refused as stale and proposes one more than the value
+///   reported), and after its expiry the clock-based token is still larger;
+/// * a fence value decades above the clock (a lead beyond `fencing_idle`):
+///   carried the same while it lives, but once it expired the next token is
+///   the clock again, *below* the earlier ones. That lead is outside the
+///   guarantee; this case shows where the guarantee ends.
 #[test]
 fn tokens_keep_growing_after_the_fence_state_expired() {
-    let cluster = Cluster::start(3);
-    let client = Redlock::builder(cluster.urls())
-        .fencing(true)
-        .fencing_idle(Duration::from_secs(1))
-        .build()
+    let cases = [
+        (Fence::Clock, Duration::from_secs(1)),
+        // A lead of half the idle period: the five acquisitions happen
+        // well within 1.5 s of seeding even on a loaded machine (so the
+        // clock is still below the value), and the expiry comes at least 3 s
+        // after the last of them (so the clock has passed it by then).
+        (
+            Fence::Ahead(Duration::from_millis(1_500)),
+            Duration::from_secs(3),
+        ),
+        (Fence::Far, Duration::from_secs(1)),
+    ];
+    for (fence, idle) in cases {
+        let cluster = Cluster::start(3);
+        let seeded = match fence {
+            Fence::Clock => None,
+            Fence::Ahead(lead) => {
+                Some(wall_clock_micros() + u64::try_from(lead.as_micros()).unwrap())
+            }
+            Fence::Far => Some(SEED),
+        };
+        if let Some(value) = seeded {
+            seed_fence(&cluster.nodes, "idle", value);
+        }
+        let client = Redlock::builder(cluster.urls())
+            .fencing(true)
+            .fencing_idle(idle)
+            .build()
+            .unwrap();
+        let tokens: Vec<u64> = (0..5)
+            .map(|_| {
+                let guard = client.lock("idle", Duration::from_secs(5)).unwrap();
+                guard.fencing_token().unwrap()
+            })
+            .collect();
+        let last = *tokens.last().unwrap();
+        match seeded {
+            Some(value) => {
+                let carried: Vec<u64> = (1..=5).map(|i| value + i).collect();
+                assert_eq!(
+                    tokens, carried,
+                    "{fence:?}: the stored value, not the clock, orders them"
+                );
+            }
+            None => {
+                assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+                assert!(last < SEED, "from the clock: {tokens:?}");
+            }
+        }
+        let pttl = cluster.nodes[0].pttl("redlock-fence:idle");
+        assert!(
+            pttl > 0 && pttl <= i64::try_from(idle.as_millis()).unwrap(),
+            "{fence:?}: kept for the idle period: {pttl}"
+        );
+        settles("the fence state expired on every node", || {
+            cluster.count_key("redlock-fence:idle") == 0
+        });
+        let clock = wall_clock_micros();
+        let after = client.lock("idle", Duration::from_secs(5)).unwrap();
+        let next = after.fencing_token().unwrap();
+        assert!(
+            next >= clock,
+            "{fence:?}: the floor: {next} is below the clock at the call, {clock}"
+        );
+        match fence {
+            Fence::Clock | Fence::Ahead(_) => {
+                assert!(next > last, "{fence:?}: {next} after {tokens:?}");
+            }
+            Fence::Far => assert!(
+                next < tokens[0],
+                "the expired lead beyond fencing_idle is not kept: {next} after {tokens:?}"
+            ),
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch: the clock tokens are never below.
+fn wall_clock_micros() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
-    let tokens: Vec<u64> = (0..5)
-        .map(|_| {
-            let guard = client.lock("idle", Duration::from_secs(5)).unwrap();
-            guard.fencing_token().unwrap()
-        })
-        .collect();
-    assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
-    let pttl = cluster.nodes[0].pttl("redlock-fence:idle");
-    assert!(
-        pttl > 0 && pttl <= 1_000,
-        "kept for the idle period: {pttl}"
-    );
-    settles("the fence state expired on every node", || {
-        cluster.count_key("redlock-fence:idle") == 0
-    });
-    let after = client.lock("idle", Duration::from_secs(5)).unwrap();
-    let last = after.fencing_token().unwrap();
-    assert!(last > *tokens.last().unwrap(), "{last} after {tokens:?}");
+    u64::try_from(since.as_micros()).unwrap()
 }
 
 /// The child's part of the contention run: like the parent's workers. Run
