@@ -7,7 +7,7 @@ mod harness;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{Cluster, Contention, Node, NodeOptions, child_env, contend};
+use harness::{Cluster, Contention, Inside, Node, NodeOptions, child_env, contend};
 use redlock_sync::Redlock;
 
 const RESOURCE: &str = "exclusion:shared";
@@ -101,4 +101,33 @@ fn mutual_exclusion_across_threads_and_processes() {
         total.acquisitions >= 100,
         "too little progress to mean anything"
     );
+}
+
+/// The witness counts an overlap when the entering holder and one already
+/// inside are both valid at that moment, and only then: not when the one
+/// inside, nor when the one entering, had run out of validity (either may
+/// be overtaken; its section shows as overrun instead). Holders and their
+/// validity are made up here; no lock is taken.
+#[test]
+fn the_witness_counts_two_valid_holders_inside_and_no_holder_past_its_validity() {
+    let witness = Node::start(&NodeOptions::default());
+    let mut conn = witness.conn();
+    let holder = |who: &str| Inside::new("witness-check", who);
+    let valid = || Instant::now() + Duration::from_secs(60);
+    let ran_out = || Instant::now() - Duration::from_secs(1);
+    let (a, b, c, d) = (holder("a"), holder("b"), holder("c"), holder("d"));
+    assert!(!a.enter(&mut conn, valid()), "alone inside");
+    assert!(b.enter(&mut conn, valid()), "two valid holders inside");
+    b.exit(&mut conn);
+    assert!(!c.enter(&mut conn, ran_out()), "the entering one ran out");
+    c.exit(&mut conn);
+    a.exit(&mut conn);
+    assert!(!c.enter(&mut conn, ran_out()), "alone inside, ran out");
+    assert!(!d.enter(&mut conn, valid()), "the one inside ran out");
+    d.exit(&mut conn);
+    assert!(
+        !b.enter(&mut conn, valid()),
+        "the one inside ran out, the other left"
+    );
+    assert!(d.enter(&mut conn, valid()), "again two valid holders");
 }

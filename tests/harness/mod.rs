@@ -20,7 +20,7 @@ pub use clients::{capture_logs, logs, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use tls::Pki;
-pub use witness::{Contention, contend, contend_counting, witness_counter};
+pub use witness::{Contention, Inside, contend, contend_counting, witness_counter};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;

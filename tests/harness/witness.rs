@@ -11,7 +11,8 @@ use super::Node;
 pub struct Contention {
     /// Critical sections entered.
     pub acquisitions: u64,
-    /// Times a worker entered while another was inside, both holding a valid guard.
+    /// Times a worker entered while another was inside, both still valid
+    /// at that moment.
     pub overlaps: u64,
     /// Critical sections whose guard had run out of validity by the exit.
     pub overran: u64,
@@ -25,11 +26,81 @@ impl std::ops::AddAssign for Contention {
     }
 }
 
-/// One worker: until `until`, take `resource`, then on the witness `INCR` an
-/// "inside" counter (anything but 1 is an overlap), do an unprotected
-/// read-modify-write of a shared counter with up to 1 ms between the read
-/// and the write (a lost update shows an overlap the counter missed),
-/// `DECR`, and release.
+/// Who is inside a resource's critical section, as the witness sees it:
+/// each holder is recorded with the end of its validity (wall-clock µs), so
+/// that an overlap counts only when the entering holder and one already
+/// inside were both still valid at that moment — a holder whose validity
+/// ran out may be overtaken (its section then shows as overrun).
+#[derive(Debug)]
+pub struct Inside {
+    key: String,
+    me: String,
+}
+
+/// Records `ARGV[1]` inside (`KEYS[1]`) until `ARGV[2]` (µs since the
+/// epoch); answers how many *others* inside are valid now (by the
+/// witness's clock, one for every process) and whether the entering holder
+/// is (`1`/`0`). Times as strings: exact, where a Lua number would print
+/// rounded.
+const ENTER: &str = r#"local t=redis.call("time")
+local now=t[1]..string.format("%06d",tonumber(t[2]))
+local mine=tonumber(ARGV[2])>tonumber(now)
+redis.call("zadd",KEYS[1],ARGV[2],ARGV[1])
+local valid=redis.call("zcount",KEYS[1],"("..now,"+inf")
+if mine then valid=valid-1 end
+return {valid,mine and 1 or 0}"#;
+
+impl Inside {
+    /// The record of `resource`'s critical section, for one holder
+    /// (`who`: unique among the holders that may be inside at once).
+    pub fn new(resource: &str, who: &str) -> Inside {
+        Inside {
+            key: format!("witness:{resource}:inside"),
+            me: who.to_owned(),
+        }
+    }
+
+    /// Enters, valid until `valid_until` (a moment of this process);
+    /// whether that is an overlap: another holder inside, and both still
+    /// valid now.
+    pub fn enter(&self, witness: &mut redis::Connection, valid_until: Instant) -> bool {
+        let (valid_others, mine): (u64, u64) = redis::cmd("EVAL")
+            .arg(ENTER)
+            .arg(1)
+            .arg(&self.key)
+            .arg(&self.me)
+            .arg(wall_micros(valid_until))
+            .query(witness)
+            .expect("witness enter");
+        valid_others > 0 && mine == 1
+    }
+
+    /// Leaves.
+    pub fn exit(&self, witness: &mut redis::Connection) {
+        let _: i64 = redis::cmd("ZREM")
+            .arg(&self.key)
+            .arg(&self.me)
+            .query(witness)
+            .expect("witness exit");
+    }
+}
+
+/// `at` (a moment of this process) in µs since the Unix epoch; a moment
+/// already past is now.
+fn wall_micros(at: Instant) -> u64 {
+    let left = at.saturating_duration_since(Instant::now());
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        + left;
+    u64::try_from(wall.as_micros()).expect("µs fit in u64")
+}
+
+/// One worker: until `until`, take `resource`, then enter on the witness
+/// (an overlap when another holder is inside and both are valid, see
+/// [`Inside`]), do an unprotected read-modify-write of a shared counter
+/// with up to 1 ms between the read and the write (a lost update shows an
+/// overlap the record missed), leave, and release.
 pub fn contend(
     client: &redlock_sync::Redlock,
     witness_url: &str,
@@ -59,18 +130,16 @@ pub fn contend_counting(
     let mut witness = redis::Client::open(witness_url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .expect("witness connection");
-    let inside_key = format!("witness:{resource}:inside");
+    // Unique among the holders of every process.
+    let who = format!("{}:{:?}", std::process::id(), std::thread::current().id());
+    let inside = Inside::new(resource, &who);
     let counter_key = format!("witness:{resource}:counter");
     let mut seen = Contention::default();
     while Instant::now() < until {
         let Ok(guard) = client.lock_for(resource, ttl, Duration::from_millis(500)) else {
             continue;
         };
-        let inside: i64 = redis::cmd("INCR")
-            .arg(&inside_key)
-            .query(&mut witness)
-            .unwrap();
-        if inside != 1 && guard.is_valid() {
+        if inside.enter(&mut witness, guard.valid_until()) {
             seen.overlaps += 1;
         }
         let value: Option<i64> = redis::cmd("GET")
@@ -89,10 +158,7 @@ pub fn contend_counting(
             .arg(value.unwrap_or(0) + 1)
             .query(&mut witness)
             .unwrap();
-        let _: i64 = redis::cmd("DECR")
-            .arg(&inside_key)
-            .query(&mut witness)
-            .unwrap();
+        inside.exit(&mut witness);
         if !guard.is_valid() {
             seen.overran += 1;
         }
