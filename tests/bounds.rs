@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use harness::{Cluster, client_threads};
 use harness::{eventually, threads_per_client};
-use redlock_sync::Redlock;
 
 fn keys_on_nodes(cluster: &Cluster) -> usize {
     cluster
@@ -22,7 +21,7 @@ fn keys_on_nodes(cluster: &Cluster) -> usize {
 #[test]
 fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
     let cluster = Cluster::start(5);
-    let redlock = Redlock::new(cluster.urls()).unwrap();
+    let redlock = harness::client(cluster.urls());
     // Threads name themselves as they start: wait until all are there.
     eventually("client threads started", Duration::from_secs(5), || {
         client_threads() == threads_per_client(5)

@@ -21,7 +21,7 @@ fn client(cluster: &Cluster) -> Redlock {
         // Short TTLs would derive 10 ms, which a loaded 2-core machine can
         // miss (a keep-alive test's `try_win` failed so once); these tests
         // are not about the node timeout.
-        .node_timeout(Duration::from_millis(100))
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
         .build()
         .expect("client")
 }

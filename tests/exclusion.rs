@@ -24,7 +24,7 @@ fn child_contender() {
     let nodes = child_env("REDLOCK_TEST_NODES", parent);
     let witness = child_env("REDLOCK_TEST_WITNESS", parent);
     let result = child_env("REDLOCK_TEST_RESULT", parent);
-    let client = Redlock::new(nodes.split(',')).unwrap();
+    let client = harness::client(nodes.split(','));
     let seen = run_threads(&client, &witness, 3);
     let line = format!("{} {} {}", seen.acquisitions, seen.overlaps, seen.overran);
     std::fs::write(result, line).expect("write the child's result");
@@ -67,7 +67,7 @@ fn mutual_exclusion_across_threads_and_processes() {
                 .expect("re-run the test binary as a child")
         })
         .collect();
-    let client = Redlock::new(cluster.urls()).unwrap();
+    let client = harness::client(cluster.urls());
     let mut total = run_threads(&client, &witness.url(), 4);
     let parent = total;
     let mut per_child = Vec::new();

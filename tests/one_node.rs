@@ -16,8 +16,8 @@ const TTL: Duration = Duration::from_secs(10);
 #[test]
 fn a_single_node_locks_excludes_and_releases() {
     let cluster = Cluster::start(1);
-    let a = Redlock::new(cluster.urls()).unwrap();
-    let b = Redlock::new(cluster.urls()).unwrap();
+    let a = harness::client(cluster.urls());
+    let b = harness::client(cluster.urls());
     let guard = a.lock("one:k", TTL).unwrap();
     assert_eq!(cluster.count_key("one:k"), 1);
     assert!(

@@ -348,10 +348,10 @@ fn a_crashed_reader_frees_after_its_ttl_and_a_kept_one_does_not() {
 #[test]
 fn waiters_in_another_client_are_woken_by_the_release() {
     let cluster = Cluster::start(3);
-    let holder = Redlock::new(cluster.urls()).unwrap().rw_lock("woken");
+    let holder = harness::client(cluster.urls()).rw_lock("woken");
     // Without a wake-up, its waiters would find the lock free only after
     // their 400 ms retry pause.
-    let waiter = Redlock::builder(cluster.urls())
+    let waiter = harness::builder(cluster.urls())
         .retry_delay(Duration::from_millis(400))
         .retry_jitter(Duration::ZERO)
         .build()
@@ -396,7 +396,7 @@ fn waiters_in_another_client_are_woken_by_the_release() {
 #[test]
 fn writers_get_growing_fencing_tokens_and_readers_none() {
     let cluster = Cluster::start(3);
-    let client = Redlock::builder(cluster.urls())
+    let client = harness::builder(cluster.urls())
         .fencing(true)
         .build()
         .unwrap();
@@ -588,7 +588,11 @@ fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
     use harness::partition::Net;
     let cluster = Cluster::start(3);
     let net = Net::new(&cluster, 3);
-    let first = test_client(net.urls(1), 0, Some(Duration::from_secs(2)));
+    // Its rounds before the release, as the head of the queue, go on to the
+    // other nodes too and hang on the cut links for a node timeout: shorter
+    // than the 2 s a queued waiter keeps its place without a round (with
+    // 2 s, it lost its place once, and rightly).
+    let first = test_client(net.urls(1), 0, Some(Duration::from_secs(1)));
     let second = test_client(net.urls(2), 0, None);
     let read = test_client(net.urls(0), 0, None)
         .rw_lock("turn")
@@ -637,7 +641,7 @@ fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
         });
         let asked = gate_node.calls("eval");
         harness::settles("the second writer asked the gate node again", || {
-            gate_node.calls("eval") >= asked + 3 || !rx.is_empty()
+            gate_node.calls("eval") > asked || !rx.is_empty()
         });
         for &i in &others {
             net.heal(1, i);

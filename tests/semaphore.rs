@@ -290,8 +290,8 @@ fn a_forgotten_permit_frees_after_its_ttl_and_a_kept_one_does_not() {
 #[test]
 fn a_waiter_in_another_client_is_woken_by_the_release_of_any_permit() {
     let cluster = Cluster::start(3);
-    let holder = Redlock::new(cluster.urls()).unwrap();
-    let waiter = Redlock::builder(cluster.urls())
+    let holder = harness::client(cluster.urls());
+    let waiter = harness::builder(cluster.urls())
         .retry_delay(Duration::from_millis(400))
         .retry_jitter(Duration::ZERO)
         .build()
@@ -361,9 +361,9 @@ fn a_waiter_in_another_client_is_woken_by_the_release_of_any_permit() {
 #[test]
 fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
     let cluster = Cluster::start(3);
-    let holder = Redlock::new(cluster.urls()).unwrap();
+    let holder = harness::client(cluster.urls());
     let slow = || {
-        Redlock::builder(cluster.urls())
+        harness::builder(cluster.urls())
             .retry_delay(Duration::from_secs(30))
             .retry_jitter(Duration::ZERO)
             .build()

@@ -71,7 +71,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
         },
     );
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.unix_url()).collect();
-    let client = Redlock::builder(&urls).fencing(true).build().unwrap();
+    let client = harness::builder(&urls).fencing(true).build().unwrap();
     exercise(&client);
     // Named by their socket path.
     let health = client.node_health();
@@ -108,7 +108,7 @@ fn a_user_with_only_the_documented_commands_can_do_everything() {
         node.admit();
     }
     let urls = acl_user(&cluster, "redlock", ACL);
-    let client = Redlock::builder(&urls)
+    let client = harness::builder(&urls)
         .fencing(true)
         .restart_quarantine(Duration::from_secs(60))
         .build()
@@ -120,7 +120,7 @@ fn a_user_with_only_the_documented_commands_can_do_everything() {
 fn a_user_lacking_a_command_gets_an_error_that_names_it() {
     let cluster = Cluster::start(3);
     let urls = acl_user(&cluster, "noeval", &ACL.replace(" +eval", ""));
-    let client = Redlock::builder(&urls).retry_count(0).build().unwrap();
+    let client = harness::builder(&urls).retry_count(0).build().unwrap();
     // SET NX is allowed; the release script is not.
     let guard = client.lock("acl:noeval", TTL).unwrap();
     let err = guard.release().unwrap_err();
@@ -141,7 +141,7 @@ fn a_user_lacking_a_command_gets_an_error_that_names_it() {
 fn a_command_a_script_may_not_run_is_an_auth_failure() {
     let cluster = Cluster::start(3);
     let urls = acl_user(&cluster, "nozrem", &ACL.replace(" +zremrangebyscore", ""));
-    let client = Redlock::builder(&urls).retry_count(0).build().unwrap();
+    let client = harness::builder(&urls).retry_count(0).build().unwrap();
     let err = client.rw_lock("acl:nozrem").try_write(TTL).unwrap_err();
     let Error::NoQuorum { failures, .. } = &err else {
         panic!("expected NoQuorum, got {err:?}");
@@ -163,8 +163,8 @@ fn a_command_a_script_may_not_run_is_an_auth_failure() {
 fn release_notifications_work_as_the_acl_user_and_are_optional() {
     let cluster = Cluster::start(3);
     let urls = acl_user(&cluster, "redlock", ACL);
-    let holder = Redlock::new(&urls).unwrap();
-    let waiter = Redlock::builder(&urls)
+    let holder = harness::client(&urls);
+    let waiter = harness::builder(&urls)
         .retry_delay(Duration::from_secs(20))
         .build()
         .unwrap();
@@ -207,7 +207,7 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
     let urls = acl_user(&cluster, "nopubsub", &without);
     capture_logs();
     let quick = || {
-        Redlock::builder(&urls)
+        harness::builder(&urls)
             .retry_delay(Duration::from_millis(20))
             .build()
             .unwrap()

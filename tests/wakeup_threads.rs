@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use harness::pubsub::{self, subscriber_connections, subscriber_threads};
 use harness::{Cluster, client_threads, settles, threads_per_client};
-use redlock_sync::Redlock;
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -16,8 +15,8 @@ const TTL: Duration = Duration::from_secs(10);
 fn subscribers_stay_one_per_node_however_many_resources_and_close_when_idle() {
     let cluster = Cluster::start(5);
     let before = client_threads();
-    let holder = Redlock::new(cluster.urls()).unwrap();
-    let waiter = Redlock::builder(cluster.urls())
+    let holder = harness::client(cluster.urls());
+    let waiter = harness::builder(cluster.urls())
         .retry_delay(Duration::from_millis(400))
         .build()
         .unwrap();

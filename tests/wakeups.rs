@@ -20,7 +20,7 @@ const RETRY_DELAY: Duration = Duration::from_millis(400);
 /// A client that, without notifications, would find a released resource
 /// only after sleeping out `RETRY_DELAY`.
 fn slow_poller(cluster_urls: &[String]) -> Redlock {
-    Redlock::builder(cluster_urls)
+    harness::builder(cluster_urls)
         .retry_delay(RETRY_DELAY)
         .retry_jitter(Duration::ZERO)
         .connect_timeout(Duration::from_millis(200))
@@ -31,7 +31,7 @@ fn slow_poller(cluster_urls: &[String]) -> Redlock {
 #[test]
 fn a_waiter_in_another_client_acquires_right_after_the_release() {
     let cluster = Cluster::start(5);
-    let holder = Redlock::new(cluster.urls()).unwrap();
+    let holder = harness::client(cluster.urls());
     let waiter = slow_poller(&cluster.urls());
     let mut waits = Vec::new();
     for round in 0..5 {
@@ -103,7 +103,7 @@ fn child_waiter() {
 #[test]
 fn a_waiter_in_another_process_acquires_right_after_the_release() {
     let cluster = Cluster::start(5);
-    let holder = Redlock::new(cluster.urls()).unwrap();
+    let holder = harness::client(cluster.urls());
     let resource = "wake:process";
     let guard = holder.lock(resource, TTL).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -145,7 +145,7 @@ fn a_waiter_in_another_process_acquires_right_after_the_release() {
 #[test]
 fn a_lost_notification_falls_back_to_the_retry_delay() {
     let cluster = Cluster::start(5);
-    let holder = Redlock::new(cluster.urls()).unwrap();
+    let holder = harness::client(cluster.urls());
     let waiter = slow_poller(&cluster.urls());
     let resource = "wake:lost";
     let guard = holder.lock(resource, TTL).unwrap();
@@ -204,7 +204,7 @@ fn a_lost_notification_falls_back_to_the_retry_delay() {
 fn with_notifications_off_nothing_is_published_or_subscribed() {
     let cluster = Cluster::start(3);
     let quiet = |urls: &[String]| {
-        Redlock::builder(urls)
+        harness::builder(urls)
             .release_notifications(false)
             .retry_delay(Duration::from_millis(20))
             .build()
@@ -241,7 +241,7 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
         .iter()
         .map(|u| format!("{u}?protocol=resp3"))
         .collect();
-    let holder = Redlock::new(&urls).unwrap();
+    let holder = harness::client(&urls);
     let waiter = slow_poller(&urls);
     let guard = holder.lock("wake:resp3", TTL).unwrap();
     std::thread::scope(|s| {
@@ -271,8 +271,8 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
 #[test]
 fn a_release_on_a_gate_node_without_the_key_still_wakes_the_waiter() {
     let cluster = Cluster::start(3);
-    let holder = Redlock::new(cluster.urls()).unwrap();
-    let waiter = Redlock::builder(cluster.urls())
+    let holder = harness::client(cluster.urls());
+    let waiter = harness::builder(cluster.urls())
         .retry_delay(Duration::from_secs(30))
         .build()
         .unwrap();
@@ -307,7 +307,7 @@ fn a_release_on_a_gate_node_without_the_key_still_wakes_the_waiter() {
 #[test]
 fn a_release_nobody_waits_for_publishes_nothing() {
     let cluster = Cluster::start(3);
-    let client = Redlock::new(cluster.urls()).unwrap();
+    let client = harness::client(cluster.urls());
     for i in 0..20 {
         client
             .lock(&format!("quiet:{i}"), TTL)
@@ -332,9 +332,9 @@ fn clients_of_another_database_neither_wake_nor_publish() {
     let cluster = Cluster::start(3);
     let in_db =
         |db: u32| -> Vec<String> { cluster.urls().iter().map(|u| format!("{u}/{db}")).collect() };
-    let holder = Redlock::new(in_db(1)).unwrap();
+    let holder = harness::client(in_db(1));
     let waiter = slow_poller(&in_db(1));
-    let other = Redlock::new(in_db(2)).unwrap();
+    let other = harness::client(in_db(2));
     let guard = holder.lock("shared", TTL).unwrap();
     std::thread::scope(|s| {
         let waiting_in_1 = s.spawn(|| waiter.lock_for("shared", TTL, Duration::from_secs(30)));
@@ -372,8 +372,8 @@ fn a_silent_subscriber_connection_is_replaced_within_seconds() {
     let cluster = Cluster::start(5);
     let proxies: Vec<Proxy> = cluster.nodes.iter().map(|n| Proxy::start(n.port)).collect();
     let urls: Vec<String> = proxies.iter().map(Proxy::url).collect();
-    let holder = Redlock::new(&urls).unwrap();
-    let waiter = Redlock::builder(&urls)
+    let holder = harness::client(&urls);
+    let waiter = harness::builder(&urls)
         .retry_delay(Duration::from_secs(8))
         .connect_timeout(Duration::from_millis(300))
         .build()

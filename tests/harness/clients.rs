@@ -5,6 +5,26 @@ use std::time::Duration;
 
 use redlock_sync::Redlock;
 
+/// `Redlock::builder(urls)` with the roomy per-node timeout (see
+/// [`ROOMY_NODE_TIMEOUT`](super::ROOMY_NODE_TIMEOUT)) for tests that are
+/// not about it; a later `.node_timeout(…)` overrides it.
+pub fn builder<I>(urls: I) -> redlock_sync::RedlockBuilder
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    Redlock::builder(urls).node_timeout(super::ROOMY_NODE_TIMEOUT)
+}
+
+/// `Redlock::new(urls)` with the roomy per-node timeout.
+pub fn client<I>(urls: I) -> Redlock
+where
+    I: IntoIterator,
+    I::Item: AsRef<str>,
+{
+    builder(urls).build().expect("test client")
+}
+
 /// A client for tests: `retries` quick retries (10–20 ms apart), a short
 /// connect timeout for nodes that may be down, and the per-node timeout
 /// given, or [`ROOMY_NODE_TIMEOUT`](super::ROOMY_NODE_TIMEOUT) for `None`

@@ -16,7 +16,7 @@ pub mod sentinel;
 mod tls;
 mod witness;
 
-pub use clients::{capture_logs, logs, test_client};
+pub use clients::{builder, capture_logs, client, logs, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use tls::Pki;
