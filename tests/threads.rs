@@ -24,7 +24,6 @@ use harness::sentinel::{Secrets, Sentinels};
 use harness::{
     Cluster, Node, NodeOptions, client_threads, eventually, settles, threads_per_client,
 };
-use redlock_sync::Redlock;
 
 /// Held by each test for its whole run.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
@@ -51,7 +50,7 @@ fn locking_spawns_no_threads_and_dropping_the_client_stops_its_workers() {
     let _turn = one_at_a_time();
     let cluster = Cluster::start(5);
     let before = client_threads();
-    let redlock = Redlock::new(cluster.urls()).unwrap();
+    let redlock = harness::client(cluster.urls());
     // One worker per node and two connection helpers shared by all nodes
     // (threads name themselves as they start, so wait for all of them).
     eventually("client threads started", Duration::from_secs(5), || {
@@ -92,7 +91,7 @@ fn keep_alive_adds_one_keeper_and_waiting_one_subscriber_per_node_until_they_end
     let _turn = one_at_a_time();
     let cluster = Cluster::start(NODES);
     let before = client_threads();
-    let redlock = Redlock::builder(cluster.urls())
+    let redlock = harness::builder(cluster.urls())
         .retry_delay(Duration::from_millis(400))
         .build()
         .unwrap();
@@ -176,7 +175,7 @@ fn a_sentinel_named_node_adds_one_lookup_thread_until_the_client_is_dropped() {
     let mut urls = groups.urls();
     urls.push(direct.url());
     let before = client_threads();
-    let redlock = Redlock::builder(&urls)
+    let redlock = harness::builder(&urls)
         .retry_delay(Duration::from_millis(400))
         .connect_timeout(Duration::from_millis(500))
         .build()
