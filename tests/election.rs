@@ -310,7 +310,7 @@ fn election_child() {
         "ELECTION_URLS",
         "a_leader_killed_with_sigkill_is_followed_within_its_ttl_by_a_larger_term",
     );
-    let redlock = Redlock::new(urls.split(',')).unwrap();
+    let redlock = harness::client(urls.split(','));
     let leadership = redlock
         .election("killed")
         .campaign("child", TTL)
