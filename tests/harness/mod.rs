@@ -294,9 +294,9 @@ impl Node {
         }
     }
 
-    /// Whether *our* process answers on the port: two nodes started at once
-    /// can be handed the same free port, and the loser's check must not be
-    /// answered by the winner's server.
+    /// Whether *our* process answers on the port, done loading its data: two
+    /// nodes started at once can be handed the same free port, and the
+    /// loser's check must not be answered by the winner's server.
     fn answers_ping(&self) -> bool {
         let Some(pid) = self.child.as_ref().map(Child::id) else {
             return false;
@@ -313,9 +313,13 @@ impl Node {
         let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut conn) else {
             return false;
         };
+        // A node loading its data answers INFO but refuses commands
+        // (`LOADING`): not ready yet (a restored backup's `GET` failed so
+        // once under load).
         info.lines()
             .find_map(|l| l.strip_prefix("process_id:"))
             .is_some_and(|p| p.trim() == pid.to_string())
+            && redis::cmd("PING").query::<String>(&mut conn).is_ok()
     }
 }
 
