@@ -135,6 +135,17 @@ fn a_proclamation_after_one_that_failed_lands_on_every_node() {
         let _ = redlock.election("late").leader();
         redlock.node_health().iter().all(|n| n.is_up())
     });
+    // And nothing in flight to the nodes about to be paused: a read still
+    // unanswered there holds their connections until it times out, and the
+    // proclamation queued behind it expires unsent (seen once more, after
+    // the wait above). Once both ran one more read (a script each), and
+    // answered this INFO after it, its reply is on its way.
+    let evals = |n: &harness::Node| n.calls("eval");
+    let before = [evals(&cluster.nodes[1]), evals(&cluster.nodes[2])];
+    let _ = redlock.election("late").leader();
+    harness::settles("both ran the last read", || {
+        evals(&cluster.nodes[1]) > before[0] && evals(&cluster.nodes[2]) > before[1]
+    });
     cluster.nodes[1].pause();
     cluster.nodes[2].pause();
     assert!(
