@@ -15,7 +15,7 @@ use redlock_sync::{Error, FailureKind, Redlock};
 const TTL: Duration = Duration::from_secs(2);
 
 fn client(urls: &[String]) -> Redlock {
-    Redlock::builder(urls)
+    harness::builder(urls)
         .retry_delay(Duration::from_millis(20))
         .connect_timeout(Duration::from_millis(500))
         .node_timeout(harness::ROOMY_NODE_TIMEOUT)
@@ -28,7 +28,7 @@ fn locks_wake_ups_and_lock_all_work_through_sentinel_urls() {
     let groups = Sentinels::start(3, &Secrets::default());
     let urls = groups.urls();
     let holder = client(&urls);
-    let waiter = Redlock::builder(&urls)
+    let waiter = harness::builder(&urls)
         .retry_delay(Duration::from_secs(20))
         .build()
         .unwrap();
@@ -86,7 +86,7 @@ fn a_failover_under_contention_is_followed_with_no_overlap() {
     // The longest TTL (2 s) + the confirmation window (5 s) + a node
     // timeout, rounded up.
     let careful = || {
-        Redlock::builder(&urls)
+        harness::builder(&urls)
             .retry_delay(Duration::from_millis(20))
             .connect_timeout(Duration::from_millis(500))
             .restart_quarantine(Duration::from_secs(8))
@@ -155,7 +155,7 @@ fn with_the_quarantine_a_promoted_master_is_refused_until_the_period_ends() {
         }
     }
     let period = Duration::from_secs(4);
-    let quarantined = Redlock::builder(groups.urls())
+    let quarantined = harness::builder(groups.urls())
         .restart_quarantine(period)
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
@@ -213,7 +213,7 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
     let urls = groups.urls();
     let holder = client(&urls);
     let plain = client(&urls);
-    let careful = Redlock::builder(&urls)
+    let careful = harness::builder(&urls)
         .restart_quarantine(Duration::from_secs(60))
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
@@ -357,7 +357,7 @@ fn a_silent_sentinel_listed_first_is_skipped() {
         urls[0]
     );
     let started = Instant::now();
-    let redlock = Redlock::builder(&urls)
+    let redlock = harness::builder(&urls)
         .retry_delay(Duration::from_millis(20))
         .connect_timeout(Duration::from_millis(300))
         .build()
@@ -448,7 +448,7 @@ fn a_sentinel_alone_confirms_no_master() {
         let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
         format!("redis+sentinel://{}/g0", hosts.join(","))
     };
-    let alone = Redlock::builder([url([a, gone, gone_too])])
+    let alone = harness::builder([url([a, gone, gone_too])])
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
         .build()
@@ -460,14 +460,14 @@ fn a_sentinel_alone_confirms_no_master() {
     // One Sentinel under two names (`localhost` and `127.0.0.1`) is one
     // vote: still not a majority of three.
     let aliased = format!("redis+sentinel://127.0.0.1:{a},localhost:{a},127.0.0.1:{gone}/g0");
-    let twice = Redlock::builder([aliased])
+    let twice = harness::builder([aliased])
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
         .build()
         .unwrap();
     let err = twice.lock("sent:alone", TTL).unwrap_err();
     assert!(matches!(err, Error::NoQuorum { .. }), "{err}");
-    let two = Redlock::builder([url([a, b, gone])])
+    let two = harness::builder([url([a, b, gone])])
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
         .build()
@@ -490,7 +490,7 @@ fn an_unknown_service_is_named_and_no_password_shows() {
     harness::capture_logs();
     let good = groups.urls().remove(0);
     let unknown = good.replace("/g0", "/nosuch");
-    let redlock = Redlock::builder([
+    let redlock = harness::builder([
         good.as_str(),
         unknown.as_str(),
         unknown.replace("nosuch", "nosuch2").as_str(),
@@ -511,7 +511,7 @@ fn an_unknown_service_is_named_and_no_password_shows() {
         Some(groups.master(0).address().as_str())
     );
     // A wrong Sentinel password: refused, and never shown.
-    let wrong = Redlock::builder([good.as_str()])
+    let wrong = harness::builder([good.as_str()])
         .sentinel_password("wr0ng-s3cret")
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
@@ -520,7 +520,7 @@ fn an_unknown_service_is_named_and_no_password_shows() {
     let err = wrong.lock("sent:unknown", TTL).unwrap_err();
     assert_auth(&err);
     // A wrong master password: refused by the master the Sentinels name.
-    let wrong_master = Redlock::builder([good.replace("m-s3cret", "wr0ng-m-s3cret").as_str()])
+    let wrong_master = harness::builder([good.replace("m-s3cret", "wr0ng-m-s3cret").as_str()])
         .sentinel_password("s-s3cret")
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
