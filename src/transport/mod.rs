@@ -398,8 +398,9 @@ impl Transport {
     /// queue.
     ///
     /// Its vote counts whenever it comes before `by`, also after the
-    /// others were asked ([`GateAnswer::settled`] waits for it): a slow
-    /// gate node costs the caller time, never its place. (Its vote counted
+    /// others were asked ([`GateAnswer::settled`] waits for it): a gate
+    /// node slower than its usual round trips but within `by` costs the
+    /// caller time, not its place; a slower one is not counted. (Its vote counted
     /// only within the wait, so a waiter behind the head whose gate node
     /// was slow took the resource from the others ahead of the head.)
     ///
