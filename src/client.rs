@@ -381,10 +381,42 @@ impl Redlock {
     }
 
     /// How every node is doing, as far as this client can tell: whether it
-    /// is up, its last failure and its recent latency — for a `/healthz`
-    /// endpoint. No I/O: it reports what the client's workers saw.
+    /// is up, whether it counts toward quorums (and why not), its last
+    /// failure and its recent latency — for a `/healthz` endpoint. No I/O:
+    /// it reports what the client's workers saw.
     pub fn node_health(&self) -> Vec<NodeHealth> {
         self.core.node_health()
+    }
+
+    /// Checks the deployment now: contacts every node in parallel, on a
+    /// fresh connection (each within the connect timeout), asks it what it
+    /// is, and returns every node's health with whether it counts toward
+    /// quorums and, if not, why ([`NodeHealth::refusal`]): down, refused
+    /// credentials, an unknown Sentinel service, the same server as another
+    /// node, an eviction policy, too old, or in restart quarantine (and for
+    /// how long yet). Run it at start-up, before trusting the deployment;
+    /// [`build`](RedlockBuilder::build) already refuses what can never
+    /// count. Takes at most the connect timeout.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let nodes = redlock.verify();
+    /// for node in &nodes {
+    ///     match node.refusal() {
+    ///         None => println!("{}: counts", node.address()),
+    ///         Some(why) => eprintln!("{}: does not count: {why}", node.address()),
+    ///     }
+    /// }
+    /// let counting = nodes.iter().filter(|n| n.is_admitted()).count();
+    /// if counting < redlock.quorum() {
+    ///     eprintln!("only {counting} node(s) count: no lock can be taken yet");
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn verify(&self) -> Vec<NodeHealth> {
+        self.core.verify()
     }
 
     /// The settings this client was built with.
@@ -419,8 +451,12 @@ impl RedlockBuilder {
     /// # Errors
     ///
     /// [`Error::Config`] for an empty node list, a malformed, unsupported or
-    /// duplicate node URL, or a setting out of range; [`Error::System`] if a
-    /// thread cannot be started.
+    /// duplicate node URL, a setting out of range, or a node reached now
+    /// that can never count: the same server as another node (one
+    /// `run_id` under two addresses), an eviction policy (see
+    /// [`allow_eviction`](RedlockBuilder::allow_eviction)), a Redis older
+    /// than 7.0, `INFO` refused, or a Sentinel service no Sentinel knows;
+    /// [`Error::System`] if a thread cannot be started.
     pub fn build(self) -> Result<Redlock, Error> {
         let (nodes, settings) = self.validated()?;
         Ok(Redlock {

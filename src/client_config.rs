@@ -92,6 +92,11 @@ impl Config {
         self.settings.restart_quarantine
     }
 
+    /// See [`RedlockBuilder::allow_eviction`](crate::RedlockBuilder::allow_eviction).
+    pub fn allow_eviction(&self) -> bool {
+        self.settings.allow_eviction
+    }
+
     /// See [`RedlockBuilder::release_notifications`](crate::RedlockBuilder::release_notifications).
     pub fn release_notifications(&self) -> bool {
         self.settings.notifications

@@ -274,6 +274,23 @@ impl RedlockBuilder {
         self
     }
 
+    /// Admits nodes whose keys may be evicted before they expire: a
+    /// `maxmemory` limit with a policy other than `noeviction`. Every key
+    /// this client writes has a TTL, so `volatile-*` policies (the default
+    /// of many managed services) evict lock keys first, and an evicted key
+    /// lets a second holder in. Without this, such a node does not count
+    /// toward any quorum ([`FailureKind::Eviction`](crate::FailureKind::Eviction))
+    /// and [`build`](Self::build) fails if it finds one; the fix is
+    /// `maxmemory-policy noeviction` (or `maxmemory 0`), or an instance of
+    /// its own for the locks. With `true`, such nodes count, and the client
+    /// says so once per node in the log. The policy is read on every
+    /// connection and every few seconds (a change at run time is noticed
+    /// within 5 s of the next request). Defaults to `false`.
+    pub fn allow_eviction(mut self, allow: bool) -> Self {
+        self.settings.allow_eviction = allow;
+        self
+    }
+
     /// The restart quarantine, if set. See
     /// [`restart_quarantine`](Self::restart_quarantine).
     #[deprecated(

@@ -207,7 +207,12 @@ fn what_to_check(failures: &[NodeFailure]) -> &'static str {
              URLs (percent-encode any of : / ? # @ in them)"
         }
         Some(FailureKind::Unsupported) if kinds.all(|k| k == FailureKind::Unsupported) => {
-            "the nodes run Redis older than 7.0, which redlock-sync needs: upgrade them"
+            "the nodes lack what redlock-sync needs (Redis 7.0 or later, INFO allowed): see each \
+             node's reason"
+        }
+        Some(kind) if kind.is_admission() && kinds.all(FailureKind::is_admission) => {
+            "nodes that answered do not count toward a quorum (see each node's reason, or \
+             Redlock::verify)"
         }
         Some(FailureKind::NotRedis) if kinds.all(|k| k == FailureKind::NotRedis) => {
             "something else than Redis answers at the nodes' addresses: check the hosts and \
@@ -275,9 +280,21 @@ pub enum FailureKind {
     /// replies are not the Redis protocol). Retrying does not help: fix the
     /// URL's host or port.
     NotRedis,
-    /// The node's Redis is too old for this client: redlock-sync needs
-    /// Redis 7.0 or later (for `SET … NX GET`). Retrying does not help.
+    /// The node does not offer what this client needs: Redis 7.0 or later
+    /// (for `SET … NX GET`), and `INFO` (to tell which server it is and
+    /// whether it evicts keys). Retrying does not help; the detail says
+    /// which.
     Unsupported,
+    /// The node is the same Redis server as another node of the list (one
+    /// `run_id`, reached under two addresses): it would count twice, so it
+    /// does not count at all. List each server once.
+    Duplicate,
+    /// The node has a memory limit with an eviction policy other than
+    /// `noeviction`: lock keys (which all have a TTL) may be evicted before
+    /// they expire, letting a second holder in. Set `maxmemory-policy
+    /// noeviction`, use a dedicated instance, or accept the risk with
+    /// [`RedlockBuilder::allow_eviction`](crate::RedlockBuilder::allow_eviction).
+    Eviction,
 }
 
 impl FailureKind {
@@ -286,7 +303,24 @@ impl FailureKind {
     pub fn is_permanent(self) -> bool {
         matches!(
             self,
-            FailureKind::Auth | FailureKind::NotRedis | FailureKind::Unsupported
+            FailureKind::Auth
+                | FailureKind::NotRedis
+                | FailureKind::Unsupported
+                | FailureKind::Duplicate
+                | FailureKind::Eviction
+        )
+    }
+
+    /// Whether the node answered but the client does not count its votes
+    /// (see [`NodeHealth::refusal`](crate::NodeHealth::refusal)): not a
+    /// failure of the request.
+    pub(crate) fn is_admission(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Quarantined
+                | FailureKind::Unsupported
+                | FailureKind::Duplicate
+                | FailureKind::Eviction
         )
     }
 
@@ -301,7 +335,9 @@ impl FailureKind {
             FailureKind::Unanswered => "had not answered yet",
             FailureKind::Quarantined => "in restart quarantine",
             FailureKind::NotRedis => "not a Redis server",
-            FailureKind::Unsupported => "Redis too old",
+            FailureKind::Unsupported => "unsupported",
+            FailureKind::Duplicate => "the same server as another node",
+            FailureKind::Eviction => "may evict keys",
         }
     }
 }

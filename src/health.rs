@@ -29,6 +29,7 @@ pub struct NodeHealth {
     last_failure: Option<(NodeFailure, Duration)>,
     latency: Option<Duration>,
     resolved: Option<String>,
+    refusal: Option<NodeFailure>,
 }
 
 impl NodeHealth {
@@ -44,7 +45,36 @@ impl NodeHealth {
             last_failure,
             latency,
             resolved: None,
+            refusal: None,
         }
+    }
+
+    /// With why the node does not count now, if it does not.
+    pub(crate) fn with_refusal(mut self, refusal: Option<NodeFailure>) -> Self {
+        self.refusal = refusal;
+        self
+    }
+
+    /// Whether the node's votes count toward quorums now: it is reachable
+    /// and admitted (see [`refusal`](Self::refusal)).
+    pub fn is_admitted(&self) -> bool {
+        self.refusal.is_none()
+    }
+
+    /// Why the node's votes do not count toward quorums now, or `None`
+    /// when they do. Its [`kind`](NodeFailure::kind) says which check it
+    /// failed: down ([`Connection`](crate::FailureKind::Connection),
+    /// [`Timeout`](crate::FailureKind::Timeout),
+    /// [`Auth`](crate::FailureKind::Auth) for refused credentials, …),
+    /// [`Quarantined`](crate::FailureKind::Quarantined) (the detail says
+    /// for how long yet), [`Duplicate`](crate::FailureKind::Duplicate) (the
+    /// detail names the node that counts for that server),
+    /// [`Eviction`](crate::FailureKind::Eviction) or
+    /// [`Unsupported`](crate::FailureKind::Unsupported) (too old, or `INFO`
+    /// refused). As of the last request or
+    /// [`Redlock::verify`](crate::Redlock::verify).
+    pub fn refusal(&self) -> Option<&NodeFailure> {
+        self.refusal.as_ref()
     }
 
     /// With the address a Sentinel-managed node's last connection went to.

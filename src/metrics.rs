@@ -11,7 +11,8 @@
 //! | `redlock_round_seconds` | histogram | `op`: `acquire`, `fence`, `extend`, `release` — one round on every node |
 //! | `redlock_renewals_total` | counter | `result`: `ok`, `failed` — keep-alive renewals |
 //! | `redlock_leases_lost_total` | counter | — (a kept-alive lock lost, or an extend or release that found the token gone) |
-//! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded`, `quarantined` |
+//! | `redlock_node_failures_total` | counter | `node` (address), `kind`: `timeout`, `connection`, `auth`, `not_writable`, `server`, `overloaded`, `quarantined`, `not_redis`, `unsupported`, `duplicate`, `eviction` |
+//! | `redlock_nodes_admitted` | gauge | — nodes that count toward quorums now (connected and admitted: see `Redlock::verify`), summed over the process's clients |
 
 use std::time::Instant;
 
@@ -91,6 +92,15 @@ mod on {
         metrics::counter!("redlock_leases_lost_total").increment(1);
     }
 
+    pub(crate) fn node_admitted(counts: bool) {
+        let gauge = metrics::gauge!("redlock_nodes_admitted");
+        if counts {
+            gauge.increment(1.0);
+        } else {
+            gauge.decrement(1.0);
+        }
+    }
+
     pub(crate) fn node_failure(node: &str, kind: FailureKind) {
         let kind = match kind {
             FailureKind::Timeout => "timeout",
@@ -102,6 +112,8 @@ mod on {
             FailureKind::Quarantined => "quarantined",
             FailureKind::NotRedis => "not_redis",
             FailureKind::Unsupported => "unsupported",
+            FailureKind::Duplicate => "duplicate",
+            FailureKind::Eviction => "eviction",
             FailureKind::Unanswered => return,
         };
         metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)
@@ -123,6 +135,8 @@ mod on {
     pub(crate) fn lease_lost() {}
     #[inline]
     pub(crate) fn node_failure(_: &str, _: FailureKind) {}
+    #[inline]
+    pub(crate) fn node_admitted(_: bool) {}
 }
 
-pub(crate) use on::{acquired, lease_lost, node_failure, renewal, round};
+pub(crate) use on::{acquired, lease_lost, node_admitted, node_failure, renewal, round};

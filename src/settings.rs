@@ -28,6 +28,7 @@ pub(crate) struct Settings {
     /// tests turn it off to test the majority protocol on its own.
     pub(crate) fencing_floor: bool,
     pub(crate) restart_quarantine: Option<Duration>,
+    pub(crate) allow_eviction: bool,
     /// Publish releases and wake waiters on other clients' releases.
     pub(crate) notifications: bool,
     /// The longest a queued waiter sleeps between rounds. Always
@@ -51,6 +52,7 @@ impl Default for Settings {
             fencing_idle: Duration::from_secs(24 * 3600),
             fencing_floor: true,
             restart_quarantine: None,
+            allow_eviction: false,
             notifications: true,
             queue_refresh: QUEUE_REFRESH,
         }
@@ -73,6 +75,7 @@ impl fmt::Debug for Settings {
             .field("fencing", &self.fencing)
             .field("fencing_idle", &self.fencing_idle)
             .field("restart_quarantine", &self.restart_quarantine)
+            .field("allow_eviction", &self.allow_eviction)
             .field("release_notifications", &self.notifications)
             .finish()
     }

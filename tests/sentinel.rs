@@ -490,7 +490,9 @@ fn an_unknown_service_is_named_and_no_password_shows() {
     harness::capture_logs();
     let good = groups.urls().remove(0);
     let unknown = good.replace("/g0", "/nosuch");
-    let redlock = harness::builder([
+    // A service no Sentinel knows is a mistake in the node list: build
+    // refuses it, naming each such node.
+    let refused = harness::builder([
         good.as_str(),
         unknown.as_str(),
         unknown.replace("nosuch", "nosuch2").as_str(),
@@ -499,13 +501,27 @@ fn an_unknown_service_is_named_and_no_password_shows() {
     .retry_count(0)
     .connect_timeout(Duration::from_millis(500))
     .build()
-    .unwrap();
-    let err = redlock.lock("sent:unknown", TTL).unwrap_err();
-    let text = format!("{err} {err:?}");
-    assert!(matches!(err, Error::NoQuorum { .. }), "{text}");
-    assert!(text.contains("nosuch"), "{text}");
+    .unwrap_err();
+    let text = format!("{refused} {refused:?}");
+    assert!(matches!(refused, Error::Config { .. }), "{text}");
+    assert!(
+        text.contains("\"nosuch\"") && text.contains("\"nosuch2\""),
+        "{text}"
+    );
+    assert!(text.contains("no Sentinel knows the service"), "{text}");
+    let redlock = harness::builder([good.as_str()])
+        .sentinel_password("s-s3cret")
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
     // The good node works: the master's password from the URL, the
     // Sentinels' from the builder.
+    redlock
+        .lock("sent:unknown", TTL)
+        .unwrap()
+        .release()
+        .unwrap();
     assert_eq!(
         redlock.node_health()[0].resolved_address(),
         Some(groups.master(0).address().as_str())
@@ -529,7 +545,7 @@ fn an_unknown_service_is_named_and_no_password_shows() {
     let err_master = wrong_master.lock("sent:unknown", TTL).unwrap_err();
     assert_auth(&err_master);
     let everything = format!(
-        "{err} {err:?} {err_master} {err_master:?} {:?} {:?} {:?} {}",
+        "{text} {err} {err:?} {err_master} {err_master:?} {:?} {:?} {:?} {}",
         wrong,
         wrong_master,
         redlock.node_health(),

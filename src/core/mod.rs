@@ -138,6 +138,11 @@ impl Core {
         self.transport.health()
     }
 
+    /// Every node's health, after asking each node now.
+    pub(crate) fn verify(&self) -> Vec<crate::health::NodeHealth> {
+        self.transport.verify()
+    }
+
     /// The client's default number of retries.
     pub(crate) fn retry_count(&self) -> u32 {
         self.settings.retry_count

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use super::admission::{Admission, examine};
 use super::codec::classify_code;
-use super::quarantine::{Admission, Facts, MARKER};
 use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
@@ -62,7 +62,8 @@ pub(crate) struct NodeShared {
     last_failure: Mutex<Option<(NodeFailure, Instant)>>,
     /// A moving average of batch round trips, in nanoseconds (0: none yet).
     latency_nanos: AtomicU64,
-    /// Restart quarantine (decided on connect, read per batch).
+    /// Whether its votes count (decided on connect and every few seconds,
+    /// read per batch).
     pub(crate) admission: Admission,
     /// A Sentinel-managed node: the master's address its last connection
     /// went to.
@@ -78,7 +79,13 @@ const GATE_WAIT_FLOOR: Duration = Duration::from_millis(1);
 const GATE_WAIT_FLOOR: Duration = Duration::from_millis(500);
 
 impl NodeShared {
+    /// A node with no admission rules (the fake nodes of unit tests).
+    #[cfg(test)]
     pub(crate) fn new(address: &str) -> Self {
+        Self::admitted_by(address, Admission::standalone(address))
+    }
+
+    pub(crate) fn admitted_by(address: &str, admission: Admission) -> Self {
         NodeShared {
             address: address.into(),
             down: Mutex::new(None),
@@ -86,7 +93,7 @@ impl NodeShared {
             last_failure: Mutex::new(None),
             latency_nanos: AtomicU64::new(0),
             resolved: Mutex::new(None),
-            admission: Admission::default(),
+            admission,
         }
     }
 
@@ -134,6 +141,7 @@ impl NodeShared {
             0 => None,
             nanos => Some(Duration::from_nanos(nanos)),
         };
+        let refusal = self.down().or_else(|| self.admission.refusal());
         NodeHealth::new(
             self.address.to_string(),
             !down && !self.failing.load(Ordering::Relaxed),
@@ -141,6 +149,7 @@ impl NodeShared {
             latency,
         )
         .with_resolved(self.resolved.lock().clone())
+        .with_refusal(refusal)
     }
 
     /// The failure that keeps this node down, if it is down.
@@ -158,12 +167,15 @@ impl NodeShared {
             log::debug!("redlock: node {} still down: {failure}", self.address);
         }
         *down = Some(failure);
+        drop(down);
+        self.admission.reachable(false);
     }
 
     pub(crate) fn mark_up(&self) {
         if self.down.lock().take().is_some() {
             log::info!("redlock: node {} is reachable again", self.address);
         }
+        self.admission.reachable(true);
     }
 
     /// Turns a Redis error into this node's failure.
@@ -176,6 +188,10 @@ impl NodeShared {
                 "its replies are not the Redis protocol; check the host and port in the node URL"
                     .to_owned()
             }
+            _ if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel => err
+                .detail()
+                .unwrap_or("no Sentinel knows the service")
+                .to_owned(),
             _ => err
                 .to_string()
                 .split_whitespace()
@@ -197,6 +213,9 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
     if err.kind() == redis::ErrorKind::Parse {
         return FailureKind::NotRedis;
     }
+    if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
+        return FailureKind::Connection;
+    }
     match err.code() {
         Some(code) => classify_code(code),
         None if err.is_io_error() || err.is_connection_dropped() => FailureKind::Connection,
@@ -210,8 +229,6 @@ pub(crate) struct NodeManager {
     connect_timeout: Duration,
     /// The node whose admission and resolved address to set.
     shared: Arc<NodeShared>,
-    /// The restart quarantine period.
-    quarantine: Option<Duration>,
     /// A connection opened at start-up, handed to the pool's first `connect`.
     preconnected: Mutex<Option<NodeConn>>,
 }
@@ -225,46 +242,13 @@ impl std::fmt::Debug for NodeManager {
 }
 
 impl NodeManager {
-    pub(crate) fn new(
-        source: Source,
-        connect_timeout: Duration,
-        shared: Arc<NodeShared>,
-        quarantine: Option<Duration>,
-    ) -> Self {
+    pub(crate) fn new(source: Source, connect_timeout: Duration, shared: Arc<NodeShared>) -> Self {
         NodeManager {
             source,
             connect_timeout,
             shared,
-            quarantine,
             preconnected: Mutex::new(None),
         }
-    }
-
-    /// Asks the node what it is and decides its restart quarantine.
-    fn admit(&self, conn: &mut redis::Connection) -> redis::RedisResult<()> {
-        let (Some(period), shared) = (&self.quarantine, &self.shared) else {
-            return Ok(());
-        };
-        // The marker as bytes: one that is not UTF-8 is no marker, not a
-        // conversion error (which the `redis` crate reports as a parse
-        // error, read as "not a Redis server"). `INFO` as a string: over
-        // RESP3 it is a verbatim string, which does not convert to bytes.
-        let asked: redis::RedisResult<(String, Option<Vec<u8>>)> = redis::pipe()
-            .cmd("INFO")
-            .arg("server")
-            .cmd("GET")
-            .arg(MARKER)
-            .query(conn);
-        let facts = match asked {
-            Ok((server, marker)) => {
-                Facts::parse(&server, marker.and_then(|m| String::from_utf8(m).ok()))
-            }
-            // Refused (an ACL without INFO or GET): it cannot be checked.
-            Err(err) if err.code().is_some() => None,
-            Err(err) => return Err(err),
-        };
-        shared.admission.connected(&shared.address, facts, *period);
-        Ok(())
     }
 
     /// Connects and sets socket timeouts, bounded by the connect timeout.
@@ -283,8 +267,14 @@ impl NodeManager {
             address,
         };
         conn.set_io_timeout(timeout)?;
-        self.admit(&mut conn.conn)?;
+        examine(&mut conn.conn, &self.shared.admission)?;
         Ok(conn)
+    }
+
+    /// Opens a fresh connection (which asks the node what it is) and
+    /// closes it: the failure, if it could not.
+    pub(crate) fn probe(&self) -> Option<NodeFailure> {
+        self.open().err().map(|err| self.shared.failure(&err))
     }
 
     /// Keeps a connection opened before the pool existed for its first use.

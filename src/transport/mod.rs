@@ -10,15 +10,16 @@
 //! runs the round on its own thread, bounded by the same per-node timeout
 //! (see `worker.rs`).
 
+mod admission;
 mod codec;
 mod conn;
 mod elect;
+mod facts;
 #[cfg(test)]
 pub(crate) mod fake;
 mod keys;
 mod link;
 mod notify;
-mod quarantine;
 mod redis_link;
 mod request;
 mod round;
@@ -34,6 +35,7 @@ use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
+use admission::{Admission, Registry, Rules};
 pub(crate) use codec::QUEUE_ALIVE;
 #[cfg(test)]
 pub(crate) use codec::fence_key;
@@ -124,6 +126,9 @@ pub(crate) struct Transport {
     gate_of: GateOf,
     /// This client's name in the gate nodes' queues (random).
     client_id: Arc<str>,
+    /// Per node, a way to open a fresh connection for
+    /// [`verify`](Self::verify) (none for fake nodes).
+    probes: Vec<NodeManager>,
 }
 
 /// Picks a resource's gate node: by a hash of its name (FNV-1a) among the
@@ -199,28 +204,67 @@ impl Transport {
             .iter()
             .map(|spec| Some((Arc::from(spec.address.as_str()), spec.source.clone())))
             .collect();
+        let rules = Rules {
+            quarantine: settings.restart_quarantine,
+            allow_eviction: settings.allow_eviction,
+        };
+        let registry = Registry::new(specs.iter().map(|s| s.address.as_str().into()).collect());
+        let mut probes = Vec::with_capacity(specs.len());
         let managers: Vec<(Arc<NodeShared>, NodeManager, Option<Source>)> = specs
             .into_iter()
-            .map(|spec| {
-                let shared = Arc::new(NodeShared::new(&spec.address));
+            .enumerate()
+            .map(|(index, spec)| {
+                let admission = Admission::new(index, rules, registry.clone());
+                let shared = Arc::new(NodeShared::admitted_by(&spec.address, admission));
                 let follow = spec.source.is_sentinel().then(|| spec.source.clone());
-                let manager = NodeManager::new(
-                    spec.source,
-                    settings.connect_timeout,
-                    shared.clone(),
-                    settings.restart_quarantine,
-                );
-                (shared, manager, follow)
+                let manager =
+                    |source| NodeManager::new(source, settings.connect_timeout, shared.clone());
+                probes.push(manager(spec.source.clone()));
+                (shared.clone(), manager(spec.source), follow)
             })
             .collect();
-        std::thread::scope(|scope| {
-            for (shared, manager, _) in &managers {
-                scope.spawn(move || match manager.open() {
-                    Ok(conn) => manager.keep_for_pool(conn),
-                    Err(err) => shared.mark_down(&err),
-                });
-            }
+        let unknown: Vec<String> = std::thread::scope(|scope| {
+            let opening: Vec<_> = managers
+                .iter()
+                .map(|(shared, manager, _)| {
+                    scope.spawn(move || match manager.open() {
+                        Ok(conn) => {
+                            manager.keep_for_pool(conn);
+                            None
+                        }
+                        Err(err) => {
+                            shared.mark_down(&err);
+                            (err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel).then(
+                                || {
+                                    format!(
+                                        "node {}: {}",
+                                        shared.address,
+                                        shared.failure(&err).detail()
+                                    )
+                                },
+                            )
+                        }
+                    })
+                })
+                .collect();
+            opening
+                .into_iter()
+                .filter_map(|h| h.join().ok().flatten())
+                .collect()
         });
+        // What keeps a node out for good is a mistake in the deployment or
+        // the node list: said now, not at the first lock.
+        let problems: Vec<String> = managers
+            .iter()
+            .filter_map(|(shared, _, _)| shared.admission.permanent_problem())
+            .chain(unknown)
+            .collect();
+        if !problems.is_empty() {
+            return Err(Error::config(format!(
+                "{}; Redlock::verify lists every node's admission",
+                problems.join("; ")
+            )));
+        }
         let helpers = Arc::new(
             scheduled_thread_pool::ScheduledThreadPool::builder()
                 .num_threads(CONNECT_HELPERS.min(managers.len()).max(1))
@@ -243,6 +287,7 @@ impl Transport {
             (shared, Box::new(link) as Box<dyn Link>)
         });
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
+        transport.probes = probes;
         if settings.notifications {
             transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
         }
@@ -287,7 +332,32 @@ impl Transport {
             hub,
             gate_of,
             client_id,
+            probes: Vec::new(),
         })
+    }
+
+    /// Contacts every node now, in parallel (each within the connect
+    /// timeout), on a fresh connection that asks it what it is, and returns
+    /// every node's health with its admission as of that answer.
+    pub(crate) fn verify(&self) -> Vec<NodeHealth> {
+        let probed: Vec<Option<NodeFailure>> = std::thread::scope(|scope| {
+            let probing: Vec<_> = self
+                .probes
+                .iter()
+                .map(|probe| scope.spawn(move || probe.probe()))
+                .collect();
+            probing
+                .into_iter()
+                .map(|h| h.join().ok().flatten())
+                .collect()
+        });
+        let mut health = self.health();
+        for (node, failure) in health.iter_mut().zip(probed) {
+            if let Some(failure) = failure {
+                *node = node.clone().with_refusal(Some(failure));
+            }
+        }
+        health
     }
 
     /// Where wake-ups go (set once, by the core).

@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::admission::examine;
 use super::codec::{encode, interpret};
 use super::conn::{NodeConn, NodeManager, NodeShared, classify};
 use super::link::Link;
@@ -22,7 +23,6 @@ use super::request::Request;
 use super::source::Source;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
-use crate::human::Human;
 
 pub(crate) struct RedisLink {
     shared: Arc<NodeShared>,
@@ -128,30 +128,30 @@ impl Link for RedisLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        // Its votes to take or keep a lock do not count while it is in
-        // its restart quarantine, or while no Sentinel confirms that it is
-        // still the master; releases do.
-        let refused = match (
-            self.shared
-                .admission
-                .check(&self.shared.address)
-                .quarantined,
+        // Asked now and then what it is (a policy changed at run time, a
+        // quarantine ended: the marker to write), within the connect
+        // timeout: connection work, not a request's.
+        if self.shared.admission.due() {
+            let examined = conn
+                .set_io_timeout(self.connect_timeout)
+                .and_then(|()| examine(&mut conn.conn, &self.shared.admission));
+            if let Err(err) = examined {
+                conn.broken = true;
+                let failure = self.shared.failure(&err);
+                return batch.iter().map(|_| Err(failure.clone())).collect();
+            }
+        }
+        // Its votes to take or keep a lock do not count while it is not
+        // admitted, or while no Sentinel confirms that it is still the
+        // master; releases do.
+        let refused = self.shared.admission.refusal().or_else(|| {
             self.follow
                 .as_ref()
-                .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout)),
-        ) {
-            (Some((left, cause)), _) => Some(NodeFailure::new(
-                self.shared.address.clone(),
-                FailureKind::Quarantined,
-                format!("{cause}; counts again in {}", Human(left)),
-            )),
-            (None, Some(why)) => Some(NodeFailure::new(
-                self.shared.address.clone(),
-                FailureKind::Connection,
-                why,
-            )),
-            (None, None) => None,
-        };
+                .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout))
+                .map(|why| {
+                    NodeFailure::new(self.shared.address.clone(), FailureKind::Connection, why)
+                })
+        });
         let replies = exchange(&mut conn, batch, timeout);
         let answers: Vec<Answer> = batch
             .iter()

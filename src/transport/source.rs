@@ -496,7 +496,13 @@ fn named(service: &str, err: &redis::RedisError) -> redis::RedisError {
         let text = format!(
             "no Sentinel knows the service {service:?}; check the name after the Sentinels' addresses"
         );
-        return redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotFound, text));
+        // Its own kind: `build` refuses a node list naming an unknown
+        // service.
+        return redis::RedisError::from((
+            redis::ErrorKind::MasterNameNotFoundBySentinel,
+            "unknown service",
+            text,
+        ));
     }
     let text = format!("the Sentinels of service {service:?} named no usable master: {err}");
     match super::conn::classify(err) {

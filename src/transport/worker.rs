@@ -101,7 +101,13 @@ impl Served {
         debug_assert_eq!(answers.len(), batch.len());
         let mut answers: Vec<_> = answers.into_iter().map(Some).collect();
         answers.resize_with(batch.len(), || None);
-        let failed = answers.iter().any(|a| !matches!(a, Some(Ok(_))));
+        // A node that answered but does not count (its admission) is not
+        // failing: only its answers' use changes.
+        let failed = answers.iter().any(|a| match a {
+            Some(Ok(_)) => false,
+            Some(Err(failure)) => !failure.kind().is_admission(),
+            None => true,
+        });
         // Health first: whoever wakes on these answers sees it up to date.
         self.shared.note_batch(failed, took);
         self.note_health(failed);

@@ -1,0 +1,609 @@
+//! Admission: whether a node's votes count toward quorums. Every lock,
+//! semaphore, rw-lock and election is correct only if the nodes are
+//! distinct servers whose keys vanish only by expiry, and a node that lost
+//! data is not counted. The client checks what it can, here, from what the
+//! node says about itself (`facts.rs`) on every connection and every
+//! [`RECHECK`] on a live one; every batch asks [`Admission::refusal`]
+//! before its votes count (releases always go through).
+//!
+//! A node counts only while:
+//!
+//! - **it speaks what we need**: Redis 7.0 or later, and `INFO` allowed
+//!   (without it the client cannot tell which server it is);
+//! - **its keys can only expire**: no memory limit, or `noeviction` —
+//!   unless the user accepted eviction (`allow_eviction`);
+//! - **no other node of this client reaches the same server** (one
+//!   `run_id`): of two addresses that reach one server, the one that
+//!   reached it first counts, the other never does ([`Registry`]);
+//! - **with the restart quarantine on, it cannot have lost acknowledged
+//!   writes** within the period. A process replaced at a node (a restart,
+//!   a promoted replica) may have. So:
+//!   - a process replacing one this client saw waits the whole period from
+//!     when the client noticed;
+//!   - a process seen for the first time is admitted by the marker
+//!     ([`MARKER`], which replicates with the data and which a restart
+//!     without persistence loses) when the marker names this very process
+//!     as admitted by an operator, or by a client whose period was at least
+//!     ours; a marker naming another process (its data came from there: a
+//!     restart with persistence, a restored backup, a promoted replica) or
+//!     a shorter period means it waits the whole period; no marker (a new
+//!     cluster, or a restart without data) admits it once its process has
+//!     been up for the period;
+//!   - once this client admits a process, it writes the marker for it, so
+//!     that clients started later (after a failover, say) know.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::facts::{self, Facts, MARKER, Marker};
+use crate::error::{FailureKind, NodeFailure};
+use crate::human::Human;
+use crate::metrics;
+
+/// How often a live connection's node is asked again what it is (a
+/// policy changed at run time, the marker written by another client),
+/// when requests go to it.
+pub(crate) const RECHECK: Duration = Duration::from_secs(5);
+
+/// Added to every quarantine: `uptime_in_seconds` may be a second ahead.
+const MARGIN: Duration = Duration::from_secs(1);
+
+const REPLACED: &str = "another process since the last connection (restarted, or a replica \
+                        promoted by a failover)";
+const UNPROVEN: &str = "not admitted by any client with this quarantine yet, and its data may \
+                        come from another process (restarted with its data, restored from a \
+                        backup, or a promoted replica)";
+const RESTARTED: &str = "restarted (or new)";
+
+/// What the client asks of every node.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Rules {
+    /// The restart quarantine period, if on.
+    pub(crate) quarantine: Option<Duration>,
+    /// Admit nodes that may evict keys.
+    pub(crate) allow_eviction: bool,
+}
+
+/// Which server each node of one client reached (by `run_id`), and which
+/// nodes count now (for the metrics gauge).
+#[derive(Debug)]
+pub(crate) struct Registry {
+    addresses: Vec<Arc<str>>,
+    claims: Mutex<Claims>,
+}
+
+#[derive(Debug)]
+struct Claims {
+    /// Per node: the `run_id` it reached last, and when it first reached
+    /// it (a sequence number).
+    ids: Vec<Option<(String, u64)>>,
+    next: u64,
+    counting: Vec<bool>,
+}
+
+impl Registry {
+    pub(crate) fn new(addresses: Vec<Arc<str>>) -> Arc<Registry> {
+        let n = addresses.len();
+        Arc::new(Registry {
+            addresses,
+            claims: Mutex::new(Claims {
+                ids: vec![None; n],
+                next: 0,
+                counting: vec![false; n],
+            }),
+        })
+    }
+
+    /// Node `index` reached server `run_id`.
+    fn claim(&self, index: usize, run_id: &str) {
+        let mut claims = self.claims.lock();
+        if claims.ids[index].as_ref().is_some_and(|(r, _)| r == run_id) {
+            return;
+        }
+        let seq = claims.next;
+        claims.next += 1;
+        claims.ids[index] = Some((run_id.to_owned(), seq));
+    }
+
+    /// The node that counts for the server node `index` reached, when that
+    /// is another node: the one that reached it first.
+    fn first_of(&self, index: usize) -> Option<Arc<str>> {
+        let claims = self.claims.lock();
+        let (run_id, seq) = claims.ids.get(index)?.as_ref()?;
+        claims
+            .ids
+            .iter()
+            .enumerate()
+            .filter_map(|(j, id)| id.as_ref().map(|(r, s)| (j, r, *s)))
+            .filter(|(j, r, s)| *j != index && *r == run_id && s < seq)
+            .min_by_key(|(_, _, s)| *s)
+            .map(|(j, _, _)| self.addresses[j].clone())
+    }
+
+    /// Whether node `index` counts now (reachable and admitted).
+    fn counting(&self, index: usize, counts: bool) {
+        let mut claims = self.claims.lock();
+        if claims.counting[index] != counts {
+            claims.counting[index] = counts;
+            metrics::node_admitted(counts);
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        for &counts in &self.claims.get_mut().counting {
+            if counts {
+                metrics::node_admitted(false);
+            }
+        }
+    }
+}
+
+/// One node's admission, kept in its shared state.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    index: usize,
+    address: Arc<str>,
+    rules: Rules,
+    registry: Arc<Registry>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Why the node's facts refuse it (too old, evicts, unidentified).
+    refused: Option<(FailureKind, String)>,
+    /// Quarantined until then, and why.
+    until: Option<(Instant, &'static str)>,
+    /// The `run_id` of the process last seen at this node.
+    seen: Option<String>,
+    /// The marker admits `seen` for our period, or we tried to write it.
+    marked: bool,
+    /// When the node last said what it is.
+    examined: Option<Instant>,
+    /// Connected now (for the gauge).
+    up: bool,
+    /// What the log last said: `None` while the node counts.
+    said: Option<(FailureKind, String)>,
+    /// The eviction accepted by the user was logged (once per client).
+    said_eviction: bool,
+    /// A failed marker write was logged.
+    said_marker: bool,
+}
+
+/// Why a node does not count now.
+struct Refusal {
+    kind: FailureKind,
+    why: String,
+    left: Option<Duration>,
+}
+
+impl Admission {
+    pub(crate) fn new(index: usize, rules: Rules, registry: Arc<Registry>) -> Self {
+        Admission {
+            index,
+            address: registry.addresses[index].clone(),
+            rules,
+            registry,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// A node of its own, with no rules (the fake nodes of unit tests).
+    #[cfg(test)]
+    pub(crate) fn standalone(address: &str) -> Self {
+        Admission::new(0, Rules::default(), Registry::new(vec![address.into()]))
+    }
+
+    /// Decides from what the node said on a connection (`None`: it refused
+    /// `INFO`). Returns the marker to write on that connection, if this
+    /// client admits the process and the marker does not say so yet.
+    pub(crate) fn examined(&self, facts: Option<Facts>) -> Option<String> {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        state.examined = Some(now);
+        state.up = true;
+        let Some(facts) = facts else {
+            state.refused = Some((
+                FailureKind::Unsupported,
+                "refused INFO (or GET on redlock:admitted), so the client cannot tell which \
+                 server it is nor whether it evicts keys: allow +info and +get (the ACL line in \
+                 docs/operations.md)"
+                    .to_owned(),
+            ));
+            return None;
+        };
+        self.registry.claim(self.index, &facts.run_id);
+        state.refused = if facts.too_old() {
+            Some((
+                FailureKind::Unsupported,
+                format!(
+                    "Redis {} is older than 7.0, which redlock-sync needs: upgrade it",
+                    facts.version
+                ),
+            ))
+        } else if facts.evicts() && !self.rules.allow_eviction {
+            Some((
+                FailureKind::Eviction,
+                format!(
+                    "maxmemory {} with maxmemory-policy {} may evict lock keys before they \
+                     expire (two holders): set maxmemory-policy noeviction (or maxmemory 0) or \
+                     use a dedicated instance; RedlockBuilder::allow_eviction(true) accepts the \
+                     risk",
+                    facts.maxmemory, facts.policy
+                ),
+            ))
+        } else {
+            None
+        };
+        if facts.evicts() && self.rules.allow_eviction && !state.said_eviction {
+            state.said_eviction = true;
+            log::warn!(
+                "redlock: node {} may evict lock keys (maxmemory {}, maxmemory-policy {}); \
+                 admitted because of RedlockBuilder::allow_eviction(true)",
+                self.address,
+                facts.maxmemory,
+                facts.policy
+            );
+        }
+        let period = self.rules.quarantine?;
+        self.quarantine(&mut state, &facts, period, now)
+    }
+
+    /// The restart quarantine's part of [`examined`](Self::examined).
+    fn quarantine(
+        &self,
+        state: &mut State,
+        facts: &Facts,
+        period: Duration,
+        now: Instant,
+    ) -> Option<String> {
+        let needed = period + MARGIN;
+        let first = state.seen.is_none();
+        let replaced = state.seen.as_ref().is_some_and(|s| *s != facts.run_id);
+        if first || replaced {
+            state.seen = Some(facts.run_id.clone());
+            state.marked = false;
+        }
+        let marker = facts.marker.as_ref();
+        if marker.is_some_and(|m| m.admits(&facts.run_id, period)) {
+            state.until = None;
+            state.marked = true;
+            return None;
+        }
+        let from_now = |cause| now.checked_add(needed).map(|t| (t, cause));
+        if replaced {
+            state.until = from_now(REPLACED);
+        } else if first {
+            state.until = match marker {
+                Some(_) => from_now(UNPROVEN),
+                None if facts.uptime >= needed => None,
+                None => now
+                    .checked_add(needed - facts.uptime)
+                    .map(|t| (t, RESTARTED)),
+            };
+        }
+        // The same process as before: a quarantine under way runs on.
+        let admitted = state.until.is_none_or(|(until, _)| until <= now);
+        if admitted && !state.marked {
+            state.marked = true;
+            return Some(Marker::client(&facts.run_id, period));
+        }
+        None
+    }
+
+    /// A marker write was refused: said once.
+    fn marker_refused(&self, err: &redis::RedisError) {
+        let mut state = self.state.lock();
+        if !state.said_marker {
+            state.said_marker = true;
+            log::warn!(
+                "redlock: node {} refused to record its admission in {MARKER} ({}): clients \
+                 started later cannot tell it was admitted; allow +set on {MARKER}",
+                self.address,
+                err.code().unwrap_or("error")
+            );
+        }
+    }
+
+    /// Whether the node should be asked again what it is: it has not been
+    /// for [`RECHECK`], or its quarantine ended and the marker is not
+    /// written yet.
+    pub(crate) fn due(&self) -> bool {
+        let state = self.state.lock();
+        state.examined.is_none_or(|at| at.elapsed() >= RECHECK)
+            || (!state.marked
+                && state.seen.is_some()
+                && state
+                    .until
+                    .is_some_and(|(until, _)| until <= Instant::now()))
+    }
+
+    /// Whether the node is connected (for the gauge of nodes that count).
+    pub(crate) fn reachable(&self, up: bool) {
+        let mut state = self.state.lock();
+        state.up = up;
+        let counts = up && state.said.is_none();
+        drop(state);
+        self.registry.counting(self.index, counts);
+    }
+
+    /// Why the node's votes do not count now, if they do not; said once in
+    /// the log when that changes.
+    pub(crate) fn refusal(&self) -> Option<NodeFailure> {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        let refusal = if let Some((kind, why)) = &state.refused {
+            Some(Refusal {
+                kind: *kind,
+                why: why.clone(),
+                left: None,
+            })
+        } else if let Some(first) = self.registry.first_of(self.index) {
+            Some(Refusal {
+                kind: FailureKind::Duplicate,
+                why: format!(
+                    "the same Redis server as node {first} (one run_id), which counts for it: \
+                     list each server once"
+                ),
+                left: None,
+            })
+        } else {
+            match state.until {
+                Some((until, cause)) if until > now => Some(Refusal {
+                    kind: FailureKind::Quarantined,
+                    why: cause.to_owned(),
+                    left: Some(until - now),
+                }),
+                _ => None,
+            }
+        };
+        self.news(&mut state, refusal.as_ref());
+        refusal.map(|r| {
+            let detail = match r.left {
+                Some(left) => format!("{}; counts again in {}", r.why, Human(left)),
+                None => r.why,
+            };
+            NodeFailure::new(self.address.clone(), r.kind, detail)
+        })
+    }
+
+    /// Logs a change of whether (and why) the node counts.
+    fn news(&self, state: &mut State, refusal: Option<&Refusal>) {
+        let now = refusal.map(|r| (r.kind, r.why.clone()));
+        if now == state.said {
+            return;
+        }
+        match (&now, refusal) {
+            (Some(_), Some(r)) => log::warn!(
+                "redlock: node {} does not count toward any quorum: {}: {}{}",
+                self.address,
+                r.kind,
+                r.why,
+                r.left
+                    .map(|left| format!("; for {}", Human(left)))
+                    .unwrap_or_default()
+            ),
+            _ => log::warn!("redlock: node {} counts toward quorums again", self.address),
+        }
+        state.said = now;
+        self.registry
+            .counting(self.index, state.up && state.said.is_none());
+    }
+
+    /// What keeps the node out for good, for `build` to refuse: its facts
+    /// (too old, evicts, unidentified) or another node reaching its server.
+    pub(crate) fn permanent_problem(&self) -> Option<String> {
+        let state = self.state.lock();
+        if let Some((_, why)) = &state.refused {
+            return Some(format!("node {}: {why}", self.address));
+        }
+        self.registry.first_of(self.index).map(|first| {
+            format!(
+                "nodes {first} and {} are the same Redis server (one run_id): list each \
+                 server once, by one address",
+                self.address
+            )
+        })
+    }
+}
+
+/// Asks the node on `conn` what it is, decides, and writes the marker if
+/// this client just admitted it.
+pub(crate) fn examine(
+    conn: &mut redis::Connection,
+    admission: &Admission,
+) -> redis::RedisResult<()> {
+    let facts = facts::ask(conn)?;
+    if let Some(value) = admission.examined(facts) {
+        let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(MARKER).arg(value).query(conn);
+        match wrote {
+            Ok(()) => {}
+            Err(err) if err.code().is_some() => admission.marker_refused(&err),
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(run_id: &str, uptime: u64, marker: Option<&str>) -> Option<Facts> {
+        facts_with(
+            run_id,
+            uptime,
+            marker,
+            "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
+        )
+    }
+
+    fn facts_with(run_id: &str, uptime: u64, marker: Option<&str>, memory: &str) -> Option<Facts> {
+        let server =
+            format!("run_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\nredis_version:7.0.15\r\n");
+        Facts::parse(&server, memory, marker.map(str::as_bytes))
+    }
+
+    fn quarantined(period: u64) -> Admission {
+        let rules = Rules {
+            quarantine: Some(Duration::from_secs(period)),
+            allow_eviction: false,
+        };
+        Admission::new(0, rules, Registry::new(vec!["n".into()]))
+    }
+
+    fn admitted(a: &Admission) -> bool {
+        a.refusal().is_none()
+    }
+
+    fn left(a: &Admission) -> Duration {
+        let failure = a.refusal().expect("refused");
+        assert_eq!(failure.kind(), FailureKind::Quarantined, "{failure}");
+        a.state.lock().until.unwrap().0 - Instant::now()
+    }
+
+    #[test]
+    fn what_the_node_says_decides_its_admission() {
+        // An operator admitted this very process.
+        let a = quarantined(60);
+        assert_eq!(a.examined(facts("r1", 5, Some("r1 operator"))), None);
+        assert!(admitted(&a));
+        // A marker naming another process (restarted with its data,
+        // restored, promoted): the whole period, whatever the uptime.
+        for m in ["r0 operator", "r0 client 60000"] {
+            let a = quarantined(60);
+            a.examined(facts("r1", 86_400, Some(m)));
+            assert!(left(&a) > Duration::from_secs(60), "{m}");
+        }
+        // A client admitted this process, after a shorter quarantine than
+        // ours: the whole period too. After ours or longer: admitted.
+        let a = quarantined(60);
+        a.examined(facts("r1", 86_400, Some("r1 client 30000")));
+        assert!(left(&a) > Duration::from_secs(60));
+        let a = quarantined(60);
+        assert_eq!(a.examined(facts("r1", 5, Some("r1 client 60000"))), None);
+        assert!(admitted(&a));
+        // Garbage is no marker: the uptime rule.
+        for m in ["r1 60000", "r1 operator extra", "r1"] {
+            let a = quarantined(60);
+            a.examined(facts("r1", 5, Some(m)));
+            assert!(!admitted(&a), "{m}");
+        }
+        // No marker: restarted (or new), for the rest of the period plus
+        // the margin for the node's coarse uptime.
+        let a = quarantined(60);
+        assert_eq!(a.examined(facts("r4", 20, None)), None);
+        let l = left(&a);
+        assert!(
+            l > Duration::from_secs(40) && l <= Duration::from_secs(41),
+            "{l:?}"
+        );
+        // Up for the period (and the margin) already: admitted, and this
+        // client writes the marker for clients started later.
+        let a = quarantined(60);
+        assert_eq!(
+            a.examined(facts("r5", 61, None)),
+            Some("r5 client 60000".to_owned())
+        );
+        assert!(admitted(&a));
+        assert!(!a.due(), "marked");
+    }
+
+    #[test]
+    fn a_process_that_replaced_one_seen_here_waits_the_whole_period() {
+        let a = quarantined(60);
+        a.examined(facts("r1", 3600, None));
+        assert!(admitted(&a), "up for an hour, first seen");
+        // The same process again (a reconnect): still admitted.
+        assert_eq!(a.examined(facts("r1", 3700, Some("r1 client 60000"))), None);
+        assert!(admitted(&a));
+        // A replica promoted by a failover: up for days, with the old
+        // master's marker.
+        a.examined(facts("r2", 400_000, Some("r1 client 60000")));
+        let l = left(&a);
+        assert!(l > Duration::from_secs(60), "{l:?}");
+        assert!(a.refusal().unwrap().detail().contains("promoted"));
+        // Reconnecting to it again does not restart the period.
+        a.examined(facts("r2", 400_010, Some("r1 client 60000")));
+        assert!(left(&a) <= l);
+        // Another client admitted it (after its own quarantine): so does
+        // this one.
+        a.examined(facts("r2", 400_070, Some("r2 client 60000")));
+        assert!(admitted(&a));
+    }
+
+    #[test]
+    fn the_marker_is_written_once_the_quarantine_ends() {
+        let a = quarantined(60);
+        a.examined(facts("r1", 86_400, Some("r0 client 60000")));
+        assert!(!admitted(&a));
+        // Pretend the period passed.
+        a.state.lock().until = Some((Instant::now(), UNPROVEN));
+        assert!(a.due(), "due to write the marker");
+        assert_eq!(
+            a.examined(facts("r1", 86_470, Some("r0 client 60000"))),
+            Some("r1 client 60000".to_owned())
+        );
+        assert!(admitted(&a));
+        assert!(!a.due());
+    }
+
+    #[test]
+    fn facts_refuse_a_node_whatever_the_quarantine() {
+        let evicting = "maxmemory:67108864\r\nmaxmemory_policy:volatile-lru\r\n";
+        let a = Admission::new(0, Rules::default(), Registry::new(vec!["n".into()]));
+        a.examined(facts_with("r1", 5, None, evicting));
+        let failure = a.refusal().unwrap();
+        assert_eq!(failure.kind(), FailureKind::Eviction);
+        assert!(failure.detail().contains("noeviction"), "{failure}");
+        assert!(a.permanent_problem().unwrap().contains("noeviction"));
+        // Switched at run time: noticed at the next examination.
+        a.examined(facts("r1", 6, None));
+        assert!(admitted(&a));
+        let allowed = Rules {
+            quarantine: None,
+            allow_eviction: true,
+        };
+        let a = Admission::new(0, allowed, Registry::new(vec!["n".into()]));
+        a.examined(facts_with("r1", 5, None, evicting));
+        assert!(admitted(&a));
+        // Refused INFO: cannot be identified.
+        let a = Admission::standalone("n");
+        a.examined(None);
+        let failure = a.refusal().unwrap();
+        assert_eq!(failure.kind(), FailureKind::Unsupported);
+        assert!(failure.detail().contains("+info"), "{failure}");
+    }
+
+    #[test]
+    fn of_two_nodes_reaching_one_server_only_the_first_counts() {
+        let registry = Registry::new(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
+        let nodes: Vec<Admission> = (0..3)
+            .map(|i| Admission::new(i, Rules::default(), registry.clone()))
+            .collect();
+        nodes[1].examined(facts("same", 5, None));
+        nodes[2].examined(facts("other", 5, None));
+        assert!(nodes.iter().all(admitted), "no duplicate yet");
+        // Node 0 was down, and reaches the same server as node 1.
+        nodes[0].examined(facts("same", 5, None));
+        assert!(admitted(&nodes[1]), "the first keeps counting");
+        let failure = nodes[0].refusal().unwrap();
+        assert_eq!(failure.kind(), FailureKind::Duplicate);
+        assert!(failure.detail().contains("b:1"), "{failure}");
+        let problem = nodes[0].permanent_problem().unwrap();
+        assert!(
+            problem.contains("a:1") && problem.contains("b:1"),
+            "{problem}"
+        );
+        // Reconnecting to the same server changes nothing.
+        nodes[1].examined(facts("same", 6, None));
+        assert!(admitted(&nodes[1]) && !admitted(&nodes[0]));
+        // Node 1 now reaches another server: node 0 counts.
+        nodes[1].examined(facts("third", 1, None));
+        assert!(admitted(&nodes[0]) && admitted(&nodes[1]));
+    }
+}

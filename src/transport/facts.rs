@@ -1,0 +1,237 @@
+//! What a node says about itself: asked on every connection (and now and
+//! then on a live one), parsed here, judged in `admission.rs`.
+//!
+//! One pipeline, one round trip: `INFO server` (which process: `run_id`,
+//! `uptime_in_seconds`, `redis_version`), `INFO memory` (`maxmemory`,
+//! `maxmemory_policy`: whether keys can vanish before they expire) and the
+//! admission marker [`MARKER`].
+
+use std::time::Duration;
+
+/// The marker key: which process was last admitted at this node, and by
+/// whom (see [`Marker`]). It lives in the node's data set, so it replicates
+/// to replicas, is persisted and restored with the data, and is lost by a
+/// restart without persistence.
+pub(crate) const MARKER: &str = "redlock:admitted";
+
+/// The oldest Redis this client speaks to (`SET … NX GET`, `ZADD … GT`).
+const OLDEST: (u32, u32) = (7, 0);
+
+/// What a node said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Facts {
+    pub(crate) run_id: String,
+    /// As the node reports it (whole seconds, wall clock).
+    pub(crate) uptime: Duration,
+    /// `redis_version`, as reported.
+    pub(crate) version: String,
+    /// `maxmemory` in bytes (0: no limit).
+    pub(crate) maxmemory: u64,
+    pub(crate) policy: String,
+    pub(crate) marker: Option<Marker>,
+}
+
+/// Who admitted which process at a node (the value of [`MARKER`]):
+/// `{run_id} operator` — an operator, for any quarantine period — or
+/// `{run_id} client {period_ms}` — a client whose quarantine period was
+/// that long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Marker {
+    Operator { run_id: String },
+    Client { run_id: String, period: Duration },
+}
+
+impl Marker {
+    /// Reads a marker; anything else (not text, another shape) is none.
+    pub(crate) fn parse(value: &[u8]) -> Option<Marker> {
+        let text = std::str::from_utf8(value).ok()?;
+        let parts: Vec<&str> = text.split_whitespace().collect();
+        match parts.as_slice() {
+            [run_id, "operator"] => Some(Marker::Operator {
+                run_id: (*run_id).to_owned(),
+            }),
+            [run_id, "client", ms] => Some(Marker::Client {
+                run_id: (*run_id).to_owned(),
+                period: Duration::from_millis(ms.parse().ok()?),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The process it names.
+    pub(crate) fn run_id(&self) -> &str {
+        match self {
+            Marker::Operator { run_id } | Marker::Client { run_id, .. } => run_id,
+        }
+    }
+
+    /// Whether it admits process `run_id` for a client whose quarantine
+    /// period is `period`: an operator's word for that process, or a
+    /// client's that waited at least as long.
+    pub(crate) fn admits(&self, run_id: &str, period: Duration) -> bool {
+        self.run_id() == run_id
+            && match self {
+                Marker::Operator { .. } => true,
+                Marker::Client { period: theirs, .. } => *theirs >= period,
+            }
+    }
+
+    /// The value a client writes once it admitted `run_id`.
+    pub(crate) fn client(run_id: &str, period: Duration) -> String {
+        format!("{run_id} client {}", period.as_millis())
+    }
+}
+
+impl Facts {
+    /// Reads `INFO server` and `INFO memory` (`None` if a field it needs is
+    /// missing or malformed) and the marker's value.
+    pub(crate) fn parse(server: &str, memory: &str, marker: Option<&[u8]>) -> Option<Facts> {
+        Some(Facts {
+            run_id: field(server, "run_id")?.to_owned(),
+            uptime: Duration::from_secs(field(server, "uptime_in_seconds")?.parse().ok()?),
+            version: field(server, "redis_version")?.to_owned(),
+            maxmemory: field(memory, "maxmemory")?.parse().ok()?,
+            policy: field(memory, "maxmemory_policy")?.to_owned(),
+            marker: marker.and_then(Marker::parse),
+        })
+    }
+
+    /// Whether the node may evict keys before they expire: a memory limit
+    /// with any policy but `noeviction`. Every key this client writes has
+    /// a TTL, so `volatile-*` policies pick them first.
+    pub(crate) fn evicts(&self) -> bool {
+        self.maxmemory > 0 && self.policy != "noeviction"
+    }
+
+    /// Whether its Redis is older than this client needs (an unreadable
+    /// version is taken as too old).
+    pub(crate) fn too_old(&self) -> bool {
+        let mut parts = self.version.split('.').map(|p| p.parse::<u32>().ok());
+        match (parts.next().flatten(), parts.next().flatten()) {
+            (Some(major), Some(minor)) => (major, minor) < OLDEST,
+            _ => true,
+        }
+    }
+}
+
+fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// Asks the node; `Ok(None)` when it refused (an ACL without `INFO` or
+/// `GET`) or its answer lacks a field: it cannot be identified.
+pub(crate) fn ask(conn: &mut redis::Connection) -> redis::RedisResult<Option<Facts>> {
+    // The marker as bytes: one that is not UTF-8 is no marker, not a
+    // conversion error (which the `redis` crate reports as a parse error,
+    // read as "not a Redis server"). `INFO` as a string: over RESP3 it is
+    // a verbatim string, which does not convert to bytes.
+    let asked: redis::RedisResult<(String, String, Option<Vec<u8>>)> = redis::pipe()
+        .cmd("INFO")
+        .arg("server")
+        .cmd("INFO")
+        .arg("memory")
+        .cmd("GET")
+        .arg(MARKER)
+        .query(conn);
+    match asked {
+        Ok((server, memory, marker)) => Ok(Facts::parse(&server, &memory, marker.as_deref())),
+        Err(err) if err.code().is_some() => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SERVER: &str =
+        "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n";
+    const MEMORY: &str = "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:volatile-lru\r\n";
+
+    #[test]
+    fn info_is_parsed_and_garbage_is_refused() {
+        let f = Facts::parse(SERVER, MEMORY, Some(b"abc123 operator")).unwrap();
+        assert_eq!(f.run_id, "abc123");
+        assert_eq!(f.uptime, Duration::from_secs(42));
+        assert_eq!(f.version, "7.0.15");
+        assert!(!f.evicts(), "no memory limit: nothing is evicted");
+        assert!(!f.too_old());
+        assert_eq!(
+            f.marker,
+            Some(Marker::Operator {
+                run_id: "abc123".into()
+            })
+        );
+        assert_eq!(Facts::parse("run_id:x\r\n", MEMORY, None), None);
+        assert_eq!(
+            Facts::parse(
+                "run_id:x\r\nuptime_in_seconds:zz\r\nredis_version:7.0.0\r\n",
+                MEMORY,
+                None
+            ),
+            None
+        );
+        assert_eq!(Facts::parse(SERVER, "maxmemory:1\r\n", None), None);
+    }
+
+    #[test]
+    fn a_memory_limit_with_any_policy_but_noeviction_evicts() {
+        for (limit, policy, evicts) in [
+            ("0", "allkeys-lru", false),
+            ("1024", "noeviction", false),
+            ("1024", "volatile-lru", true),
+            ("67108864", "allkeys-random", true),
+            ("1", "volatile-ttl", true),
+        ] {
+            let memory = format!("maxmemory:{limit}\r\nmaxmemory_policy:{policy}\r\n");
+            let f = Facts::parse(SERVER, &memory, None).unwrap();
+            assert_eq!(f.evicts(), evicts, "{limit} {policy}");
+        }
+    }
+
+    #[test]
+    fn versions_before_7_0_are_too_old() {
+        for (version, old) in [
+            ("7.0.0", false),
+            ("7.2.4", false),
+            ("8.0.1", false),
+            ("10.0.0", false),
+            ("6.2.14", true),
+            ("5.0", true),
+            ("seven", true),
+            ("7", true),
+        ] {
+            let server = SERVER.replace("7.0.15", version);
+            let f = Facts::parse(&server, MEMORY, None).unwrap();
+            assert_eq!(f.too_old(), old, "{version}");
+        }
+    }
+
+    #[test]
+    fn markers_name_a_process_and_who_admitted_it() {
+        let hour = Duration::from_secs(3600);
+        let op = Marker::parse(b"r1 operator").unwrap();
+        assert!(op.admits("r1", hour) && !op.admits("r2", hour));
+        let client = Marker::parse(Marker::client("r1", hour).as_bytes()).unwrap();
+        assert!(client.admits("r1", hour), "the same period");
+        assert!(
+            client.admits("r1", Duration::from_secs(60)),
+            "a shorter one"
+        );
+        assert!(!client.admits("r1", hour * 2), "a longer one waits");
+        assert!(!client.admits("r0", hour), "another process");
+        for garbage in [
+            &b"r1"[..],
+            b"r1 60000",
+            b"r1 operator extra",
+            b"r1 client",
+            b"r1 client x",
+            b"\xff\xfe operator",
+            b"",
+        ] {
+            assert_eq!(Marker::parse(garbage), None, "{garbage:?}");
+        }
+    }
+}
