@@ -86,6 +86,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("batch_jobs: {err}");
         std::process::exit(69);
     });
+    common::check_nodes(&redlock);
     let ttl = Duration::from_secs(5);
     // Fleet-wide: at most `--heavy` heavy jobs at once, in every copy.
     let heavy = redlock.semaphore("batch:heavy", args.heavy);

@@ -37,6 +37,7 @@ fn main() -> Result<ExitCode, Error> {
     common::on_ctrl_c();
     let shutdown = common::shutdown();
     let redlock = Redlock::new(&nodes.urls)?;
+    common::check_nodes(&redlock);
 
     // The TTL (1 s) is how long others wait for the lock if this process
     // dies; the work below takes longer, so the lock is kept alive.

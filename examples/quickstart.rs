@@ -27,6 +27,7 @@ fn main() -> Result<std::process::ExitCode, Error> {
 
     // One client per process; clones share its connections and worker threads.
     let redlock = Redlock::new(&urls)?;
+    common::check_nodes(&redlock);
     let started = Instant::now();
     let say = move |who: &str, what: String| {
         println!(

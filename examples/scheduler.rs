@@ -132,6 +132,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("scheduler: {err}");
         std::process::exit(69);
     });
+    common::check_nodes(&redlock);
     let result = if args.follow {
         follower(&redlock, args.secs);
         Ok(())

@@ -63,6 +63,7 @@ fn main() -> std::process::ExitCode {
         eprintln!("web_server: {err}");
         std::process::exit(69);
     });
+    common::check_nodes(&redlock);
     let server = Server::http(("127.0.0.1", port)).unwrap_or_else(|err| {
         eprintln!("web_server: cannot listen on port {port}: {err}");
         std::process::exit(69);
@@ -200,10 +201,14 @@ fn reload_config(redlock: &Redlock, state: &mut redis::Connection, version: &str
     (200, format!("reloaded version {version}\n"))
 }
 
-/// 200 while a majority of the lock nodes is up, else 503; a line per node.
+/// 200 while a majority of the lock nodes is up and counts toward quorums,
+/// else 503; a line per node.
 fn healthz(redlock: &Redlock) -> (u16, String) {
     let nodes = redlock.node_health();
-    let up = nodes.iter().filter(|n| n.is_up()).count();
+    let up = nodes
+        .iter()
+        .filter(|n| n.is_up() && n.is_admitted())
+        .count();
     let mut body = format!(
         "{up} of {} lock nodes up, {} needed\n",
         nodes.len(),
@@ -216,7 +221,11 @@ fn healthz(redlock: &Redlock) -> (u16, String) {
         let last = node
             .last_failure()
             .map_or("-".to_owned(), |f| f.to_string());
-        let state = if node.is_up() { "up" } else { "DOWN" };
+        let state = match node.refusal() {
+            _ if !node.is_up() => "DOWN".to_owned(),
+            None => "up".to_owned(),
+            Some(why) => format!("up, NOT COUNTING ({})", why.kind()),
+        };
         body.push_str(&format!(
             "{} {state} latency {latency} last failure {last}\n",
             node.address()

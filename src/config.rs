@@ -249,15 +249,21 @@ impl RedlockBuilder {
     /// window (5 s, or `1 s + 2 × connect timeout × (Sentinels + 1)` when
     /// longer; see `docs/sentinel.md`). Defaults to off.
     ///
-    /// On every (re)connect the node says its `run_id` and uptime, and
-    /// waits out the period (plus one second: Redis reports uptime in whole
-    /// seconds) **whatever its persistence**: a node restarted from an AOF
-    /// may be older than what it acknowledged (an `everysec` AOF that lost
-    /// its last second, a backup restored), and nothing in its own data can
-    /// show it. So with the quarantine on, a majority of nodes restarting at
-    /// once makes locking wait for the period. Restarts are detected on
-    /// reconnect; data lost without one (`FLUSHALL`) is not. A warning is
-    /// logged when a node enters and when it leaves quarantine.
+    /// On every connection (and every 5 s on a live one) the node says its
+    /// `run_id`, its uptime and the admission marker `redlock:admitted`. A
+    /// process replacing one this client saw there (a restart, a promoted
+    /// replica) waits the whole period from when the client noticed. A
+    /// process this client meets first is admitted by the marker when it
+    /// names this very process as admitted by an operator or by a client
+    /// with at least this period; a marker naming another process (a
+    /// restart with its data, a restored backup, a promoted replica) makes
+    /// it wait the whole period; with no marker it waits until its process
+    /// has been up for the period (plus a second: Redis reports uptime in
+    /// whole seconds). Once this client admits a process it writes the
+    /// marker, so clients started later — after a failover, say — know.
+    /// The argument, and what cannot be detected (`FLUSHALL`, a node's
+    /// clock jumping), are in `docs/operations.md`. A warning is logged
+    /// when a node stops counting and when it counts again.
     ///
     /// **A new cluster** starts quarantined until its nodes have been up for
     /// the period (the client cannot tell "new" from "restarted"). To start
@@ -266,8 +272,8 @@ impl RedlockBuilder {
     /// admits that process only, never a later one):
     /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
     ///
-    /// With ACLs, allow `info` and `get` on `redlock:admitted` (see the ACL
-    /// line in `docs/operations.md`). Must be above zero and
+    /// With ACLs, allow `info`, and `get` and `set` on `redlock:admitted`
+    /// (see the ACL line in `docs/operations.md`). Must be above zero and
     /// at most 7 days.
     pub fn restart_quarantine(mut self, period: Duration) -> Self {
         self.settings.restart_quarantine = Some(period);

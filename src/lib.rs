@@ -195,12 +195,22 @@
 //! restarted node out of service for at least the longest TTL in use
 //! (delayed restart), or let the client enforce that delay with
 //! [`RedlockBuilder::restart_quarantine`], which holds back every restarted
-//! node, whatever its persistence.
+//! node, whatever its persistence, and promoted replicas — also in clients
+//! started after the failover.
+//!
+//! The client checks the rest of what the algorithm assumes: a node counts
+//! toward a quorum only while it is a server no other listed address
+//! reaches, it cannot evict keys (see
+//! [`RedlockBuilder::allow_eviction`]), and it runs Redis 7.0 or later.
+//! [`RedlockBuilder::build`] refuses a node list that breaks these;
+//! [`Redlock::verify`] checks every node now and says why a node does not
+//! count ([`NodeHealth::refusal`]). `docs/operations.md` has the argument.
 //!
 //! # Logging
 //!
 //! Through the [`log`] crate: `debug!` per-node outcomes, `warn!` nodes that go
-//! down and releases that fail, `trace!` timings. Nodes are named by address;
+//! down, stop or start counting toward quorums (once per change, with the
+//! cause) and releases that fail, `trace!` timings. Nodes are named by address;
 //! tokens and passwords are never logged.
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/

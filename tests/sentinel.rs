@@ -239,6 +239,13 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
     } else {
         [1, 0]
     };
+    // The replica has the operator's marker for the master: a client that
+    // meets the replica promoted learns that its data came from another
+    // process.
+    harness::settles("the replica has the master's marker", || {
+        groups.groups[0].nodes[r].get("redlock:admitted")
+            == groups.groups[0].nodes[m].get("redlock:admitted")
+    });
     // The replica, paused, cannot reconnect once its master drops the
     // replication link: what the master writes next never reaches it.
     groups.groups[0].nodes[r].pause();
@@ -313,6 +320,31 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(guard.is_valid());
+    // A client started after the failover, with the same quarantine, never
+    // saw the old master: the marker the promoted replica holds names it,
+    // so it waits the period too (it once trusted the replica's uptime).
+    let fresh = harness::builder(&urls)
+        .restart_quarantine(Duration::from_secs(60))
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        assert!(
+            !matches!(fresh.try_lock(key, TTL), Ok(Some(_))),
+            "a client started after the failover took a held lock"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let health = fresh.verify().remove(0);
+    assert_eq!(health.resolved_address(), Some(promoted.as_str()));
+    assert_eq!(
+        health.refusal().map(|f| f.kind()),
+        Some(FailureKind::Quarantined),
+        "{health:?}"
+    );
     assert!(guard.is_valid());
 }
 

@@ -121,3 +121,23 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     };
     std::time::Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
+
+/// Checks the deployment before trusting it (`Redlock::verify`): says on
+/// stderr which nodes do not count toward quorums and why, and whether a
+/// majority still does.
+pub fn check_nodes(redlock: &redlock_sync::Redlock) {
+    let nodes = redlock.verify();
+    for node in &nodes {
+        if let Some(why) = node.refusal() {
+            eprintln!("node {} does not count: {why}", node.address());
+        }
+    }
+    let counting = nodes.iter().filter(|n| n.is_admitted()).count();
+    if counting < redlock.quorum() {
+        eprintln!(
+            "only {counting} of {} nodes count, {} needed: locking fails until more do",
+            nodes.len(),
+            redlock.quorum()
+        );
+    }
+}

@@ -229,8 +229,8 @@ impl Admission {
             Some((
                 FailureKind::Eviction,
                 format!(
-                    "maxmemory {} with maxmemory-policy {} may evict lock keys before they \
-                     expire (two holders): set maxmemory-policy noeviction (or maxmemory 0) or \
+                    "maxmemory {} with maxmemory-policy {}: lock keys can vanish before they \
+                     expire (two holders); set maxmemory-policy noeviction (or maxmemory 0) or \
                      use a dedicated instance; RedlockBuilder::allow_eviction(true) accepts the \
                      risk",
                     facts.maxmemory, facts.policy
@@ -346,8 +346,8 @@ impl Admission {
             Some(Refusal {
                 kind: FailureKind::Duplicate,
                 why: format!(
-                    "the same Redis server as node {first} (one run_id), which counts for it: \
-                     list each server once"
+                    "node {first} reaches this server too (one run_id) and counts for it: list \
+                     each server once"
                 ),
                 left: None,
             })

@@ -103,14 +103,16 @@ impl Served {
         answers.resize_with(batch.len(), || None);
         // A node that answered but does not count (its admission) is not
         // failing: only its answers' use changes.
-        let failed = answers.iter().any(|a| match a {
-            Some(Ok(_)) => false,
-            Some(Err(failure)) => !failure.kind().is_admission(),
-            None => true,
+        let failure = answers.iter().find_map(|a| match a {
+            Some(Ok(_)) => None,
+            Some(Err(failure)) if failure.kind().is_admission() => None,
+            Some(Err(failure)) => Some(failure.to_string()),
+            None => Some("a request got no answer".to_owned()),
         });
+        let failed = failure.is_some();
         // Health first: whoever wakes on these answers sees it up to date.
         self.shared.note_batch(failed, took);
-        self.note_health(failed);
+        self.note_health(failure);
         for (job, answer) in batch.iter().zip(answers) {
             let answer = answer.unwrap_or_else(|| {
                 Err(NodeFailure::new(
@@ -128,12 +130,12 @@ impl Served {
         );
     }
 
-    fn note_health(&mut self, failed: bool) {
-        if failed && !self.failing {
-            log::warn!(
-                "redlock: requests to node {} are failing",
-                self.shared.address
-            );
+    /// Says when requests start failing (with the first failure) and when
+    /// they succeed again.
+    fn note_health(&mut self, failure: Option<String>) {
+        let failed = failure.is_some();
+        if let Some(failure) = failure.filter(|_| !self.failing) {
+            log::warn!("redlock: requests to the node are failing: {failure}");
         } else if !failed && self.failing {
             log::info!(
                 "redlock: requests to node {} succeed again",

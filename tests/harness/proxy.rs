@@ -2,7 +2,7 @@
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU16, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// What a [`Proxy`] does to the traffic it forwards.
@@ -20,6 +20,8 @@ pub enum Fault {
 
 struct ProxyShared {
     fault: std::sync::Mutex<Fault>,
+    /// The port new connections go to (see [`Proxy::retarget`]).
+    target: AtomicU16,
     stop: std::sync::atomic::AtomicBool,
     /// Per connection: its pumps still running, and its two sockets.
     sockets: std::sync::Mutex<Vec<(Arc<AtomicUsize>, [TcpStream; 2])>>,
@@ -39,13 +41,17 @@ pub struct Proxy {
     pub port: u16,
     /// The loopback address the proxy listens on.
     ip: std::net::Ipv4Addr,
-    target: u16,
     shared: std::sync::Arc<ProxyShared>,
 }
 
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Proxy({} -> {})", self.port, self.target)
+        write!(
+            f,
+            "Proxy({} -> {})",
+            self.port,
+            self.shared.target.load(Ordering::SeqCst)
+        )
     }
 }
 
@@ -63,6 +69,7 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let shared = std::sync::Arc::new(ProxyShared {
             fault: std::sync::Mutex::new(Fault::Pass),
+            target: AtomicU16::new(target),
             stop: std::sync::atomic::AtomicBool::new(false),
             sockets: std::sync::Mutex::new(Vec::new()),
             silenced: std::sync::Mutex::new(Vec::new()),
@@ -80,6 +87,7 @@ impl Proxy {
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 };
+                let target = accept_shared.target.load(Ordering::SeqCst);
                 let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else {
                     continue;
                 };
@@ -125,12 +133,7 @@ impl Proxy {
                 });
             }
         });
-        Proxy {
-            port,
-            ip,
-            target,
-            shared,
-        }
+        Proxy { port, ip, shared }
     }
 
     pub fn url(&self) -> String {
@@ -168,6 +171,13 @@ impl Proxy {
     /// earlier request still in flight may end the wait early.)
     pub fn late(&self) -> usize {
         self.shared.late.load(Ordering::SeqCst)
+    }
+
+    /// Sends new connections to `127.0.0.1:target` and closes the open ones:
+    /// what a managed service's endpoint does when it promotes a replica.
+    pub fn retarget(&self, target: u16) {
+        self.shared.target.store(target, Ordering::SeqCst);
+        self.cut_connections();
     }
 
     /// Closes every connection through the proxy (new ones are accepted).
