@@ -396,7 +396,11 @@ impl Redlock {
     /// node, an eviction policy, too old, or in restart quarantine (and for
     /// how long yet). Run it at start-up, before trusting the deployment;
     /// [`build`](RedlockBuilder::build) already refuses what can never
-    /// count. Takes at most the connect timeout.
+    /// count. The nodes are asked in parallel; each step for one node (a
+    /// Sentinel lookup, the connection, its answer) is bounded by the
+    /// connect timeout. A Sentinel-managed node that no majority of its
+    /// Sentinels confirms yet is reported by [`node_health`](Self::node_health)
+    /// after its next request, not here.
     ///
     /// ```no_run
     /// use redlock_sync::Redlock;

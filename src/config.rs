@@ -269,8 +269,9 @@ impl RedlockBuilder {
     /// the period (the client cannot tell "new" from "restarted"). To start
     /// one at once, when no lock can be held yet, an operator admits each
     /// node's current process with the marker key `redlock:admitted` (it
-    /// admits that process only, never a later one):
-    /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p') operator"`.
+    /// admits that incarnation only — that process, until it is restarted or
+    /// replaced by a promotion):
+    /// `redis-cli SET redlock:admitted "$(redis-cli INFO server | sed -n 's/^run_id:\(.*\)\r$/\1/p'):$(redis-cli INFO replication | sed -n 's/^master_replid:\(.*\)\r$/\1/p') operator"`.
     ///
     /// With ACLs, allow `info`, and `get` and `set` on `redlock:admitted`
     /// (see the ACL line in `docs/operations.md`). Must be above zero and

@@ -241,12 +241,25 @@ fn a_node_in_doubt_is_news_once_per_change() {
     );
 }
 
+/// The node's uptime in seconds.
+fn uptime(node: &Node) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query(&mut node.conn())
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("uptime_in_seconds")
+}
+
 /// A replica promoted behind one address (a managed service's endpoint,
 /// here a proxy switched to it) lacks the holder's key. A client started
 /// after the switch, with the quarantine, used to trust it by its uptime.
-/// The admission marker it replicated names the old master, so the fresh
-/// client waits the period; one without the quarantine takes the lock
-/// while the first holder's guard is valid (the hazard, shown).
+/// Client A admitted the old master by its uptime and wrote the marker,
+/// which replicated; it names the old master's incarnation, so the fresh
+/// client waits the period. One without the quarantine takes the lock
+/// while A's guard is valid (the hazard, shown).
 #[test]
 fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
     let cluster = Cluster::start(3);
@@ -259,29 +272,42 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
         ],
         ..NodeOptions::default()
     });
-    for node in &cluster.nodes {
-        node.admit();
-    }
-    harness::settles("the replica has the master's marker", || {
-        replica.get("redlock:admitted") == master.get("redlock:admitted")
-    });
+    // The TTL is within the period, as the quarantine needs; every node has
+    // been up for longer, so clients admit them by their uptime — and so
+    // would a fresh client admit the promoted replica, without the marker.
+    let period = Duration::from_secs(8);
+    let ttl = period;
+    harness::eventually(
+        "the nodes up for the period",
+        Duration::from_secs(30),
+        || {
+            cluster
+                .nodes
+                .iter()
+                .chain([&replica])
+                .all(|n| uptime(n) > 9)
+        },
+    );
     let endpoint = Proxy::start(master.port);
     let urls = vec![
         endpoint.url(),
         cluster.nodes[1].url(),
         cluster.nodes[2].url(),
     ];
-    let period = Duration::from_secs(60);
     let a = quarantined(&urls, period);
+    a.lock("warm", ttl).unwrap().release().unwrap();
+    let marker = master.get("redlock:admitted").expect("A wrote the marker");
+    assert!(marker.ends_with(" client 8000"), "{marker}");
+    harness::settles("the replica has A's marker", || {
+        replica.get("redlock:admitted") == Some(marker.clone())
+    });
     // Node 1 holds the key for someone else for now: A's lock lands on
     // the endpoint's master and node 2.
     cmd(
         &cluster.nodes[1],
         &["SET", "took-over", "someone", "PX", "60000"],
     );
-    let guard = a
-        .lock("took-over", Duration::from_secs(120))
-        .expect("A locks");
+    let guard = a.lock("took-over", ttl).expect("A locks");
     harness::settles("A's key replicated", || replica.get("took-over").is_some());
     cmd(&cluster.nodes[1], &["DEL", "took-over"]);
     // The replica takes over the address, without the key (what
@@ -289,37 +315,39 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
     cmd(&replica, &["REPLICAOF", "NO", "ONE"]);
     cmd(&replica, &["DEL", "took-over"]);
     endpoint.retarget(replica.port);
+    // Without the quarantine: a second holder while A's guard is valid.
+    let plain = harness::client(&urls);
+    let second = plain.try_lock("took-over", ttl).unwrap();
+    assert!(
+        second.is_some() && guard.is_valid(),
+        "the hazard: a fresh client without the quarantine trusts the promoted replica"
+    );
+    drop(second);
+    // With it: refused for as long as A's guard is valid.
     let b = quarantined(&urls, period);
-    let refused_since = Instant::now();
-    while refused_since.elapsed() < Duration::from_secs(2) {
-        match b.try_lock("took-over", Duration::from_secs(5)) {
-            Ok(Some(_)) => panic!("B got in while A's guard is valid"),
+    let (mut tries, mut quarantined_seen) = (0, 0);
+    while guard.remaining() > Duration::from_millis(300) {
+        match b.try_lock("took-over", ttl) {
+            Ok(Some(_)) if guard.is_valid() => panic!("B got in while A's guard is valid"),
             Err(Error::NoQuorum { failures, .. }) => {
-                assert!(
-                    failures
-                        .iter()
-                        .any(|f| f.kind() == FailureKind::Quarantined
-                            && f.node() == endpoint.address()),
-                    "{failures:?}"
-                )
+                quarantined_seen += failures
+                    .iter()
+                    .filter(|f| {
+                        f.kind() == FailureKind::Quarantined && f.node() == endpoint.address()
+                    })
+                    .count();
             }
             other => panic!("unexpected {other:?}"),
         }
+        tries += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
+    assert!(
+        tries > 0 && quarantined_seen > 0,
+        "{tries} {quarantined_seen}"
+    );
     let why = b.node_health()[0].refusal().expect("refused").to_string();
     assert!(why.contains("promoted replica"), "{why}");
-    assert!(guard.is_valid());
-    // Without the quarantine: a second holder while A's guard is valid.
-    let plain = harness::client(&urls);
-    assert!(
-        plain
-            .try_lock("took-over", Duration::from_secs(5))
-            .unwrap()
-            .is_some(),
-        "the hazard: a fresh client without the quarantine trusts the promoted replica"
-    );
-    assert!(guard.is_valid());
 }
 
 /// `verify` on a deployment with one node of each kind of fault reports
@@ -349,19 +377,7 @@ fn verify_reports_each_nodes_cause() {
         ],
     );
     for node in nodes.iter().chain([&guarded, &acl]) {
-        let mut conn = node.conn();
-        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        let _: () = redis::cmd("SET")
-            .arg("redlock:admitted")
-            .arg(format!("{run_id} operator"))
-            .query(&mut conn)
-            .unwrap();
+        node.admit();
     }
     let twin = Proxy::start(nodes[0].port);
     twin.set(Fault::Stall);

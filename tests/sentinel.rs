@@ -321,11 +321,24 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(guard.is_valid());
-    // A client started after the failover, with the same quarantine, never
-    // saw the old master: the marker the promoted replica holds names it,
-    // so it waits the period too (it once trusted the replica's uptime).
+    // A client started after the failover, with the quarantine, never saw
+    // the old master: the marker the promoted replica holds names the old
+    // master's incarnation, so it waits the period too. It once trusted the
+    // replica's uptime: a 5 s period, which the replica's uptime exceeds,
+    // shows the difference.
+    harness::eventually(
+        "the promoted replica up for longer than the period",
+        Duration::from_secs(20),
+        || {
+            harness::sentinel::info(&groups.groups[0].nodes[r], "server")
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .is_some_and(|up| up > 7)
+        },
+    );
     let fresh = harness::builder(&urls)
-        .restart_quarantine(Duration::from_secs(60))
+        .restart_quarantine(Duration::from_secs(5))
         .retry_count(0)
         .connect_timeout(Duration::from_millis(500))
         .build()

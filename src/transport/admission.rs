@@ -16,21 +16,25 @@
 //!   `run_id`): of two addresses that reach one server, the one that
 //!   reached it first counts, the other never does ([`Registry`]);
 //! - **with the restart quarantine on, it cannot have lost acknowledged
-//!   writes** within the period. A process replaced at a node (a restart,
-//!   a promoted replica) may have. So:
-//!   - a process replacing one this client saw waits the whole period from
-//!     when the client noticed;
-//!   - a process seen for the first time is admitted by the marker
-//!     ([`MARKER`], which replicates with the data and which a restart
-//!     without persistence loses) when the marker names this very process
-//!     as admitted by an operator, or by a client whose period was at least
-//!     ours; a marker naming another process (its data came from there: a
-//!     restart with persistence, a restored backup, a promoted replica) or
-//!     a shorter period means it waits the whole period; no marker (a new
+//!   writes** within the period. A master *incarnation* replaced at a node
+//!   (a restart changes the `run_id`, a promotion the `master_replid`) may
+//!   have. So:
+//!   - an incarnation replacing one this client saw waits the whole period
+//!     from when the client noticed (only an operator's marker ends that);
+//!   - one met for the first time is admitted by the marker ([`MARKER`],
+//!     which replicates with the data and which a restart without
+//!     persistence loses) when it names this very incarnation as admitted
+//!     by an operator, or by a client whose period was at least ours; a
+//!     marker naming another incarnation (its data came from there) or a
+//!     shorter period means it waits the whole period; no marker (a new
 //!     cluster, or a restart without data) admits it once its process has
 //!     been up for the period;
-//!   - once this client admits a process, it writes the marker for it, so
-//!     that clients started later (after a failover, say) know.
+//!   - once this client admits an incarnation it writes the marker for it,
+//!     so that clients started later (after a failover, say) know;
+//!   - only a connection to the incarnation last examined votes
+//!     ([`Admission::is_current`]).
+//!
+//! The argument is in `docs/operations.md`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -158,10 +162,14 @@ struct State {
     refused: Option<(FailureKind, String)>,
     /// Quarantined until then, and why.
     until: Option<(Instant, &'static str)>,
-    /// The `run_id` of the process last seen at this node.
+    /// The incarnation ([`Facts::identity`]) last examined at this node:
+    /// only a connection to it may vote.
     seen: Option<String>,
-    /// The marker admits `seen` for our period, or we tried to write it.
+    /// The marker admits `seen` for our period (it said so, or we wrote it).
     marked: bool,
+    /// A marker write for `seen` was tried (and failed): the next try waits
+    /// for the next re-check.
+    tried: bool,
     /// When the node last said what it is.
     examined: Option<Instant>,
     /// Connected now (for the gauge).
@@ -198,24 +206,36 @@ impl Admission {
         Admission::new(0, Rules::default(), Registry::new(vec![address.into()]))
     }
 
-    /// Decides from what the node said on a connection (`None`: it refused
-    /// `INFO`). Returns the marker to write on that connection, if this
-    /// client admits the process and the marker does not say so yet.
-    pub(crate) fn examined(&self, facts: Option<Facts>) -> Option<String> {
+    /// Decides from what the node said on a connection (`None`: it could
+    /// not be identified). Returns the marker to write on that connection,
+    /// if this client admits the incarnation and the marker does not say
+    /// so yet.
+    pub(crate) fn examined(&self, facts: Option<&Facts>) -> Option<String> {
         let now = Instant::now();
         let mut state = self.state.lock();
         state.examined = Some(now);
-        state.up = true;
-        let Some(facts) = facts else {
-            state.refused = Some((
-                FailureKind::Unsupported,
-                "refused INFO (or GET on redlock:admitted), so the client cannot tell which \
-                 server it is nor whether it evicts keys: allow +info and +get (the ACL line in \
-                 docs/operations.md)"
-                    .to_owned(),
-            ));
-            return None;
+        let marker = match facts {
+            None => {
+                state.seen = None;
+                state.refused = Some((
+                    FailureKind::Unsupported,
+                    "did not say which server it is (INFO refused or incomplete, or GET on \
+                     redlock:admitted refused), so the client cannot tell whether it is listed \
+                     twice, evicts keys or lost data: allow +info and +get (the ACL line in \
+                     docs/operations.md)"
+                        .to_owned(),
+                ));
+                None
+            }
+            Some(facts) => self.judge(&mut state, facts, now),
         };
+        let refusal = self.verdict(&state, now);
+        self.news(&mut state, refusal.as_ref());
+        marker
+    }
+
+    /// [`examined`](Self::examined) for a node that said what it is.
+    fn judge(&self, state: &mut State, facts: &Facts, now: Instant) -> Option<String> {
         self.registry.claim(self.index, &facts.run_id);
         state.refused = if facts.too_old() {
             Some((
@@ -249,50 +269,64 @@ impl Admission {
                 facts.policy
             );
         }
-        let period = self.rules.quarantine?;
-        self.quarantine(&mut state, &facts, period, now)
-    }
-
-    /// The restart quarantine's part of [`examined`](Self::examined).
-    fn quarantine(
-        &self,
-        state: &mut State,
-        facts: &Facts,
-        period: Duration,
-        now: Instant,
-    ) -> Option<String> {
-        let needed = period + MARGIN;
-        let first = state.seen.is_none();
-        let replaced = state.seen.as_ref().is_some_and(|s| *s != facts.run_id);
+        let identity = facts.identity();
+        let previous = state.seen.replace(identity.clone());
+        let first = previous.is_none();
+        let replaced = previous.is_some_and(|p| p != identity);
         if first || replaced {
-            state.seen = Some(facts.run_id.clone());
             state.marked = false;
+            state.tried = false;
         }
-        let marker = facts.marker.as_ref();
-        if marker.is_some_and(|m| m.admits(&facts.run_id, period)) {
-            state.until = None;
-            state.marked = true;
-            return None;
-        }
+        let period = self.rules.quarantine?;
+        let needed = period + MARGIN;
         let from_now = |cause| now.checked_add(needed).map(|t| (t, cause));
+        let marker = facts.marker.as_ref();
+        let admits = marker.filter(|m| m.admits(&identity, period));
+        let by_operator = admits.is_some_and(Marker::by_operator);
+        // The marker already says what this client would write.
+        state.marked = admits.is_some();
         if replaced {
-            state.until = from_now(REPLACED);
+            // This client saw another incarnation here: it waits the whole
+            // period from now, unless an operator says otherwise. A client's
+            // marker does not shorten it: that client may have admitted
+            // this incarnation by its uptime, which says nothing of when a
+            // promoted replica took over.
+            state.until = if by_operator {
+                None
+            } else {
+                from_now(REPLACED)
+            };
         } else if first {
             state.until = match marker {
+                _ if admits.is_some() => None,
                 Some(_) => from_now(UNPROVEN),
                 None if facts.uptime >= needed => None,
                 None => now
                     .checked_add(needed - facts.uptime)
                     .map(|t| (t, RESTARTED)),
             };
+        } else if by_operator
+            || (admits.is_some() && state.until.is_some_and(|(_, cause)| cause != REPLACED))
+        {
+            // Another client (or an operator) admitted it meanwhile, on
+            // what this client knew when it first met it.
+            state.until = None;
         }
-        // The same process as before: a quarantine under way runs on.
+        // The same incarnation as before: a quarantine under way runs on.
         let admitted = state.until.is_none_or(|(until, _)| until <= now);
         if admitted && !state.marked {
-            state.marked = true;
-            return Some(Marker::client(&facts.run_id, period));
+            state.tried = true;
+            return Some(Marker::client(&identity, period));
         }
         None
+    }
+
+    /// The marker for `identity` was written.
+    fn marked(&self, identity: &str) {
+        let mut state = self.state.lock();
+        if state.seen.as_deref() == Some(identity) {
+            state.marked = true;
+        }
     }
 
     /// A marker write was refused: said once.
@@ -302,24 +336,34 @@ impl Admission {
             state.said_marker = true;
             log::warn!(
                 "redlock: node {} refused to record its admission in {MARKER} ({}): clients \
-                 started later cannot tell it was admitted; allow +set on {MARKER}",
+                 started later cannot tell it was admitted, and wait its quarantine (retried \
+                 every {}; with an ACL, allow +set on {MARKER})",
                 self.address,
-                err.code().unwrap_or("error")
+                err.code().unwrap_or("error"),
+                Human(RECHECK)
             );
         }
     }
 
     /// Whether the node should be asked again what it is: it has not been
     /// for [`RECHECK`], or its quarantine ended and the marker is not
-    /// written yet.
+    /// written (nor tried) yet.
     pub(crate) fn due(&self) -> bool {
         let state = self.state.lock();
         state.examined.is_none_or(|at| at.elapsed() >= RECHECK)
-            || (!state.marked
+            || (self.rules.quarantine.is_some()
+                && !state.marked
+                && !state.tried
                 && state.seen.is_some()
-                && state
-                    .until
-                    .is_some_and(|(until, _)| until <= Instant::now()))
+                && state.until.is_none_or(|(until, _)| until <= Instant::now()))
+    }
+
+    /// Whether a connection to incarnation `identity` (as its examination
+    /// found) may vote: it must reach what this node's last examination
+    /// found (a probe or a reconnect may have found another process behind
+    /// the same address since).
+    pub(crate) fn is_current(&self, identity: Option<&str>) -> bool {
+        self.state.lock().seen.as_deref() == identity
     }
 
     /// Whether the node is connected (for the gauge of nodes that count).
@@ -336,31 +380,7 @@ impl Admission {
     pub(crate) fn refusal(&self) -> Option<NodeFailure> {
         let now = Instant::now();
         let mut state = self.state.lock();
-        let refusal = if let Some((kind, why)) = &state.refused {
-            Some(Refusal {
-                kind: *kind,
-                why: why.clone(),
-                left: None,
-            })
-        } else if let Some(first) = self.registry.first_of(self.index) {
-            Some(Refusal {
-                kind: FailureKind::Duplicate,
-                why: format!(
-                    "node {first} reaches this server too (one run_id) and counts for it: list \
-                     each server once"
-                ),
-                left: None,
-            })
-        } else {
-            match state.until {
-                Some((until, cause)) if until > now => Some(Refusal {
-                    kind: FailureKind::Quarantined,
-                    why: cause.to_owned(),
-                    left: Some(until - now),
-                }),
-                _ => None,
-            }
-        };
+        let refusal = self.verdict(&state, now);
         self.news(&mut state, refusal.as_ref());
         refusal.map(|r| {
             let detail = match r.left {
@@ -371,14 +391,43 @@ impl Admission {
         })
     }
 
+    /// Why the node does not count at `now`, if it does not.
+    fn verdict(&self, state: &State, now: Instant) -> Option<Refusal> {
+        if let Some((kind, why)) = &state.refused {
+            return Some(Refusal {
+                kind: *kind,
+                why: why.clone(),
+                left: None,
+            });
+        }
+        if let Some(first) = self.registry.first_of(self.index) {
+            return Some(Refusal {
+                kind: FailureKind::Duplicate,
+                why: format!(
+                    "node {first} reaches this server too (one run_id) and counts for it: list \
+                     each server once"
+                ),
+                left: None,
+            });
+        }
+        match state.until {
+            Some((until, cause)) if until > now => Some(Refusal {
+                kind: FailureKind::Quarantined,
+                why: cause.to_owned(),
+                left: Some(until - now),
+            }),
+            _ => None,
+        }
+    }
+
     /// Logs a change of whether (and why) the node counts.
     fn news(&self, state: &mut State, refusal: Option<&Refusal>) {
         let now = refusal.map(|r| (r.kind, r.why.clone()));
         if now == state.said {
             return;
         }
-        match (&now, refusal) {
-            (Some(_), Some(r)) => log::warn!(
+        match refusal {
+            Some(r) => log::warn!(
                 "redlock: node {} does not count toward any quorum: {}: {}{}",
                 self.address,
                 r.kind,
@@ -387,7 +436,7 @@ impl Admission {
                     .map(|left| format!("; for {}", Human(left)))
                     .unwrap_or_default()
             ),
-            _ => log::warn!("redlock: node {} counts toward quorums again", self.address),
+            None => log::warn!("redlock: node {} counts toward quorums again", self.address),
         }
         state.said = now;
         self.registry
@@ -412,40 +461,46 @@ impl Admission {
 }
 
 /// Asks the node on `conn` what it is, decides, and writes the marker if
-/// this client just admitted it.
+/// this client just admitted it. Returns the incarnation the connection
+/// reaches (`None`: unidentified), for [`Admission::is_current`].
 pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,
-) -> redis::RedisResult<()> {
+) -> redis::RedisResult<Option<String>> {
     let facts = facts::ask(conn)?;
-    if let Some(value) = admission.examined(facts) {
+    let identity = facts.as_ref().map(Facts::identity);
+    if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
         let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(MARKER).arg(value).query(conn);
         match wrote {
-            Ok(()) => {}
+            Ok(()) => admission.marked(identity),
             Err(err) if err.code().is_some() => admission.marker_refused(&err),
             Err(err) => return Err(err),
         }
     }
-    Ok(())
+    Ok(identity)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn facts(run_id: &str, uptime: u64, marker: Option<&str>) -> Option<Facts> {
+    /// What node `run_id` (replication ID `rep`) says.
+    fn facts(id: &str, uptime: u64, marker: Option<&str>) -> Facts {
         facts_with(
-            run_id,
+            id,
             uptime,
             marker,
             "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
         )
     }
 
-    fn facts_with(run_id: &str, uptime: u64, marker: Option<&str>, memory: &str) -> Option<Facts> {
+    /// `id` is `{run_id}:{master_replid}`.
+    fn facts_with(id: &str, uptime: u64, marker: Option<&str>, memory: &str) -> Facts {
+        let (run_id, replid) = id.split_once(':').expect("run_id:replid");
         let server =
             format!("run_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\nredis_version:7.0.15\r\n");
-        Facts::parse(&server, memory, marker.map(str::as_bytes))
+        let replication = format!("role:master\r\nmaster_replid:{replid}\r\n");
+        Facts::parse(&server, &replication, memory, marker.map(str::as_bytes)).expect("facts")
     }
 
     fn quarantined(period: u64) -> Admission {
@@ -454,6 +509,10 @@ mod tests {
             allow_eviction: false,
         };
         Admission::new(0, rules, Registry::new(vec!["n".into()]))
+    }
+
+    fn see(a: &Admission, f: Facts) -> Option<String> {
+        a.examined(Some(&f))
     }
 
     fn admitted(a: &Admission) -> bool {
@@ -468,35 +527,45 @@ mod tests {
 
     #[test]
     fn what_the_node_says_decides_its_admission() {
-        // An operator admitted this very process.
+        // An operator admitted this very incarnation.
         let a = quarantined(60);
-        assert_eq!(a.examined(facts("r1", 5, Some("r1 operator"))), None);
+        assert_eq!(see(&a, facts("r1:x", 5, Some("r1:x operator"))), None);
         assert!(admitted(&a));
-        // A marker naming another process (restarted with its data,
-        // restored, promoted): the whole period, whatever the uptime.
-        for m in ["r0 operator", "r0 client 60000"] {
+        // A marker naming another incarnation — another process (restarted
+        // with its data, restored) or the same process promoted again after
+        // it served as a replica: the whole period, whatever the uptime.
+        for m in [
+            "r0:x operator",
+            "r0:x client 60000",
+            "r1:w operator",
+            "r1 operator",
+        ] {
             let a = quarantined(60);
-            a.examined(facts("r1", 86_400, Some(m)));
+            see(&a, facts("r1:x", 86_400, Some(m)));
             assert!(left(&a) > Duration::from_secs(60), "{m}");
         }
-        // A client admitted this process, after a shorter quarantine than
-        // ours: the whole period too. After ours or longer: admitted.
+        // A client admitted this incarnation, after a shorter quarantine
+        // than ours: the whole period too. After ours or longer: admitted.
         let a = quarantined(60);
-        a.examined(facts("r1", 86_400, Some("r1 client 30000")));
+        see(&a, facts("r1:x", 86_400, Some("r1:x client 30000")));
         assert!(left(&a) > Duration::from_secs(60));
         let a = quarantined(60);
-        assert_eq!(a.examined(facts("r1", 5, Some("r1 client 60000"))), None);
+        assert_eq!(see(&a, facts("r1:x", 5, Some("r1:x client 60000"))), None);
         assert!(admitted(&a));
-        // Garbage is no marker: the uptime rule.
-        for m in ["r1 60000", "r1 operator extra", "r1"] {
+        // Garbage is no marker: the uptime rule, which admits a process up
+        // for long.
+        for m in ["r1:x 60000", "r1:x operator extra", "r1:x"] {
             let a = quarantined(60);
-            a.examined(facts("r1", 5, Some(m)));
+            see(&a, facts("r1:x", 5, Some(m)));
             assert!(!admitted(&a), "{m}");
+            let a = quarantined(60);
+            see(&a, facts("r1:x", 86_400, Some(m)));
+            assert!(admitted(&a), "{m}");
         }
         // No marker: restarted (or new), for the rest of the period plus
         // the margin for the node's coarse uptime.
         let a = quarantined(60);
-        assert_eq!(a.examined(facts("r4", 20, None)), None);
+        assert_eq!(see(&a, facts("r4:x", 20, None)), None);
         let l = left(&a);
         assert!(
             l > Duration::from_secs(40) && l <= Duration::from_secs(41),
@@ -506,72 +575,123 @@ mod tests {
         // client writes the marker for clients started later.
         let a = quarantined(60);
         assert_eq!(
-            a.examined(facts("r5", 61, None)),
-            Some("r5 client 60000".to_owned())
+            see(&a, facts("r5:x", 61, None)),
+            Some("r5:x client 60000".to_owned())
         );
         assert!(admitted(&a));
+        a.marked("r5:x");
         assert!(!a.due(), "marked");
     }
 
     #[test]
-    fn a_process_that_replaced_one_seen_here_waits_the_whole_period() {
+    fn an_incarnation_that_replaced_one_seen_here_waits_the_whole_period() {
         let a = quarantined(60);
-        a.examined(facts("r1", 3600, None));
+        see(&a, facts("r1:x", 3600, None));
         assert!(admitted(&a), "up for an hour, first seen");
-        // The same process again (a reconnect): still admitted.
-        assert_eq!(a.examined(facts("r1", 3700, Some("r1 client 60000"))), None);
+        // The same incarnation again (a reconnect): still admitted.
+        assert_eq!(
+            see(&a, facts("r1:x", 3700, Some("r1:x client 60000"))),
+            None
+        );
         assert!(admitted(&a));
         // A replica promoted by a failover: up for days, with the old
         // master's marker.
-        a.examined(facts("r2", 400_000, Some("r1 client 60000")));
+        see(&a, facts("r2:y", 400_000, Some("r1:x client 60000")));
         let l = left(&a);
         assert!(l > Duration::from_secs(60), "{l:?}");
         assert!(a.refusal().unwrap().detail().contains("promoted"));
         // Reconnecting to it again does not restart the period.
-        a.examined(facts("r2", 400_010, Some("r1 client 60000")));
+        see(&a, facts("r2:y", 400_010, Some("r1:x client 60000")));
         assert!(left(&a) <= l);
-        // Another client admitted it (after its own quarantine): so does
-        // this one.
-        a.examined(facts("r2", 400_070, Some("r2 client 60000")));
+        // Another client's marker for it does not cut it short: that
+        // client may have admitted it by its uptime.
+        see(&a, facts("r2:y", 400_020, Some("r2:y client 60000")));
+        assert!(left(&a) <= l && left(&a) > Duration::from_secs(50));
+        // An operator's word does.
+        see(&a, facts("r2:y", 400_030, Some("r2:y operator")));
+        assert!(admitted(&a));
+    }
+
+    /// Failover and back: the old master returns as a replica (its data
+    /// now the promoted replica's) and is promoted again. Its `run_id` is
+    /// the one its marker names, but its replication ID is new.
+    #[test]
+    fn a_master_promoted_back_is_another_incarnation() {
+        let a = quarantined(60);
+        see(&a, facts("m1:x", 3600, None));
+        assert!(admitted(&a));
+        // Fresh clients meet m1 again, promoted back, with m1's marker from
+        // before the first failover (replicated through the replica).
+        let fresh = quarantined(60);
+        see(&fresh, facts("m1:z", 3700, Some("m1:x client 60000")));
+        assert!(left(&fresh) > Duration::from_secs(60));
+        // And this client, which saw it before.
+        see(&a, facts("m1:z", 3700, Some("m1:x client 60000")));
+        assert!(left(&a) > Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_first_met_quarantine_ends_on_another_clients_word() {
+        let a = quarantined(60);
+        see(&a, facts("r1:x", 86_400, Some("r0:w client 60000")));
+        assert!(!admitted(&a));
+        // Another client, which met it earlier, served its period.
+        see(&a, facts("r1:x", 86_405, Some("r1:x client 60000")));
         assert!(admitted(&a));
     }
 
     #[test]
-    fn the_marker_is_written_once_the_quarantine_ends() {
+    fn the_marker_is_written_once_the_quarantine_ends_and_retried_if_refused() {
         let a = quarantined(60);
-        a.examined(facts("r1", 86_400, Some("r0 client 60000")));
+        see(&a, facts("r1:x", 86_400, Some("r0:x client 60000")));
         assert!(!admitted(&a));
+        assert!(!a.due());
         // Pretend the period passed.
         a.state.lock().until = Some((Instant::now(), UNPROVEN));
         assert!(a.due(), "due to write the marker");
-        assert_eq!(
-            a.examined(facts("r1", 86_470, Some("r0 client 60000"))),
-            Some("r1 client 60000".to_owned())
-        );
+        let again = facts("r1:x", 86_470, Some("r0:x client 60000"));
+        assert_eq!(see(&a, again.clone()), Some("r1:x client 60000".to_owned()));
         assert!(admitted(&a));
+        // The write failed: tried again at the next re-check, not before.
         assert!(!a.due());
+        a.state.lock().examined = Some(Instant::now() - RECHECK);
+        assert!(a.due());
+        assert_eq!(see(&a, again), Some("r1:x client 60000".to_owned()));
+        a.marked("r1:x");
+        assert!(!a.due());
+    }
+
+    #[test]
+    fn only_a_connection_to_the_incarnation_last_examined_may_vote() {
+        let a = quarantined(60);
+        see(&a, facts("r1:x", 3600, None));
+        assert!(a.is_current(Some("r1:x")));
+        // A probe through the same address reached another process.
+        see(&a, facts("r2:y", 3600, None));
+        assert!(!a.is_current(Some("r1:x")));
+        assert!(a.is_current(Some("r2:y")));
     }
 
     #[test]
     fn facts_refuse_a_node_whatever_the_quarantine() {
         let evicting = "maxmemory:67108864\r\nmaxmemory_policy:volatile-lru\r\n";
         let a = Admission::new(0, Rules::default(), Registry::new(vec!["n".into()]));
-        a.examined(facts_with("r1", 5, None, evicting));
+        see(&a, facts_with("r1:x", 5, None, evicting));
         let failure = a.refusal().unwrap();
         assert_eq!(failure.kind(), FailureKind::Eviction);
         assert!(failure.detail().contains("noeviction"), "{failure}");
         assert!(a.permanent_problem().unwrap().contains("noeviction"));
         // Switched at run time: noticed at the next examination.
-        a.examined(facts("r1", 6, None));
+        see(&a, facts("r1:x", 6, None));
         assert!(admitted(&a));
         let allowed = Rules {
             quarantine: None,
             allow_eviction: true,
         };
         let a = Admission::new(0, allowed, Registry::new(vec!["n".into()]));
-        a.examined(facts_with("r1", 5, None, evicting));
+        see(&a, facts_with("r1:x", 5, None, evicting));
         assert!(admitted(&a));
-        // Refused INFO: cannot be identified.
+        // Unidentified (INFO refused): does not count.
         let a = Admission::standalone("n");
         a.examined(None);
         let failure = a.refusal().unwrap();
@@ -585,11 +705,11 @@ mod tests {
         let nodes: Vec<Admission> = (0..3)
             .map(|i| Admission::new(i, Rules::default(), registry.clone()))
             .collect();
-        nodes[1].examined(facts("same", 5, None));
-        nodes[2].examined(facts("other", 5, None));
+        see(&nodes[1], facts("same:x", 5, None));
+        see(&nodes[2], facts("other:x", 5, None));
         assert!(nodes.iter().all(admitted), "no duplicate yet");
         // Node 0 was down, and reaches the same server as node 1.
-        nodes[0].examined(facts("same", 5, None));
+        see(&nodes[0], facts("same:x", 5, None));
         assert!(admitted(&nodes[1]), "the first keeps counting");
         let failure = nodes[0].refusal().unwrap();
         assert_eq!(failure.kind(), FailureKind::Duplicate);
@@ -600,10 +720,12 @@ mod tests {
             "{problem}"
         );
         // Reconnecting to the same server changes nothing.
-        nodes[1].examined(facts("same", 6, None));
+        see(&nodes[1], facts("same:x", 6, None));
         assert!(admitted(&nodes[1]) && !admitted(&nodes[0]));
-        // Node 1 now reaches another server: node 0 counts.
-        nodes[1].examined(facts("third", 1, None));
+        // Node 1 now reaches another server: node 0 counts, and node 1's
+        // connection to the first server (examined before) no longer votes.
+        see(&nodes[1], facts("third:x", 1, None));
         assert!(admitted(&nodes[0]) && admitted(&nodes[1]));
+        assert!(!nodes[1].is_current(Some("same:x")));
     }
 }

@@ -33,6 +33,9 @@ pub(crate) struct NodeConn {
     /// The address it went to (for a Sentinel-managed node, the master's
     /// then).
     pub(crate) address: String,
+    /// The master incarnation it reaches, as its last examination found
+    /// (`None`: unidentified); see `Admission::is_current`.
+    pub(crate) identity: Option<String>,
 }
 
 impl NodeConn {
@@ -265,9 +268,10 @@ impl NodeManager {
             broken: false,
             io_timeout: Duration::ZERO,
             address,
+            identity: None,
         };
         conn.set_io_timeout(timeout)?;
-        examine(&mut conn.conn, &self.shared.admission)?;
+        conn.identity = examine(&mut conn.conn, &self.shared.admission)?;
         Ok(conn)
     }
 

@@ -2,9 +2,10 @@
 //! then on a live one), parsed here, judged in `admission.rs`.
 //!
 //! One pipeline, one round trip: `INFO server` (which process: `run_id`,
-//! `uptime_in_seconds`, `redis_version`), `INFO memory` (`maxmemory`,
-//! `maxmemory_policy`: whether keys can vanish before they expire) and the
-//! admission marker [`MARKER`].
+//! `uptime_in_seconds`, `redis_version`), `INFO replication`
+//! (`master_replid`, which a promotion changes), `INFO memory`
+//! (`maxmemory`, `maxmemory_policy`: whether keys can vanish before they
+//! expire) and the admission marker [`MARKER`].
 
 use std::time::Duration;
 
@@ -20,7 +21,13 @@ const OLDEST: (u32, u32) = (7, 0);
 /// What a node said about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Facts {
+    /// The server process (what tells two addresses of one server apart).
     pub(crate) run_id: String,
+    /// Its replication ID: a replica's is its master's, and a promotion
+    /// gives it a new one. With the `run_id`, it names one *incarnation*
+    /// of a master — what a restart or a promotion replaces (see
+    /// [`identity`](Self::identity)).
+    pub(crate) replid: String,
     /// As the node reports it (whole seconds, wall clock).
     pub(crate) uptime: Duration,
     /// `redis_version`, as reported.
@@ -31,14 +38,14 @@ pub(crate) struct Facts {
     pub(crate) marker: Option<Marker>,
 }
 
-/// Who admitted which process at a node (the value of [`MARKER`]):
-/// `{run_id} operator` — an operator, for any quarantine period — or
-/// `{run_id} client {period_ms}` — a client whose quarantine period was
-/// that long.
+/// Who admitted which master at a node (the value of [`MARKER`]):
+/// `{run_id}:{master_replid} operator` — an operator, for any quarantine
+/// period — or `{run_id}:{master_replid} client {period_ms}` — a client
+/// whose quarantine period was that long.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Marker {
-    Operator { run_id: String },
-    Client { run_id: String, period: Duration },
+    Operator { id: String },
+    Client { id: String, period: Duration },
 }
 
 impl Marker {
@@ -47,53 +54,72 @@ impl Marker {
         let text = std::str::from_utf8(value).ok()?;
         let parts: Vec<&str> = text.split_whitespace().collect();
         match parts.as_slice() {
-            [run_id, "operator"] => Some(Marker::Operator {
-                run_id: (*run_id).to_owned(),
+            [id, "operator"] => Some(Marker::Operator {
+                id: (*id).to_owned(),
             }),
-            [run_id, "client", ms] => Some(Marker::Client {
-                run_id: (*run_id).to_owned(),
+            [id, "client", ms] => Some(Marker::Client {
+                id: (*id).to_owned(),
                 period: Duration::from_millis(ms.parse().ok()?),
             }),
             _ => None,
         }
     }
 
-    /// The process it names.
-    pub(crate) fn run_id(&self) -> &str {
+    /// The incarnation it names ([`Facts::identity`]).
+    pub(crate) fn id(&self) -> &str {
         match self {
-            Marker::Operator { run_id } | Marker::Client { run_id, .. } => run_id,
+            Marker::Operator { id } | Marker::Client { id, .. } => id,
         }
     }
 
-    /// Whether it admits process `run_id` for a client whose quarantine
-    /// period is `period`: an operator's word for that process, or a
-    /// client's that waited at least as long.
-    pub(crate) fn admits(&self, run_id: &str, period: Duration) -> bool {
-        self.run_id() == run_id
+    /// Whether it admits incarnation `id` for a client whose quarantine
+    /// period is `period`: an operator's word for it, or a client's that
+    /// waited at least as long.
+    pub(crate) fn admits(&self, id: &str, period: Duration) -> bool {
+        self.id() == id
             && match self {
                 Marker::Operator { .. } => true,
                 Marker::Client { period: theirs, .. } => *theirs >= period,
             }
     }
 
-    /// The value a client writes once it admitted `run_id`.
-    pub(crate) fn client(run_id: &str, period: Duration) -> String {
-        format!("{run_id} client {}", period.as_millis())
+    /// Whether it is an operator's word.
+    pub(crate) fn by_operator(&self) -> bool {
+        matches!(self, Marker::Operator { .. })
+    }
+
+    /// The value a client writes once it admitted incarnation `id`.
+    pub(crate) fn client(id: &str, period: Duration) -> String {
+        format!("{id} client {}", period.as_millis())
     }
 }
 
 impl Facts {
-    /// Reads `INFO server` and `INFO memory` (`None` if a field it needs is
-    /// missing or malformed) and the marker's value.
-    pub(crate) fn parse(server: &str, memory: &str, marker: Option<&[u8]>) -> Option<Facts> {
+    /// Reads `INFO server`, `INFO replication` and `INFO memory` (`None`
+    /// if a field it needs is missing or malformed) and the marker's value.
+    pub(crate) fn parse(
+        server: &str,
+        replication: &str,
+        memory: &str,
+        marker: Option<&[u8]>,
+    ) -> Option<Facts> {
         Some(Facts {
             run_id: field(server, "run_id")?.to_owned(),
+            replid: field(replication, "master_replid")?.to_owned(),
             uptime: Duration::from_secs(field(server, "uptime_in_seconds")?.parse().ok()?),
             version: field(server, "redis_version")?.to_owned(),
             maxmemory: field(memory, "maxmemory")?.parse().ok()?,
             policy: field(memory, "maxmemory_policy")?.to_owned(),
             marker: marker.and_then(Marker::parse),
         })
+    }
+
+    /// The master incarnation: `{run_id}:{master_replid}`. A restart
+    /// changes the `run_id`; a promotion, the replication ID — also of a
+    /// process promoted back after it served as a replica (whose data then
+    /// came from another master).
+    pub(crate) fn identity(&self) -> String {
+        format!("{}:{}", self.run_id, self.replid)
     }
 
     /// Whether the node may evict keys before they expire: a memory limit
@@ -120,24 +146,33 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Asks the node; `Ok(None)` when it refused (an ACL without `INFO` or
-/// `GET`) or its answer lacks a field: it cannot be identified.
+/// Asks the node; `Ok(None)` when an ACL refused (`NOPERM`: no `INFO` or
+/// no `GET` on the marker) or its answer lacks a field: it cannot be
+/// identified. Any other error reply (`LOADING`, say) fails the connection,
+/// which is retried.
 pub(crate) fn ask(conn: &mut redis::Connection) -> redis::RedisResult<Option<Facts>> {
     // The marker as bytes: one that is not UTF-8 is no marker, not a
     // conversion error (which the `redis` crate reports as a parse error,
     // read as "not a Redis server"). `INFO` as a string: over RESP3 it is
     // a verbatim string, which does not convert to bytes.
-    let asked: redis::RedisResult<(String, String, Option<Vec<u8>>)> = redis::pipe()
+    let asked: redis::RedisResult<(String, String, String, Option<Vec<u8>>)> = redis::pipe()
         .cmd("INFO")
         .arg("server")
+        .cmd("INFO")
+        .arg("replication")
         .cmd("INFO")
         .arg("memory")
         .cmd("GET")
         .arg(MARKER)
         .query(conn);
     match asked {
-        Ok((server, memory, marker)) => Ok(Facts::parse(&server, &memory, marker.as_deref())),
-        Err(err) if err.code().is_some() => Ok(None),
+        Ok((server, replication, memory, marker)) => Ok(Facts::parse(
+            &server,
+            &replication,
+            &memory,
+            marker.as_deref(),
+        )),
+        Err(err) if err.code() == Some("NOPERM") => Ok(None),
         Err(err) => Err(err),
     }
 }
@@ -149,11 +184,13 @@ mod tests {
     const SERVER: &str =
         "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n";
     const MEMORY: &str = "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:volatile-lru\r\n";
+    const REPL: &str = "# Replication\r\nrole:master\r\nmaster_replid:f00d\r\n";
 
     #[test]
     fn info_is_parsed_and_garbage_is_refused() {
-        let f = Facts::parse(SERVER, MEMORY, Some(b"abc123 operator")).unwrap();
+        let f = Facts::parse(SERVER, REPL, MEMORY, Some(b"abc123:f00d operator")).unwrap();
         assert_eq!(f.run_id, "abc123");
+        assert_eq!(f.identity(), "abc123:f00d");
         assert_eq!(f.uptime, Duration::from_secs(42));
         assert_eq!(f.version, "7.0.15");
         assert!(!f.evicts(), "no memory limit: nothing is evicted");
@@ -161,19 +198,21 @@ mod tests {
         assert_eq!(
             f.marker,
             Some(Marker::Operator {
-                run_id: "abc123".into()
+                id: "abc123:f00d".into()
             })
         );
-        assert_eq!(Facts::parse("run_id:x\r\n", MEMORY, None), None);
+        assert_eq!(Facts::parse("run_id:x\r\n", REPL, MEMORY, None), None);
         assert_eq!(
             Facts::parse(
                 "run_id:x\r\nuptime_in_seconds:zz\r\nredis_version:7.0.0\r\n",
+                REPL,
                 MEMORY,
                 None
             ),
             None
         );
-        assert_eq!(Facts::parse(SERVER, "maxmemory:1\r\n", None), None);
+        assert_eq!(Facts::parse(SERVER, REPL, "maxmemory:1\r\n", None), None);
+        assert_eq!(Facts::parse(SERVER, "role:master\r\n", MEMORY, None), None);
     }
 
     #[test]
@@ -186,7 +225,7 @@ mod tests {
             ("1", "volatile-ttl", true),
         ] {
             let memory = format!("maxmemory:{limit}\r\nmaxmemory_policy:{policy}\r\n");
-            let f = Facts::parse(SERVER, &memory, None).unwrap();
+            let f = Facts::parse(SERVER, REPL, &memory, None).unwrap();
             assert_eq!(f.evicts(), evicts, "{limit} {policy}");
         }
     }
@@ -204,7 +243,7 @@ mod tests {
             ("7", true),
         ] {
             let server = SERVER.replace("7.0.15", version);
-            let f = Facts::parse(&server, MEMORY, None).unwrap();
+            let f = Facts::parse(&server, REPL, MEMORY, None).unwrap();
             assert_eq!(f.too_old(), old, "{version}");
         }
     }
@@ -214,6 +253,7 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let op = Marker::parse(b"r1 operator").unwrap();
         assert!(op.admits("r1", hour) && !op.admits("r2", hour));
+        assert!(op.by_operator());
         let client = Marker::parse(Marker::client("r1", hour).as_bytes()).unwrap();
         assert!(client.admits("r1", hour), "the same period");
         assert!(

@@ -135,11 +135,26 @@ impl Link for RedisLink {
             let examined = conn
                 .set_io_timeout(self.connect_timeout)
                 .and_then(|()| examine(&mut conn.conn, &self.shared.admission));
-            if let Err(err) = examined {
-                conn.broken = true;
-                let failure = self.shared.failure(&err);
-                return batch.iter().map(|_| Err(failure.clone())).collect();
+            match examined {
+                Ok(identity) => conn.identity = identity,
+                Err(err) => {
+                    conn.broken = true;
+                    let failure = self.shared.failure(&err);
+                    return batch.iter().map(|_| Err(failure.clone())).collect();
+                }
             }
+        }
+        if !self.shared.admission.is_current(conn.identity.as_deref()) {
+            // Another connection (a probe, say) found another process
+            // behind this address since this one was examined: what this
+            // one reaches was not judged, so it does not vote.
+            conn.broken = true;
+            let failure = NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Connection,
+                "the address reaches another process now than this connection's; reconnecting",
+            );
+            return batch.iter().map(|_| Err(failure.clone())).collect();
         }
         // Its votes to take or keep a lock do not count while it is not
         // admitted, or while no Sentinel confirms that it is still the

@@ -106,7 +106,7 @@ impl Served {
         let failure = answers.iter().find_map(|a| match a {
             Some(Ok(_)) => None,
             Some(Err(failure)) if failure.kind().is_admission() => None,
-            Some(Err(failure)) => Some(failure.to_string()),
+            Some(Err(failure)) => Some(format!("{}: {}", failure.kind(), failure.detail())),
             None => Some("a request got no answer".to_owned()),
         });
         let failed = failure.is_some();
@@ -135,7 +135,10 @@ impl Served {
     fn note_health(&mut self, failure: Option<String>) {
         let failed = failure.is_some();
         if let Some(failure) = failure.filter(|_| !self.failing) {
-            log::warn!("redlock: requests to the node are failing: {failure}");
+            log::warn!(
+                "redlock: requests to node {} are failing: {failure}",
+                self.shared.address
+            );
         } else if !failed && self.failing {
             log::info!(
                 "redlock: requests to node {} succeed again",

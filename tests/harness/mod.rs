@@ -178,19 +178,29 @@ impl Node {
     }
 
     /// Admits the node as an operator starting a new cluster would (the
-    /// one-liner in docs/operations.md): sets `redlock:admitted` to its `run_id`.
+    /// one-liner in docs/operations.md): sets `redlock:admitted` to its
+    /// `{run_id}:{master_replid} operator`.
     pub fn admit(&self) {
         let mut conn = self.conn();
-        let info: String = redis::cmd("INFO").arg("server").query(&mut conn).unwrap();
-        let run_id = info
-            .lines()
-            .find_map(|l| l.strip_prefix("run_id:"))
-            .expect("run_id")
-            .trim()
-            .to_owned();
+        let field = |section: &str, name: &str| -> String {
+            let info: String = redis::cmd("INFO")
+                .arg(section)
+                .query(&mut self.conn())
+                .unwrap();
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .unwrap_or_else(|| panic!("{name} in INFO {section}"))
+                .trim()
+                .to_owned()
+        };
+        let id = format!(
+            "{}:{}",
+            field("server", "run_id"),
+            field("replication", "master_replid")
+        );
         let _: () = redis::cmd("SET")
             .arg("redlock:admitted")
-            .arg(format!("{run_id} operator"))
+            .arg(format!("{id} operator"))
             .query(&mut conn)
             .unwrap();
     }
