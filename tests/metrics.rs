@@ -30,7 +30,7 @@ fn snapshot(recorder: &metrics_util::debugging::Snapshotter) -> HashMap<String, 
             let value = match value {
                 DebugValue::Counter(n) => n,
                 DebugValue::Histogram(samples) => samples.len() as u64,
-                DebugValue::Gauge(_) => 0,
+                DebugValue::Gauge(g) => g.into_inner() as u64,
             };
             (name, value)
         })
@@ -75,6 +75,17 @@ fn every_documented_series_is_recorded_with_its_labels() {
     cluster.nodes[0].resume();
     cluster.nodes[1].resume();
     drop(kept);
+    // Both clients reach every node again (a snapshot drains the recorder,
+    // so the gauge is read once, below).
+    settles("every node up and counting in both clients", || {
+        [&holder, &other].iter().all(|client| {
+            drop(client.try_lock("m:gauge", TTL));
+            client
+                .node_health()
+                .iter()
+                .all(|n| n.is_up() && n.is_admitted())
+        })
+    });
 
     let seen = snapshot(&snapshotter);
     let at_least_one = |name: &str| {
@@ -104,4 +115,6 @@ fn every_documented_series_is_recorded_with_its_labels() {
     for name in seen.keys() {
         assert!(name.starts_with("redlock_"), "{name}");
     }
+    // Every node counts in both clients: the gauge sums them.
+    assert_eq!(seen.get("redlock_nodes_admitted{}"), Some(&6), "{seen:#?}");
 }
