@@ -69,7 +69,8 @@ impl NodeHealth {
     /// [`Quarantined`](crate::FailureKind::Quarantined) (the detail says
     /// for how long yet), [`Duplicate`](crate::FailureKind::Duplicate) (the
     /// detail names the node that counts for that server),
-    /// [`Eviction`](crate::FailureKind::Eviction) or
+    /// [`Eviction`](crate::FailureKind::Eviction),
+    /// [`NotWritable`](crate::FailureKind::NotWritable) (a replica) or
     /// [`Unsupported`](crate::FailureKind::Unsupported) (too old, or `INFO`
     /// refused). As of the last request or
     /// [`Redlock::verify`](crate::Redlock::verify).

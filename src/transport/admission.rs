@@ -32,7 +32,7 @@
 //!   - once this client admits an incarnation it writes the marker for it,
 //!     so that clients started later (after a failover, say) know;
 //!   - only a connection to the incarnation last examined votes
-//!     ([`Admission::is_current`]).
+//!     ([`Admission::refusal_for`]).
 //!
 //! The argument is in `docs/operations.md`.
 
@@ -162,9 +162,12 @@ struct State {
     refused: Option<(FailureKind, String)>,
     /// Quarantined until then, and why.
     until: Option<(Instant, &'static str)>,
-    /// The incarnation ([`Facts::identity`]) last examined at this node:
-    /// only a connection to it may vote.
+    /// The incarnation ([`Facts::identity`]) last identified at this node
+    /// (kept when an examination cannot identify it).
     seen: Option<String>,
+    /// What the last examination found (`None`: unidentified): only a
+    /// connection to it may vote.
+    current: Option<String>,
     /// The marker admits `seen` for our period (it said so, or we wrote it).
     marked: bool,
     /// A marker write for `seen` was tried (and failed): the next try waits
@@ -174,8 +177,9 @@ struct State {
     examined: Option<Instant>,
     /// Connected now (for the gauge).
     up: bool,
-    /// What the log last said: `None` while the node counts.
-    said: Option<(FailureKind, String)>,
+    /// What the log last said (with the quarantine's end): `None` while
+    /// the node counts.
+    said: Option<(FailureKind, String, Option<Instant>)>,
     /// The eviction accepted by the user was logged (once per client).
     said_eviction: bool,
     /// A failed marker write was logged.
@@ -186,7 +190,8 @@ struct State {
 struct Refusal {
     kind: FailureKind,
     why: String,
-    left: Option<Duration>,
+    /// A quarantine's end.
+    until: Option<Instant>,
 }
 
 impl Admission {
@@ -214,9 +219,9 @@ impl Admission {
         let now = Instant::now();
         let mut state = self.state.lock();
         state.examined = Some(now);
+        state.current = facts.map(Facts::identity);
         let marker = match facts {
             None => {
-                state.seen = None;
                 state.refused = Some((
                     FailureKind::Unsupported,
                     "did not say which server it is (INFO refused or incomplete, or GET on \
@@ -230,7 +235,7 @@ impl Admission {
             Some(facts) => self.judge(&mut state, facts, now),
         };
         let refusal = self.verdict(&state, now);
-        self.news(&mut state, refusal.as_ref());
+        self.news(&mut state, refusal.as_ref(), now);
         marker
     }
 
@@ -269,19 +274,36 @@ impl Admission {
                 facts.policy
             );
         }
+        if !facts.master {
+            // A replica (a plain URL to one, or a failover under way): its
+            // data follows another server, and its writes are refused.
+            state.refused = Some((
+                FailureKind::NotWritable,
+                "a replica (role is not master): list masters, or a Sentinel service".to_owned(),
+            ));
+            return None;
+        }
         let identity = facts.identity();
-        let previous = state.seen.replace(identity.clone());
-        let first = previous.is_none();
-        let replaced = previous.is_some_and(|p| p != identity);
+        let first = state.seen.is_none();
+        let replaced = state
+            .seen
+            .as_ref()
+            .is_some_and(|seen| !facts.continues(seen));
+        if state.seen.as_deref() != Some(&identity) {
+            // A new incarnation, or the same one under a reset replication
+            // ID (what markers and connections are compared with).
+            state.seen = Some(identity.clone());
+        }
         if first || replaced {
             state.marked = false;
             state.tried = false;
+            state.said_marker = false;
         }
         let period = self.rules.quarantine?;
         let needed = period + MARGIN;
         let from_now = |cause| now.checked_add(needed).map(|t| (t, cause));
         let marker = facts.marker.as_ref();
-        let admits = marker.filter(|m| m.admits(&identity, period));
+        let admits = marker.filter(|m| m.admits(facts, period));
         let by_operator = admits.is_some_and(Marker::by_operator);
         // The marker already says what this client would write.
         state.marked = admits.is_some();
@@ -358,14 +380,6 @@ impl Admission {
                 && state.until.is_none_or(|(until, _)| until <= Instant::now()))
     }
 
-    /// Whether a connection to incarnation `identity` (as its examination
-    /// found) may vote: it must reach what this node's last examination
-    /// found (a probe or a reconnect may have found another process behind
-    /// the same address since).
-    pub(crate) fn is_current(&self, identity: Option<&str>) -> bool {
-        self.state.lock().seen.as_deref() == identity
-    }
-
     /// Whether the node is connected (for the gauge of nodes that count).
     pub(crate) fn reachable(&self, up: bool) {
         let mut state = self.state.lock();
@@ -378,13 +392,41 @@ impl Admission {
     /// Why the node's votes do not count now, if they do not; said once in
     /// the log when that changes.
     pub(crate) fn refusal(&self) -> Option<NodeFailure> {
-        let now = Instant::now();
         let mut state = self.state.lock();
-        let refusal = self.verdict(&state, now);
-        self.news(&mut state, refusal.as_ref());
+        self.refusal_locked(&mut state)
+    }
+
+    /// Whether a connection whose examination found incarnation `identity`
+    /// may vote, decided at once with [`refusal`](Self::refusal): `Err` when
+    /// the node's last examination found another process behind the same
+    /// address (a probe, a reconnect) — what this connection reaches was not
+    /// judged, so it must reconnect.
+    pub(crate) fn refusal_for(
+        &self,
+        identity: Option<&str>,
+    ) -> Result<Option<NodeFailure>, NodeFailure> {
+        let mut state = self.state.lock();
+        if state.current.as_deref() != identity {
+            return Err(NodeFailure::new(
+                self.address.clone(),
+                FailureKind::Connection,
+                "the address reaches another process now than this connection's; reconnecting",
+            ));
+        }
+        Ok(self.refusal_locked(&mut state))
+    }
+
+    fn refusal_locked(&self, state: &mut State) -> Option<NodeFailure> {
+        let now = Instant::now();
+        let refusal = self.verdict(state, now);
+        self.news(state, refusal.as_ref(), now);
         refusal.map(|r| {
-            let detail = match r.left {
-                Some(left) => format!("{}; counts again in {}", r.why, Human(left)),
+            let detail = match r.until {
+                Some(until) => format!(
+                    "{}; counts again in {}",
+                    r.why,
+                    Human(until.saturating_duration_since(now))
+                ),
                 None => r.why,
             };
             NodeFailure::new(self.address.clone(), r.kind, detail)
@@ -397,7 +439,7 @@ impl Admission {
             return Some(Refusal {
                 kind: *kind,
                 why: why.clone(),
-                left: None,
+                until: None,
             });
         }
         if let Some(first) = self.registry.first_of(self.index) {
@@ -407,23 +449,24 @@ impl Admission {
                     "node {first} reaches this server too (one run_id) and counts for it: list \
                      each server once"
                 ),
-                left: None,
+                until: None,
             });
         }
         match state.until {
             Some((until, cause)) if until > now => Some(Refusal {
                 kind: FailureKind::Quarantined,
                 why: cause.to_owned(),
-                left: Some(until - now),
+                until: Some(until),
             }),
             _ => None,
         }
     }
 
-    /// Logs a change of whether (and why) the node counts.
-    fn news(&self, state: &mut State, refusal: Option<&Refusal>) {
-        let now = refusal.map(|r| (r.kind, r.why.clone()));
-        if now == state.said {
+    /// Logs a change of whether (and why) the node counts — a quarantine
+    /// begun again included.
+    fn news(&self, state: &mut State, refusal: Option<&Refusal>, now: Instant) {
+        let news = refusal.map(|r| (r.kind, r.why.clone(), r.until));
+        if news == state.said {
             return;
         }
         match refusal {
@@ -432,13 +475,13 @@ impl Admission {
                 self.address,
                 r.kind,
                 r.why,
-                r.left
-                    .map(|left| format!("; for {}", Human(left)))
+                r.until
+                    .map(|until| format!("; for {}", Human(until.saturating_duration_since(now))))
                     .unwrap_or_default()
             ),
             None => log::warn!("redlock: node {} counts toward quorums again", self.address),
         }
-        state.said = now;
+        state.said = news;
         self.registry
             .counting(self.index, state.up && state.said.is_none());
     }
@@ -462,7 +505,7 @@ impl Admission {
 
 /// Asks the node on `conn` what it is, decides, and writes the marker if
 /// this client just admitted it. Returns the incarnation the connection
-/// reaches (`None`: unidentified), for [`Admission::is_current`].
+/// reaches (`None`: unidentified), for [`Admission::refusal_for`].
 pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,
@@ -496,10 +539,16 @@ mod tests {
 
     /// `id` is `{run_id}:{master_replid}`.
     fn facts_with(id: &str, uptime: u64, marker: Option<&str>, memory: &str) -> Facts {
+        // `run_id:replid`, or `run_id:replid<previous` for a promotion on
+        // record (`master_replid2` previous).
         let (run_id, replid) = id.split_once(':').expect("run_id:replid");
+        let (replid, replid2) = replid
+            .split_once('<')
+            .unwrap_or((replid, "0000000000000000000000000000000000000000"));
         let server =
             format!("run_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\nredis_version:7.0.15\r\n");
-        let replication = format!("role:master\r\nmaster_replid:{replid}\r\n");
+        let replication =
+            format!("role:master\r\nmaster_replid:{replid}\r\nmaster_replid2:{replid2}\r\n");
         Facts::parse(&server, &replication, memory, marker.map(str::as_bytes)).expect("facts")
     }
 
@@ -534,14 +583,14 @@ mod tests {
         // A marker naming another incarnation — another process (restarted
         // with its data, restored) or the same process promoted again after
         // it served as a replica: the whole period, whatever the uptime.
-        for m in [
-            "r0:x operator",
-            "r0:x client 60000",
-            "r1:w operator",
-            "r1 operator",
+        for (id, m) in [
+            ("r1:x", "r0:x operator"),
+            ("r1:x", "r0:x client 60000"),
+            ("r1:x<y", "r1:w operator"),
+            ("r1:x", "r1 operator"),
         ] {
             let a = quarantined(60);
-            see(&a, facts("r1:x", 86_400, Some(m)));
+            see(&a, facts(id, 86_400, Some(m)));
             assert!(left(&a) > Duration::from_secs(60), "{m}");
         }
         // A client admitted this incarnation, after a shorter quarantine
@@ -620,14 +669,60 @@ mod tests {
         let a = quarantined(60);
         see(&a, facts("m1:x", 3600, None));
         assert!(admitted(&a));
-        // Fresh clients meet m1 again, promoted back, with m1's marker from
-        // before the first failover (replicated through the replica).
+        // Fresh clients meet m1 again, promoted back (it served as a replica
+        // of y), with m1's marker from before the first failover
+        // (replicated through the replica).
         let fresh = quarantined(60);
-        see(&fresh, facts("m1:z", 3700, Some("m1:x client 60000")));
+        see(&fresh, facts("m1:z<y", 3700, Some("m1:x client 60000")));
         assert!(left(&fresh) > Duration::from_secs(60));
         // And this client, which saw it before.
-        see(&a, facts("m1:z", 3700, Some("m1:x client 60000")));
+        see(&a, facts("m1:z<y", 3700, Some("m1:x client 60000")));
         assert!(left(&a) > Duration::from_secs(60));
+    }
+
+    /// A master that resets its replication ID (its first replica with no
+    /// backlog, or its backlog freed) is the same incarnation: no
+    /// quarantine, and its marker still admits it.
+    #[test]
+    fn a_master_resetting_its_replication_id_stays_admitted() {
+        let a = quarantined(60);
+        see(&a, facts("m1:x", 3600, Some("m1:x client 60000")));
+        assert!(admitted(&a));
+        see(&a, facts("m1:w", 3700, Some("m1:x client 60000")));
+        assert!(admitted(&a), "the same process, no promotion on record");
+        let fresh = quarantined(60);
+        see(&fresh, facts("m1:w", 5, Some("m1:x client 60000")));
+        assert!(admitted(&fresh));
+    }
+
+    /// Issue 35's second review: an examination that cannot identify the
+    /// node must not make this client forget what it saw replace what.
+    #[test]
+    fn an_unidentified_examination_keeps_a_quarantine_under_way() {
+        let a = quarantined(60);
+        see(&a, facts("r1:x", 3600, None));
+        see(&a, facts("r2:y<x", 400_000, Some("r1:x client 60000")));
+        let l = left(&a);
+        a.examined(None);
+        assert_eq!(a.refusal().unwrap().kind(), FailureKind::Unsupported);
+        // Identified again, with another client's marker (which may come
+        // from an admission by uptime): still the quarantine it began.
+        see(&a, facts("r2:y<x", 400_010, Some("r2:y client 60000")));
+        assert!(left(&a) <= l && left(&a) > Duration::from_secs(55));
+    }
+
+    #[test]
+    fn a_replica_does_not_count() {
+        let a = quarantined(60);
+        let replica = Facts::parse(
+            "run_id:r1\r\nuptime_in_seconds:9999\r\nredis_version:7.0.15\r\n",
+            "role:slave\r\nmaster_replid:x\r\n",
+            "maxmemory:0\r\nmaxmemory_policy:noeviction\r\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(a.examined(Some(&replica)), None, "no marker for a replica");
+        assert_eq!(a.refusal().unwrap().kind(), FailureKind::NotWritable);
     }
 
     #[test]
@@ -665,11 +760,15 @@ mod tests {
     fn only_a_connection_to_the_incarnation_last_examined_may_vote() {
         let a = quarantined(60);
         see(&a, facts("r1:x", 3600, None));
-        assert!(a.is_current(Some("r1:x")));
+        assert_eq!(a.refusal_for(Some("r1:x")), Ok(None));
         // A probe through the same address reached another process.
         see(&a, facts("r2:y", 3600, None));
-        assert!(!a.is_current(Some("r1:x")));
-        assert!(a.is_current(Some("r2:y")));
+        let not_current = a.refusal_for(Some("r1:x")).unwrap_err();
+        assert!(not_current.detail().contains("reconnecting"));
+        assert_eq!(
+            a.refusal_for(Some("r2:y")).unwrap().unwrap().kind(),
+            FailureKind::Quarantined
+        );
     }
 
     #[test]
@@ -726,6 +825,6 @@ mod tests {
         // connection to the first server (examined before) no longer votes.
         see(&nodes[1], facts("third:x", 1, None));
         assert!(admitted(&nodes[0]) && admitted(&nodes[1]));
-        assert!(!nodes[1].is_current(Some("same:x")));
+        assert!(nodes[1].refusal_for(Some("same:x")).is_err());
     }
 }

@@ -26,8 +26,15 @@ pub(crate) struct Facts {
     /// Its replication ID: a replica's is its master's, and a promotion
     /// gives it a new one. With the `run_id`, it names one *incarnation*
     /// of a master — what a restart or a promotion replaces (see
-    /// [`identity`](Self::identity)).
+    /// [`continues`](Self::continues)).
     pub(crate) replid: String,
+    /// Whether a promotion is on record: a promotion keeps the replication
+    /// ID it had as a replica as `master_replid2`; a master that resets its
+    /// ID (its first replica when it had no backlog, or its backlog freed
+    /// after `repl-backlog-ttl` without replicas) clears it.
+    pub(crate) promoted: bool,
+    /// `role:master`.
+    pub(crate) master: bool,
     /// As the node reports it (whole seconds, wall clock).
     pub(crate) uptime: Duration,
     /// `redis_version`, as reported.
@@ -72,14 +79,15 @@ impl Marker {
         }
     }
 
-    /// Whether it admits incarnation `id` for a client whose quarantine
-    /// period is `period`: an operator's word for it, or a client's that
-    /// waited at least as long.
-    pub(crate) fn admits(&self, id: &str, period: Duration) -> bool {
-        self.id() == id
+    /// Whether it admits the incarnation `facts` describe for a client
+    /// whose quarantine period is `period`: an operator's word for it, or a
+    /// client's that waited at least as long (in whole milliseconds, as
+    /// written).
+    pub(crate) fn admits(&self, facts: &Facts, period: Duration) -> bool {
+        facts.continues(self.id())
             && match self {
                 Marker::Operator { .. } => true,
-                Marker::Client { period: theirs, .. } => *theirs >= period,
+                Marker::Client { period: theirs, .. } => theirs.as_millis() >= period.as_millis(),
             }
     }
 
@@ -106,6 +114,9 @@ impl Facts {
         Some(Facts {
             run_id: field(server, "run_id")?.to_owned(),
             replid: field(replication, "master_replid")?.to_owned(),
+            promoted: field(replication, "master_replid2")
+                .is_some_and(|id| id.bytes().any(|b| b != b'0')),
+            master: field(replication, "role")? == "master",
             uptime: Duration::from_secs(field(server, "uptime_in_seconds")?.parse().ok()?),
             version: field(server, "redis_version")?.to_owned(),
             maxmemory: field(memory, "maxmemory")?.parse().ok()?,
@@ -114,12 +125,26 @@ impl Facts {
         })
     }
 
-    /// The master incarnation: `{run_id}:{master_replid}`. A restart
-    /// changes the `run_id`; a promotion, the replication ID — also of a
-    /// process promoted back after it served as a replica (whose data then
-    /// came from another master).
+    /// The master incarnation as markers name it: `{run_id}:{master_replid}`.
     pub(crate) fn identity(&self) -> String {
         format!("{}:{}", self.run_id, self.replid)
+    }
+
+    /// Whether this is the incarnation `id` names, or continues it: the
+    /// same process (`run_id`: a restart changes it) that was not promoted
+    /// since — its replication ID is the same, or changed with no
+    /// promotion on record (a master resetting its ID). A process promoted
+    /// back after it served as a replica (its data then came from another
+    /// master) does not continue its old incarnation. A promotion stays on
+    /// record until the master's backlog is freed (`repl-backlog-ttl`, an
+    /// hour by default, without replicas).
+    pub(crate) fn continues(&self, id: &str) -> bool {
+        match id.split_once(':') {
+            Some((run_id, replid)) => {
+                run_id == self.run_id && (replid == self.replid || !self.promoted)
+            }
+            None => false,
+        }
     }
 
     /// Whether the node may evict keys before they expire: a memory limit
@@ -184,7 +209,7 @@ mod tests {
     const SERVER: &str =
         "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n";
     const MEMORY: &str = "# Memory\r\nmaxmemory:0\r\nmaxmemory_policy:volatile-lru\r\n";
-    const REPL: &str = "# Replication\r\nrole:master\r\nmaster_replid:f00d\r\n";
+    const REPL: &str = "# Replication\r\nrole:master\r\nmaster_replid:f00d\r\nmaster_replid2:0000000000000000000000000000000000000000\r\n";
 
     #[test]
     fn info_is_parsed_and_garbage_is_refused() {
@@ -248,20 +273,49 @@ mod tests {
         }
     }
 
+    fn master(run_id: &str, replid: &str, replid2: &str) -> Facts {
+        let server = SERVER.replace("abc123", run_id);
+        let repl = format!("role:master\r\nmaster_replid:{replid}\r\nmaster_replid2:{replid2}\r\n");
+        Facts::parse(&server, &repl, MEMORY, None).unwrap()
+    }
+
+    const ZERO: &str = "0000000000000000000000000000000000000000";
+
     #[test]
-    fn markers_name_a_process_and_who_admitted_it() {
+    fn an_incarnation_ends_with_a_restart_or_a_promotion() {
+        let m = master("r1", "x", ZERO);
+        assert!(m.continues("r1:x"));
+        assert!(!m.continues("r0:x"), "restarted");
+        assert!(!m.continues("r1"), "not an incarnation");
+        // The master reset its replication ID (a first replica with no
+        // backlog, or its backlog freed): no promotion on record.
+        assert!(master("r1", "y", ZERO).continues("r1:x"));
+        // Promoted (back, after it served as a replica of another master).
+        assert!(!master("r1", "z", "y").continues("r1:x"));
+        assert!(master("r1", "z", "y").continues("r1:z"));
+        let replica = Facts::parse(SERVER, "role:slave\r\nmaster_replid:x\r\n", MEMORY, None);
+        assert!(!replica.unwrap().master);
+    }
+
+    #[test]
+    fn markers_name_an_incarnation_and_who_admitted_it() {
         let hour = Duration::from_secs(3600);
-        let op = Marker::parse(b"r1 operator").unwrap();
-        assert!(op.admits("r1", hour) && !op.admits("r2", hour));
+        let r1 = master("r1", "x", ZERO);
+        let op = Marker::parse(b"r1:x operator").unwrap();
+        assert!(op.admits(&r1, hour) && !op.admits(&master("r2", "x", ZERO), hour));
         assert!(op.by_operator());
-        let client = Marker::parse(Marker::client("r1", hour).as_bytes()).unwrap();
-        assert!(client.admits("r1", hour), "the same period");
+        let client = Marker::parse(Marker::client("r1:x", hour).as_bytes()).unwrap();
+        assert!(client.admits(&r1, hour), "the same period");
+        assert!(client.admits(&r1, Duration::from_secs(60)), "a shorter one");
+        assert!(!client.admits(&r1, hour * 2), "a longer one waits");
         assert!(
-            client.admits("r1", Duration::from_secs(60)),
-            "a shorter one"
+            !client.admits(&master("r0", "x", ZERO), hour),
+            "another process"
         );
-        assert!(!client.admits("r1", hour * 2), "a longer one waits");
-        assert!(!client.admits("r0", hour), "another process");
+        // A period with a fraction of a millisecond matches what it wrote.
+        let odd = Duration::from_micros(1_500_700);
+        let written = Marker::parse(Marker::client("r1:x", odd).as_bytes()).unwrap();
+        assert!(written.admits(&r1, odd));
         for garbage in [
             &b"r1"[..],
             b"r1 60000",

@@ -144,41 +144,52 @@ impl Link for RedisLink {
                 }
             }
         }
-        if !self.shared.admission.is_current(conn.identity.as_deref()) {
-            // Another connection (a probe, say) found another process
-            // behind this address since this one was examined: what this
-            // one reaches was not judged, so it does not vote.
-            conn.broken = true;
-            let failure = NodeFailure::new(
-                self.shared.address.clone(),
-                FailureKind::Connection,
-                "the address reaches another process now than this connection's; reconnecting",
-            );
-            return batch.iter().map(|_| Err(failure.clone())).collect();
-        }
         // Its votes to take or keep a lock do not count while it is not
         // admitted, or while no Sentinel confirms that it is still the
-        // master; releases do.
-        let refused = self.shared.admission.refusal().or_else(|| {
-            self.follow
-                .as_ref()
-                .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout))
-                .map(|why| {
-                    NodeFailure::new(self.shared.address.clone(), FailureKind::Connection, why)
-                })
-        });
-        let replies = exchange(&mut conn, batch, timeout);
+        // master; releases do. A connection to another process than the
+        // node's last examination found (a probe, say, found another one
+        // behind this address since) does not vote at all: it reconnects.
+        let refused = match self.shared.admission.refusal_for(conn.identity.as_deref()) {
+            Err(failure) => {
+                conn.broken = true;
+                return batch.iter().map(|_| Err(failure.clone())).collect();
+            }
+            Ok(refused) => refused.or_else(|| {
+                self.follow
+                    .as_ref()
+                    .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout))
+                    .map(|why| {
+                        NodeFailure::new(self.shared.address.clone(), FailureKind::Connection, why)
+                    })
+            }),
+        };
+        // A node that does not count gets nothing but clean-ups: an
+        // acquisition there would not count, and on a server another
+        // listed address reaches (a duplicate) it would take the key from
+        // the node that counts.
+        let goes = |req: &Request| {
+            refused.is_none() || matches!(req.op, Op::Release | Op::Leave | Op::Resign)
+        };
+        let sent: Vec<&Request> = batch.iter().copied().filter(|req| goes(req)).collect();
+        let mut replies = if sent.is_empty() {
+            Vec::new()
+        } else {
+            exchange(&mut conn, &sent, timeout)
+        }
+        .into_iter();
         let answers: Vec<Answer> = batch
             .iter()
-            .zip(replies)
-            .map(|(req, reply)| match reply {
-                Ok(value) => match (interpret(req, value, &self.shared.address), &refused) {
-                    (Ok(_), Some(failure)) if !matches!(req.op, Op::Release) => {
-                        Err(failure.clone())
-                    }
-                    (answer, _) => answer,
+            .map(|req| match (&refused, goes(req)) {
+                (Some(failure), false) => Err(failure.clone()),
+                _ => match replies.next() {
+                    Some(Ok(value)) => interpret(req, value, &self.shared.address),
+                    Some(Err(err)) => Err(self.failure(&err, req)),
+                    None => Err(NodeFailure::new(
+                        self.shared.address.clone(),
+                        FailureKind::Server,
+                        "no reply for this request",
+                    )),
                 },
-                Err(err) => Err(self.failure(&err, req)),
             })
             .collect();
         // A Sentinel-managed node that answers `READONLY` (or `LOADING`)
