@@ -217,7 +217,9 @@ pub(crate) struct Outcome {
     pub(crate) stale: usize,
     /// The largest fence value those refusals reported.
     pub(crate) fence: Option<u64>,
-    /// Refused, and no other client can hold the key on a majority: not even
+    /// See [`held`](Self::held).
+    held: bool,
+    /// Held, and no other client can hold the key on a majority: not even
     /// if every node that failed or had not answered, and every refusal that
     /// did not say who holds it, were the most common holder's. Contenders
     /// split the votes and nobody won.
@@ -227,6 +229,17 @@ pub(crate) struct Outcome {
     pub(crate) slots: Vec<u64>,
     /// An election's read: the proclamations the nodes that said yes hold.
     pub(crate) reads: Vec<std::sync::Arc<Proclaimed>>,
+}
+
+impl Outcome {
+    /// For an acquisition: whether others hold it — the refusals alone rule
+    /// out a majority, or a majority of the nodes answered and too few of
+    /// them granted it (the nodes that failed would not change that the
+    /// resource is held where it was asked). Otherwise an acquisition that
+    /// failed failed for want of nodes: fewer than a majority answered.
+    pub(crate) fn held(&self) -> bool {
+        self.held
+    }
 }
 
 /// Counts the answers of one round and decides as soon as the outcome is known.
@@ -340,8 +353,15 @@ impl Tally {
         } else {
             Verdict::Unreachable
         };
+        // As `Outcome::held`.
+        let held = match verdict {
+            Verdict::Confirmed => false,
+            Verdict::Refused => true,
+            Verdict::Unreachable => yes + no >= self.quorum,
+        };
         Outcome {
             verdict,
+            held,
             confirmed: yes,
             refused: no,
             quorum: self.quorum,
@@ -351,7 +371,7 @@ impl Tally {
             fence: self.fence,
             // Nodes that failed or had not answered may all be the most
             // common holder's: a split only when even then it has no majority.
-            split: verdict == Verdict::Refused && {
+            split: held && {
                 let most = self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0);
                 most + self.anonymous + failed < self.quorum
             },
@@ -631,6 +651,37 @@ mod tests {
         refused.record(Ok(Vote::NO));
         refused.record(Ok(Vote::NO));
         assert_eq!(refused.outcome().verdict, Verdict::Refused);
+    }
+
+    /// Issue 36: an acquisition that a majority answered and holders
+    /// refused is held, whatever failed; with fewer than a majority
+    /// answering it failed for want of nodes.
+    #[test]
+    fn an_acquisition_is_held_once_a_majority_answered() {
+        let outcome = |answers: &[Answer]| {
+            let mut t = Tally::new(answers.len());
+            for a in answers {
+                t.record(a.clone());
+            }
+            t.outcome()
+        };
+        let (held, free) = (Ok(Vote::held_by(b"a")), Ok(Vote::YES));
+        let down = fail(FailureKind::Timeout);
+        assert!(outcome(&[held.clone(), free.clone(), down.clone()]).held());
+        assert!(outcome(&[held.clone(), held.clone(), down.clone()]).held());
+        assert!(!outcome(&[held.clone(), down.clone(), down.clone()]).held());
+        assert!(!outcome(&[free.clone(), down.clone(), down.clone()]).held());
+        assert!(!outcome(&[free.clone(), free, down]).held(), "confirmed");
+        // Four nodes, two refusals, two down: the refusals alone rule out
+        // a majority.
+        let four = outcome(&[
+            held.clone(),
+            held,
+            fail(FailureKind::Connection),
+            fail(FailureKind::Connection),
+        ]);
+        assert_eq!(four.verdict, Verdict::Refused);
+        assert!(four.held());
     }
 
     #[test]

@@ -36,8 +36,12 @@ pub enum Error {
         /// What is wrong and how to fix it.
         reason: String,
     },
-    /// The resource is held by another client: enough nodes refused the `SET NX`
-    /// that a majority could not be reached.
+    /// The resource is held by another client: a majority of the nodes
+    /// answered and too few of them granted it (or the refusals alone rule
+    /// out a majority), so others hold it on nodes this client reaches.
+    /// Try later. Nodes that did not answer do not make this `NoQuorum`:
+    /// the answer is about the resource, and the nodes that answered
+    /// settle it. (`try_*` calls report it as `Ok(None)`.)
     Busy {
         /// The resource (Redis key) that was asked for (for a
         /// [`lock_all`](crate::Redlock::lock_all), the resources joined by `, `).
@@ -46,7 +50,12 @@ pub enum Error {
         attempts: u32,
     },
     /// Too many nodes failed, timed out or were unreachable for a majority to
-    /// answer. Each failing node's cause is kept in `failures`.
+    /// answer: for an acquisition, fewer than a majority of the nodes
+    /// answered, whatever they said (or failures that will not heal, such as
+    /// rejected credentials, rule a majority out); for an extension, a
+    /// release or a leader read, the nodes that failed could still have
+    /// made the majority. The nodes are not there to tell: check them (each
+    /// failing node's cause is kept in `failures`).
     NoQuorum {
         /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,

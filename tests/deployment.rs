@@ -327,17 +327,16 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
     let b = quarantined(&urls, period);
     let (mut tries, mut quarantined_seen) = (0, 0);
     while guard.remaining() > Duration::from_millis(300) {
+        // The endpoint does not count: node 1 grants, node 2 is A's, so a
+        // majority answered and a holder kept it from B (`None`), or a
+        // node timed out on a loaded machine (`NoQuorum`). Never B's.
         match b.try_lock("took-over", ttl) {
             Ok(Some(_)) if guard.is_valid() => panic!("B got in while A's guard is valid"),
-            Err(Error::NoQuorum { failures, .. }) => {
-                quarantined_seen += failures
-                    .iter()
-                    .filter(|f| {
-                        f.kind() == FailureKind::Quarantined && f.node() == endpoint.address()
-                    })
-                    .count();
-            }
-            other => panic!("unexpected {other:?}"),
+            Ok(_) | Err(Error::NoQuorum { .. }) => {}
+            Err(other) => panic!("unexpected {other}"),
+        }
+        if kind(&b.node_health()[0]) == Some(FailureKind::Quarantined) {
+            quarantined_seen += 1;
         }
         tries += 1;
         std::thread::sleep(Duration::from_millis(100));
@@ -400,7 +399,16 @@ fn verify_reports_each_nodes_cause() {
     nodes[3].restart();
     twin.set(Fault::Pass);
     cmd(&acl, &["ACL", "SETUSER", "locks", "-info"]);
-    let health = client.verify();
+    // The twin's first probe may still time out on a loaded machine (it
+    // was stalled until just now): asked again until it answers.
+    let mut health = client.verify();
+    harness::settles("the twin answers a probe", || {
+        if kind(&health[4]) == Some(FailureKind::Duplicate) {
+            return true;
+        }
+        health = client.verify();
+        false
+    });
     let report: Vec<String> = health
         .iter()
         .map(|h| format!("{} {:?}", h.address(), h.refusal().map(ToString::to_string)))

@@ -530,12 +530,13 @@ impl Core {
                 elapsed: start.elapsed(),
                 ttl,
             },
-            Verdict::Refused => Failed::Busy {
+            // Held: a majority answered (or the refusals alone rule it out).
+            _ if outcome.held() => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
                 split: outcome.split,
                 reports: outcome.slots,
             },
-            Verdict::Unreachable => Failed::NoQuorum {
+            Verdict::Refused | Verdict::Unreachable => Failed::NoQuorum {
                 permanent: outcome.permanent,
                 outcome: Box::new(outcome),
             },
