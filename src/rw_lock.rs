@@ -56,8 +56,9 @@ use crate::guard::LockGuard;
 /// for 2 s and renews it with every round (it retries at least every
 /// 500 ms), so overlapping readers cannot starve it: new readers wait
 /// until it has written, and when the last reader leaves it goes ahead of
-/// readers that queued before it. A writer that gives up leaves its mark to
-/// expire.
+/// readers that queued before it. A waiting writer that gives up leaves its
+/// mark to expire; [`try_write`](RwLock::try_write), which never waits,
+/// marks nothing.
 ///
 /// # What it costs
 ///
@@ -127,8 +128,9 @@ impl RwLock {
     }
 
     /// One round for the write hold: `Ok(None)` while a writer or readers
-    /// hold. A refusal because of readers leaves this writer's mark for a
-    /// moment (new readers wait), as any writer's round does.
+    /// hold. It does not wait, so it leaves nothing that makes others wait:
+    /// unlike a waiting writer's rounds, it marks nothing when readers
+    /// refuse it.
     ///
     /// # Errors
     ///

@@ -108,3 +108,27 @@ fn a_semaphore_pass_finds_the_permit_free_on_its_majority() {
         .expect("C: the permit free on its majority");
     assert_held(sem(1).try_lock(TTL), "B: both permits held");
 }
+
+/// A `try_write` that finds a reader and gives up leaves nothing that
+/// makes others wait: a reader in a third client gets in right after the
+/// reader released (a writer's mark used to turn readers away for ~2 s).
+#[test]
+fn a_failed_try_write_leaves_no_mark() {
+    let cluster = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3).map(|_| harness::client(cluster.urls())).collect();
+    let rw = |c: usize| clients[c].rw_lock("t:rw-mark");
+    let read = rw(0).read(TTL).expect("A reads");
+    assert!(rw(1).try_write(TTL).unwrap().is_none(), "a reader holds");
+    read.release().unwrap();
+    for node in &cluster.nodes {
+        assert_eq!(
+            node.get("redlock-rw:t:rw-mark#wait"),
+            None,
+            "a mark left behind"
+        );
+    }
+    assert!(
+        rw(2).try_read(TTL).unwrap().is_some(),
+        "a reader in a third client gets in at once"
+    );
+}

@@ -270,7 +270,16 @@ impl Core {
                 (true, false) => Route::Gated,
                 (true, true) => Route::Called,
             };
-            let round = self.attempt(&keys, &name, ttl, (route, member), (report, fence_seen));
+            // A caller that will not try again leaves nothing that makes
+            // others wait (a writer's mark).
+            let waits = patience.retries != Some(0) || patience.deadline.is_some();
+            let round = self.attempt(
+                &keys,
+                &name,
+                ttl,
+                (route, member),
+                (report, fence_seen, waits),
+            );
             if patience.cancelled() {
                 // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
@@ -448,7 +457,7 @@ impl Core {
         name: &Arc<str>,
         ttl: Duration,
         (route, member): (Route, Option<Arc<str>>),
-        (report, seen): (Option<u32>, u64),
+        (report, seen, waits): (Option<u32>, u64, bool),
     ) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
@@ -471,6 +480,7 @@ impl Core {
         let mut request = self.request(op, keys, &token, ttl, by);
         request.queue = member.clone();
         request.report = report;
+        request.waits = waits;
         let pending = match route {
             // Refused by the gate node: held, or others queued first;
             // nothing was set anywhere, and a waiter keeps its place.

@@ -177,6 +177,7 @@ impl Core {
             queue: None,
             report: None,
             value: None,
+            waits: true,
         }
     }
 

@@ -454,7 +454,7 @@ macro_rules! write_acquire {
             rw_start!(),
             r#"redis.call("zremrangebyscore",KEYS[2],"-inf",now)
 if redis.call("zcard",KEYS[2])>0 then
-if not redis.call("set",KEYS[3],ARGV[1],"NX","PX",ARGV[3]) then redis.call("pexpire",KEYS[3],ARGV[3]) end
+if ARGV[3]~="0" and not redis.call("set",KEYS[3],ARGV[1],"NX","PX",ARGV[3]) then redis.call("pexpire",KEYS[3],ARGV[3]) end
 return refused()
 end
 local w=check()
@@ -531,7 +531,7 @@ end
 local readers=redis.call("zcard",KEYS[2])
 local marked=redis.call("get",KEYS[3])
 local held=writer~=nil or (reader and marked~=false) or (not reader and readers>0)
-if not reader and not writer and readers>0 and not (marked and marked~=me and waits(marked)) then
+if not reader and not writer and readers>0 and ARGV[3]~="0" and not (marked and marked~=me and waits(marked)) then
 if me~="" then marked=me else marked=ARGV[1] end
 redis.call("set",KEYS[3],marked,"PX",ARGV[3])
 end
@@ -741,7 +741,7 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
                 cmd.arg(fence_key(&writer));
             }
             cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
-            cmd.arg(mark_ms()).arg(proposed).arg(idle_ms);
+            cmd.arg(mark_for(req)).arg(proposed).arg(idle_ms);
             cmd.arg(if reader { "r" } else { "w" });
             cmd.arg(grace_ms(req)).arg(member);
         }
@@ -925,6 +925,12 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, out: &mut Vec<u8>) {
     cmd.write_packed_command(out);
 }
 
+/// How long a writer refused by readers marks that it waits: `0` (no
+/// mark) for one that will not try again.
+fn mark_for(req: &Request) -> u64 {
+    if req.waits { mark_ms() } else { 0 }
+}
+
 /// [`WRITER_MARK`] in milliseconds.
 fn mark_ms() -> u64 {
     u64::try_from(WRITER_MARK.as_millis()).unwrap_or(u64::MAX)
@@ -967,7 +973,7 @@ fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -
                 .arg(writer)
                 .arg(readers)
                 .arg(mark);
-            cmd.arg(token).arg(ttl_ms).arg(mark_ms());
+            cmd.arg(token).arg(ttl_ms).arg(mark_for(req));
         }
         (
             Role::Write,
@@ -983,7 +989,7 @@ fn encode_rw(req: &Request, role: Role, keys: &[String; 3], out: &mut Vec<u8>) -
                 .arg(readers)
                 .arg(mark)
                 .arg(fence_key(writer));
-            cmd.arg(token).arg(ttl_ms).arg(mark_ms());
+            cmd.arg(token).arg(ttl_ms).arg(mark_for(req));
             cmd.arg(proposed).arg(idle_ms);
         }
         (Role::Write, _) => return false,
@@ -1161,6 +1167,7 @@ mod tests {
             queue: None,
             report: None,
             value: None,
+            waits: true,
         }
     }
 

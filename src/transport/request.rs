@@ -66,6 +66,10 @@ pub(crate) struct Request {
     pub(crate) report: Option<u32>,
     /// What an [`Op::Proclaim`] sets.
     pub(crate) value: Option<Arc<str>>,
+    /// The caller tries again if refused: a writer that readers refuse
+    /// marks that it waits (new readers are turned away). A `try_write`
+    /// does not wait, so it leaves no mark.
+    pub(crate) waits: bool,
 }
 
 impl std::fmt::Debug for Request {

@@ -211,6 +211,7 @@ mod tests {
             queue: None,
             report: None,
             value: None,
+            waits: true,
         };
         let round = RoundShared::new(1);
         let pending = PendingRound {
