@@ -657,6 +657,9 @@ pub(crate) fn encode(req: &Request, out: &mut Vec<u8>) {
     if super::elect::is_elect_op(req.op) {
         return super::elect::encode(req, out);
     }
+    if super::elect::encode_extend(req, out).is_some() {
+        return;
+    }
     let first = req.keys.first().map_or("", |k| &**k);
     if req.queue.is_some() || req.op == Op::Leave {
         let member = req.queue.as_deref().unwrap_or("");

@@ -54,9 +54,44 @@ local tok,_,seq=string.match(cur,"^(%S+) (%d+) (%d+) ")
 if tok==ARGV[1] and tonumber(seq)>=tonumber(ARGV[3]) then return 1 end
 end
 redis.call("set",KEYS[2],ARGV[1].." "..ARGV[2].." "..ARGV[3].." "..ARGV[4])
+local ttl=redis.call("pttl",KEYS[1])
+if ttl>0 then redis.call("pexpire",KEYS[2],ttl) end
 notify()
 return 1"#
 );
+
+/// An election lock's extension: `KEYS` = the lock key, the value key;
+/// `ARGV` = token, ttl ms. Extends the lock key as any extension does (`1`
+/// if it holds the token, else `0`), and the value key with it while it
+/// holds this leader's proclamation: a proclamation lives as long as the
+/// lock that backs it, so a leader that vanishes leaves nothing forever.
+const EXTEND_SCRIPT: &str = r#"if redis.call("get",KEYS[1])~=ARGV[1] then return 0 end
+if redis.call("pttl",KEYS[1])<tonumber(ARGV[2]) then redis.call("pexpire",KEYS[1],ARGV[2]) end
+local v=redis.pcall("get",KEYS[2])
+if type(v)=="string" and string.sub(v,1,#ARGV[1]+1)==ARGV[1].." " then
+local t=redis.call("pttl",KEYS[1])
+if redis.call("pttl",KEYS[2])<t then redis.call("pexpire",KEYS[2],t) end
+end
+return 1"#;
+
+/// Appends an election lock's extension (see [`EXTEND_SCRIPT`]) to `out`:
+/// `None` if `req` is not one.
+pub(crate) fn encode_extend(req: &Request, out: &mut Vec<u8>) -> Option<()> {
+    let Op::Extend { ttl_ms } = req.op else {
+        return None;
+    };
+    let [lock] = &*req.keys else { return None };
+    let value = super::keys::elect_value_key(lock)?;
+    redis::cmd("EVAL")
+        .arg(EXTEND_SCRIPT)
+        .arg(2)
+        .arg(&**lock)
+        .arg(value)
+        .arg(req.token.as_bytes())
+        .arg(ttl_ms)
+        .write_packed_command(out);
+    Some(())
+}
 
 /// `KEYS` = the lock key, the value key, the observers; `ARGV` = the
 /// observer's member and how long it counts, in ms (on the gate node of a

@@ -53,6 +53,11 @@ pub(crate) fn elect_keys(name: &str) -> [String; 3] {
     ]
 }
 
+/// The value key of the election whose lock key is `lock`.
+pub(crate) fn elect_value_key(lock: &str) -> Option<String> {
+    is_elect_lock(lock).then(|| format!("{}#v", &lock[..lock.len() - 2]))
+}
+
 /// Whether `key` is an election's lock key: its acquisitions are always
 /// fenced (the token is the term).
 pub(crate) fn is_elect_lock(key: &str) -> bool {
