@@ -203,8 +203,6 @@ pub(crate) struct Outcome {
     pub(crate) verdict: Verdict,
     /// Nodes that confirmed.
     pub(crate) confirmed: usize,
-    /// Nodes that refused (stale tokens included).
-    pub(crate) refused: usize,
     /// Confirmations needed.
     pub(crate) quorum: usize,
     /// Nodes that failed, with their causes; the round appends one
@@ -357,13 +355,13 @@ impl Tally {
         let held = match verdict {
             Verdict::Confirmed => false,
             Verdict::Refused => true,
-            Verdict::Unreachable => yes + no >= self.quorum,
+            // Refusals for a stale token say nobody holds it.
+            Verdict::Unreachable => yes + no >= self.quorum && no > self.stale,
         };
         Outcome {
             verdict,
             held,
             confirmed: yes,
-            refused: no,
             quorum: self.quorum,
             failures: self.failures.clone(),
             permanent: self.permanently_failed(),
@@ -385,9 +383,12 @@ impl Tally {
     /// failures together rule out a majority but neither alone does, the
     /// nodes still pending decide between `Refused` and `Unreachable`, so
     /// the round waits for them (a busy resource with one node down is
-    /// `Busy`, not `NoQuorum`). Agrees with [`outcome`](Self::outcome).
+    /// `Busy`, not `NoQuorum`) — as it does while they may still make a
+    /// majority of answers, which makes an acquisition
+    /// [`held`](Outcome::held) rather than short of nodes. Agrees with
+    /// [`outcome`](Self::outcome).
     pub(crate) fn verdict(&self) -> Option<Verdict> {
-        let (yes, failed, pending) = (self.agreed().0, self.failures.len(), self.pending());
+        let ((yes, no), failed, pending) = (self.agreed(), self.failures.len(), self.pending());
         if yes >= self.quorum {
             return Some(Verdict::Confirmed);
         }
@@ -396,6 +397,8 @@ impl Tally {
         }
         if yes + failed + pending < self.quorum {
             Some(Verdict::Refused)
+        } else if yes + no < self.quorum && yes + no + pending >= self.quorum {
+            None
         } else if yes + failed >= self.quorum {
             Some(Verdict::Unreachable)
         } else {
@@ -599,14 +602,30 @@ mod tests {
         }
         for seq in sequences {
             let mut tally = Tally::new(5);
-            for a in seq {
+            for (i, &a) in seq.iter().enumerate() {
                 tally.record(match a {
                     0 => Ok(Vote::YES),
                     1 => Ok(Vote::NO),
                     _ => fail(FailureKind::Timeout),
                 });
                 if let Some(verdict) = tally.verdict() {
-                    assert_eq!(verdict, tally.outcome().verdict, "{tally:?}");
+                    let outcome = tally.outcome();
+                    assert_eq!(verdict, outcome.verdict, "{tally:?}");
+                    // Decided early, an acquisition is held exactly as it
+                    // would be with every answer in (issue 36's review: a
+                    // round decided while a majority could still answer
+                    // said NoQuorum where the last answer made it Busy).
+                    let mut full = Tally::new(5);
+                    for &b in &seq {
+                        full.record(match b {
+                            0 => Ok(Vote::YES),
+                            1 => Ok(Vote::NO),
+                            _ => fail(FailureKind::Timeout),
+                        });
+                    }
+                    if verdict != Verdict::Confirmed {
+                        assert_eq!(outcome.held(), full.outcome().held(), "{seq:?} at {i}");
+                    }
                 }
             }
             assert!(tally.verdict().is_some(), "all answered: decided");
@@ -671,7 +690,12 @@ mod tests {
         assert!(outcome(&[held.clone(), held.clone(), down.clone()]).held());
         assert!(!outcome(&[held.clone(), down.clone(), down.clone()]).held());
         assert!(!outcome(&[free.clone(), down.clone(), down.clone()]).held());
-        assert!(!outcome(&[free.clone(), free, down]).held(), "confirmed");
+        assert!(
+            !outcome(&[free.clone(), free.clone(), down.clone()]).held(),
+            "confirmed"
+        );
+        // A stale token's refusal says nobody holds it.
+        assert!(!outcome(&[free, Ok(Vote::stale(7)), down]).held());
         // Four nodes, two refusals, two down: the refusals alone rule out
         // a majority.
         let four = outcome(&[

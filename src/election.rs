@@ -54,9 +54,10 @@ use crate::guard::LockGuard;
 ///   next leader once that one's [`win`](Campaign::win) has returned.
 ///
 /// The leader's value lives in `redlock-elect:{name}#v` on every node,
-/// with no expiry: a resigning leader deletes it, and a leader that
-/// vanished leaves it until the next one overwrites it (it is never read
-/// as anyone's meanwhile).
+/// expiring with the leader's lock (and extended with it): a resigning
+/// leader deletes it, and a leader that vanished leaves it until its lock
+/// expires or the next one overwrites it (it is never read as anyone's
+/// meanwhile).
 #[derive(Clone)]
 pub struct Election {
     core: Arc<Core>,

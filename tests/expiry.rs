@@ -81,6 +81,14 @@ fn a_kept_leaders_proclamation_outlives_its_ttl() {
         .campaign("v1", ttl)
         .win()
         .unwrap();
+    // `win` returns at a majority: the last node's proclamation may still
+    // be on its way.
+    harness::settles("the proclamation on every node", || {
+        cluster
+            .nodes
+            .iter()
+            .all(|n| n.pttl("redlock-elect:e:kept#v") > 0)
+    });
     for node in &cluster.nodes {
         let pttl = node.pttl("redlock-elect:e:kept#v");
         assert!(pttl > 0 && pttl <= 1000, "expires with the lock: {pttl}");

@@ -272,7 +272,7 @@ impl Core {
             };
             // A caller that will not try again leaves nothing that makes
             // others wait (a writer's mark).
-            let waits = patience.retries != Some(0) || patience.deadline.is_some();
+            let waits = patience.retries != Some(0);
             let round = self.attempt(
                 &keys,
                 &name,
@@ -333,18 +333,11 @@ impl Core {
                 continue;
             }
             // A semaphore's slot taken elsewhere: on to the slot the nodes
-            // report free on the most of them. Also after a round that
-            // failed for want of nodes where some node refused the slot: it
-            // is held there, and another may be free on enough nodes.
+            // report free on the most of them. (A round that failed for want
+            // of nodes — fewer than a majority answered — would fail the
+            // same way on every other slot.)
             let reports = match &failed {
                 Failed::Busy { reports, .. } => Some(reports),
-                // Only where an answering node refused the slot: a round
-                // that failed for want of nodes alone would fail the same
-                // way on every other slot, a node timeout each.
-                Failed::NoQuorum {
-                    outcome,
-                    permanent: false,
-                } if outcome.refused > outcome.stale => Some(&outcome.slots),
                 _ => None,
             };
             if let (Some((semaphore, _, slots)), Some(reports)) = (&mut slots, reports) {

@@ -55,7 +55,8 @@ if tok==ARGV[1] and tonumber(seq)>=tonumber(ARGV[3]) then return 1 end
 end
 redis.call("set",KEYS[2],ARGV[1].." "..ARGV[2].." "..ARGV[3].." "..ARGV[4])
 local ttl=redis.call("pttl",KEYS[1])
-if ttl>0 then redis.call("pexpire",KEYS[2],ttl) end
+if ttl<1 then ttl=1 end
+redis.call("pexpire",KEYS[2],ttl)
 notify()
 return 1"#
 );
