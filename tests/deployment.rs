@@ -315,11 +315,16 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
     cmd(&replica, &["REPLICAOF", "NO", "ONE"]);
     cmd(&replica, &["DEL", "took-over"]);
     endpoint.retarget(replica.port);
-    // Without the quarantine: a second holder while A's guard is valid.
+    // Without the quarantine: a second holder while A's guard is valid. (A
+    // round may miss a node on a loaded machine: asked until it gets in.)
     let plain = harness::client(&urls);
-    let second = plain.try_lock("took-over", ttl).unwrap();
+    let mut second = None;
+    harness::settles("the client without the quarantine takes the lock", || {
+        second = plain.try_lock("took-over", ttl).ok().flatten();
+        second.is_some()
+    });
     assert!(
-        second.is_some() && guard.is_valid(),
+        guard.is_valid(),
         "the hazard: a fresh client without the quarantine trusts the promoted replica"
     );
     drop(second);
