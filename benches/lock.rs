@@ -313,6 +313,36 @@ fn plot(file: &str, caption: &str, axes: (&str, &str), series: &[plots::Series],
     }
 }
 
+/// How long S7 runs.
+const S7_RUN: Duration = Duration::from_secs(6);
+
+const S7_HEADER: &str = "\n| S7: nodes 1–3; 8 reader threads in each of 2 clients (hold 1 ms), a writer thread in the first reloading every 300 ms (hold 5 ms), 6 s, defaults | reads | failed reads | read wait p50 / p99 / max µs | reloads (failed) | reload wait p50 / p99 / max µs |\n| --- | ---: | ---: | ---: | ---: | ---: |";
+
+/// The S7 table row (and the first failure's message, if any).
+fn s7_row(r: &primitives::Reload) -> String {
+    let spread = |w: &[Duration]| {
+        let at = |p: f64| {
+            let i = ((w.len() as f64 * p) as usize).min(w.len().saturating_sub(1));
+            w.get(i).copied().unwrap_or_default()
+        };
+        let max = w.last().copied().unwrap_or_default();
+        format!("{} / {} / {}", us(at(0.5)), us(at(0.99)), us(max))
+    };
+    let mut row = format!(
+        "| redlock-sync | {} | {} | {} | {} ({}) | {} |",
+        r.reads,
+        r.read_failures,
+        spread(&r.read_waits),
+        r.write_waits.len(),
+        r.write_failures,
+        spread(&r.write_waits)
+    );
+    if let Some(first) = &r.first_failure {
+        row.push_str(&format!("\n\nFirst failure: {first}"));
+    }
+    row
+}
+
 const S3P_HEADER: &str = "\n| S3p: 3 processes × 2 threads, one key, hold 1 ms | acquisitions/s | p50 wait µs | p99 wait µs | longest wait µs | longest run by one process | rounds per acquisition | per process |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |";
 
 /// The S3p table row.
@@ -683,6 +713,11 @@ fn main() {
         return;
     }
 
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s7") {
+        println!("{S7_HEADER}");
+        println!("{}", s7_row(&primitives::s7_reload(&urls[..3], S7_RUN)));
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s6") {
         // Only the semaphore and reader-writer lock figures.
         let s6 = primitives::s6(&cluster, plan.s5_iterations);

@@ -661,3 +661,88 @@ fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
         );
     });
 }
+
+/// Issue 36, "readers across processes stall": a waiting writer's first
+/// round is plain (in no queue), so the mark it leaves holds its token, not
+/// its place in the gate node's queue; its next round, at once, marks with
+/// its place — unless the readers left in between (they hold 1 ms in the
+/// benchmark). Then the gate node kept the token's mark (only a writer
+/// refused by readers marked again): the reader queued meanwhile was
+/// refused by the mark, the writer was told that reader queued first, and
+/// both sat out the mark (2 s) — a reload waited 1.03 s and 11 reads failed
+/// `Busy`. That race's outcome is planted here: the gate node's mark holds
+/// a token, a reader is queued ahead of the writer, the last reader leaves.
+/// The waiting writer now takes over a mark nobody in the queue owns and
+/// writes first (before: the reader got in when the mark lapsed, first).
+#[test]
+fn a_writer_takes_over_a_mark_nobody_queued_owns() {
+    let cluster = Cluster::start(3);
+    let clients: Vec<Redlock> = (0..3)
+        .map(|_| test_client(cluster.urls(), 0, None))
+        .collect();
+    let first = clients[0].rw_lock("stall").read(TTL).unwrap();
+    let queued = |n: &Node| harness::pubsub::queued(n, "redlock-rw:stall");
+    let gate = |count: usize| {
+        harness::settles("queued on the gate node", || {
+            cluster.nodes.iter().any(|n| queued(n) == count)
+        });
+        cluster
+            .nodes
+            .iter()
+            .position(|n| queued(n) == count)
+            .unwrap()
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    std::thread::scope(|s| {
+        let wait = Duration::from_secs(10);
+        let to_writer = tx.clone();
+        let writer = clients[1].rw_lock("stall");
+        s.spawn(move || {
+            let guard = writer.acquire_write(TTL).wait(wait).lock().unwrap();
+            to_writer.send("writer").unwrap();
+            std::thread::sleep(Duration::from_millis(50));
+            drop(guard);
+        });
+        let g = gate(1);
+        let reader = clients[2].rw_lock("stall");
+        s.spawn(move || {
+            reader.acquire_read(TTL).wait(wait).lock().unwrap();
+            tx.send("reader").unwrap();
+        });
+        gate(2);
+        let mut conn = cluster.nodes[g].conn();
+        let mark: String = redis::cmd("GET")
+            .arg("redlock-rw:stall#wait")
+            .query(&mut conn)
+            .unwrap();
+        let queue: Vec<String> = redis::cmd("ZRANGE")
+            .arg("redlock-queue:redlock-rw:stall")
+            .arg(0)
+            .arg(-1)
+            .query(&mut conn)
+            .unwrap();
+        let queued_reader = queue.iter().find(|m| **m != mark).expect("the reader");
+        let _: () = redis::pipe()
+            .cmd("SET")
+            .arg("redlock-rw:stall#wait")
+            .arg("0123456789abcdef0123456789abcdef01234567")
+            .arg("PX")
+            .arg(3000)
+            .ignore()
+            .cmd("ZADD")
+            .arg("redlock-queue:redlock-rw:stall")
+            .arg(0)
+            .arg(queued_reader)
+            .ignore()
+            .query(&mut conn)
+            .unwrap();
+        drop(first);
+        let order: Vec<&str> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(Duration::from_secs(15))
+                    .expect("both get in")
+            })
+            .collect();
+        assert_eq!(order, ["writer", "reader"]);
+    });
+}

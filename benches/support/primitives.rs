@@ -111,3 +111,101 @@ fn last_permit_rounds(cluster: &Cluster, busy: &redlock_sync::Semaphore, n: usiz
     std::thread::sleep(Duration::from_millis(200));
     (evals() - before) as f64 / (10.0 * n as f64)
 }
+
+/// What S7 measured: readers in two clients beside a writer that reloads.
+pub(crate) struct Reload {
+    /// Read acquisitions, and those that failed (any error).
+    pub(crate) reads: usize,
+    pub(crate) read_failures: usize,
+    /// The first failure's message, if any.
+    pub(crate) first_failure: Option<String>,
+    /// Each read acquisition's wait, sorted.
+    pub(crate) read_waits: Vec<Duration>,
+    /// Each reload's wait for the write lock, sorted.
+    pub(crate) write_waits: Vec<Duration>,
+    /// Reloads that failed (any error).
+    pub(crate) write_failures: usize,
+}
+
+/// S7: 8 reader threads in each of two clients (default settings, over
+/// `urls`) read in a loop (hold 1 ms); a writer thread in the first client
+/// reloads (hold 5 ms) every 300 ms, for `run`.
+pub(crate) fn s7_reload(urls: &[String], run: Duration) -> Reload {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let name = "bench:s7";
+    let readers = [
+        Redlock::new(urls).expect("client"),
+        Redlock::new(urls).expect("client"),
+    ];
+    let writer = readers[0].clone();
+    let stop = AtomicBool::new(false);
+    let mut report = Reload {
+        reads: 0,
+        read_failures: 0,
+        first_failure: None,
+        read_waits: Vec::new(),
+        write_waits: Vec::new(),
+        write_failures: 0,
+    };
+    std::thread::scope(|s| {
+        let threads: Vec<_> = readers
+            .iter()
+            .flat_map(|client| (0..8).map(move |_| client))
+            .map(|client| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let rw = client.rw_lock(name);
+                    let (mut waits, mut failures, mut first) = (Vec::new(), 0, None);
+                    while !stop.load(Ordering::Relaxed) {
+                        let started = Instant::now();
+                        match rw.read(TTL) {
+                            Ok(guard) => {
+                                waits.push(started.elapsed());
+                                std::thread::sleep(Duration::from_millis(1));
+                                let _ = guard.release();
+                            }
+                            Err(err) => {
+                                failures += 1;
+                                first.get_or_insert_with(|| err.to_string());
+                            }
+                        }
+                    }
+                    (waits, failures, first)
+                })
+            })
+            .collect();
+        let rw = writer.rw_lock(name);
+        let end = Instant::now() + run;
+        while Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(300));
+            let started = Instant::now();
+            match rw.write(TTL) {
+                Ok(guard) => {
+                    report.write_waits.push(started.elapsed());
+                    std::thread::sleep(Duration::from_millis(5));
+                    let _ = guard.release();
+                }
+                Err(err) => {
+                    report.write_waits.push(started.elapsed());
+                    report.write_failures += 1;
+                    report
+                        .first_failure
+                        .get_or_insert_with(|| format!("writer: {err}"));
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for thread in threads {
+            let (waits, failures, first) = thread.join().expect("reader");
+            report.reads += waits.len();
+            report.read_waits.extend(waits);
+            report.read_failures += failures;
+            if report.first_failure.is_none() {
+                report.first_failure = first;
+            }
+        }
+    });
+    report.read_waits.sort();
+    report.write_waits.sort();
+    report
+}

@@ -516,7 +516,12 @@ local function ok() fence(4,1) return 1 end
 /// and where readers left only a key behind on this node it gets the others,
 /// as its mark promised. A
 /// mark whose writer still waits (`waits`: alive in the queue) is not
-/// taken over by a later writer: writers go in the order they marked.
+/// taken over by a later writer: writers go in the order they marked. Any
+/// other mark — one a writer's first, plain round left (it holds the
+/// token: that round was in no queue), or a gone writer's — is taken over
+/// by the waiting writer that finds it, also once the readers left: else
+/// the readers queued first are refused by a mark nobody here owns, the
+/// writer is told they queued first, and both sit out the mark.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
     fence_fns!(),
     gate_script!(
@@ -531,7 +536,7 @@ end
 local readers=redis.call("zcard",KEYS[2])
 local marked=redis.call("get",KEYS[3])
 local held=writer~=nil or (reader and marked~=false) or (not reader and readers>0)
-if not reader and not writer and readers>0 and ARGV[3]~="0" and not (marked and marked~=me and waits(marked)) then
+if not reader and not writer and (readers>0 or marked) and ARGV[3]~="0" and not (marked and marked~=me and waits(marked)) then
 if me~="" then marked=me else marked=ARGV[1] end
 redis.call("set",KEYS[3],marked,"PX",ARGV[3])
 end
