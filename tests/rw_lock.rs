@@ -706,8 +706,9 @@ fn a_writer_takes_over_a_mark_nobody_queued_owns() {
         let g = gate(1);
         let reader = clients[2].rw_lock("stall");
         s.spawn(move || {
-            reader.acquire_read(TTL).wait(wait).lock().unwrap();
+            let guard = reader.acquire_read(TTL).wait(wait).lock().unwrap();
             tx.send("reader").unwrap();
+            drop(guard);
         });
         gate(2);
         let mut conn = cluster.nodes[g].conn();
