@@ -265,11 +265,25 @@ fn a_resp3_waiter_is_woken_like_a_resp2_one() {
 }
 
 /// With notifications on but nobody waiting, a release publishes nothing.
-/// The gate node missed the holder's `SET` (say it timed out there): its
-/// release finds no key on it, and still wakes the queued waiter (before,
-/// it published nothing and the waiter waited for its retry).
+/// What the release's gate node holds of the resource, or of its readers.
+#[derive(Debug, Clone, Copy)]
+enum GateView {
+    /// Nothing: it missed the holder's `SET` (say it timed out there).
+    Missed,
+    /// Another token, on node `n` (the gate node or not): a release that
+    /// timed out there, or a late `SET`, left it behind.
+    Stray(usize),
+}
+
+/// Issue 36, "wake-ups decided by one node's view": the gate node woke the
+/// head only when the key was gone *there*. It missed the holder's `SET`
+/// (before issue 34, the release published nothing then), or it keeps
+/// another token (before issue 36): either way its waiters waited for
+/// their timer, or for that key's expiry. A lease's release now wakes the
+/// head whatever the gate node holds. The stray key goes on each node in
+/// turn, so that one run puts it on the gate node.
 #[test]
-fn a_release_on_a_gate_node_without_the_key_still_wakes_the_waiter() {
+fn a_release_wakes_the_waiter_whatever_the_gate_node_holds() {
     use harness::partition::Net;
     let cluster = Cluster::start(3);
     // Each client through its own links (the same gate node for both).
@@ -279,37 +293,112 @@ fn a_release_on_a_gate_node_without_the_key_still_wakes_the_waiter() {
         .retry_delay(Duration::from_secs(30))
         .build()
         .unwrap();
-    let guard = holder.lock("wake:missed", TTL).unwrap();
-    settles("held on every node", || {
-        cluster.count_key("wake:missed") == 3
+    let views = [
+        GateView::Missed,
+        GateView::Stray(0),
+        GateView::Stray(1),
+        GateView::Stray(2),
+    ];
+    for (i, view) in views.into_iter().enumerate() {
+        let resource = format!("wake:view:{i}");
+        let guard = holder.lock(&resource, TTL).unwrap();
+        settles("held on every node", || cluster.count_key(&resource) == 3);
+        std::thread::scope(|s| {
+            let waits = s.spawn(|| waiter.lock_for(&resource, TTL, Duration::from_secs(20)));
+            settles("the waiter is queued and listens", || {
+                pubsub::waiting(&cluster, &resource, 1)
+            });
+            let g = cluster
+                .nodes
+                .iter()
+                .position(|n| pubsub::queued(n, &resource) == 1)
+                .expect("the gate node");
+            // The waiter's rounds stop reaching the gate node: one arriving
+            // after the key is gone there would take it (the waiter heads
+            // the queue) and leave the release nothing to wake it for.
+            net.cut(1, g);
+            let (node, value) = match view {
+                GateView::Missed => (g, None),
+                GateView::Stray(n) => (n, Some("a stray token")),
+            };
+            let mut conn = cluster.nodes[node].conn();
+            let _: () = match value {
+                None => redis::cmd("DEL").arg(&resource).query(&mut conn),
+                Some(v) => redis::cmd("SET")
+                    .arg(&resource)
+                    .arg(v)
+                    .arg("PX")
+                    .arg(60_000)
+                    .query(&mut conn),
+            }
+            .unwrap();
+            let gate = &cluster.nodes[g];
+            let before = gate.calls("publish");
+            guard.release().unwrap();
+            settles("the release on the gate node published a wake-up", || {
+                gate.calls("publish") > before
+            });
+            net.heal(1, g);
+            let acquired = waits.join().unwrap();
+            acquired
+                .unwrap_or_else(|err| panic!("{view:?}: {err}"))
+                .release()
+                .unwrap();
+        });
+    }
+}
+
+/// The same for a writer behind a reader the gate node never saw (its
+/// `ZADD` timed out there, say): the reader's release woke the waiting
+/// writer only where the gate node held that reader, and the writer
+/// waited for its timer.
+#[test]
+fn a_readers_release_wakes_the_writer_although_the_gate_node_never_saw_it() {
+    use harness::partition::Net;
+    let cluster = Cluster::start(3);
+    let net = Net::new(&cluster, 2);
+    let reader = harness::client(net.urls(0));
+    let writer = harness::builder(net.urls(1))
+        .retry_delay(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let guard = reader.rw_lock("unseen").read(TTL).unwrap();
+    let readers = |n: &harness::Node| -> usize {
+        redis::cmd("ZCARD")
+            .arg("redlock-rw:unseen#r")
+            .query(&mut n.conn())
+            .unwrap()
+    };
+    settles("read on every node", || {
+        cluster.nodes.iter().all(|n| readers(n) == 1)
     });
     std::thread::scope(|s| {
-        let waits = s.spawn(|| waiter.lock_for("wake:missed", TTL, Duration::from_secs(20)));
-        settles("the waiter is queued and listens", || {
-            pubsub::waiting(&cluster, "wake:missed", 1)
+        let waits = s.spawn(|| {
+            writer
+                .rw_lock("unseen")
+                .acquire_write(TTL)
+                .wait(Duration::from_secs(20))
+                .lock()
         });
-        let g = cluster
-            .nodes
-            .iter()
-            .position(|n| pubsub::queued(n, "wake:missed") == 1)
-            .expect("the gate node");
-        let gate = &cluster.nodes[g];
-        // The waiter's rounds stop reaching the gate node: one arriving
-        // after the key is gone there would take it (the waiter heads the
-        // queue) and leave the release nothing to wake it for (seen once).
+        let queued = |n: &harness::Node| pubsub::queued(n, "redlock-rw:unseen");
+        settles("the writer is queued", || {
+            cluster.nodes.iter().any(|n| queued(n) == 1)
+        });
+        let g = cluster.nodes.iter().position(|n| queued(n) == 1).unwrap();
         net.cut(1, g);
-        // The gate node loses the key; the other two still hold it.
+        let gate = &cluster.nodes[g];
         let _: () = redis::cmd("DEL")
-            .arg("wake:missed")
+            .arg("redlock-rw:unseen#r")
             .query(&mut gate.conn())
             .unwrap();
         let before = gate.calls("publish");
         guard.release().unwrap();
-        settles("the release on the gate node published a wake-up", || {
-            gate.calls("publish") > before
-        });
+        settles(
+            "the reader's release on the gate node woke the writer",
+            || gate.calls("publish") > before,
+        );
         net.heal(1, g);
-        waits.join().unwrap().expect("acquired").release().unwrap();
+        waits.join().unwrap().expect("written").release().unwrap();
     });
 }
 

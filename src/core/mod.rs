@@ -178,6 +178,7 @@ impl Core {
             report: None,
             value: None,
             waits: true,
+            held: true,
         }
     }
 
@@ -201,6 +202,7 @@ impl Core {
         member: Option<Arc<str>>,
     ) {
         let mut request = self.release_request(keys, token, ttl, self.keys_gone_by(start, ttl));
+        request.held = false;
         if request.queue.is_some()
             && let Some(member) = member
         {

@@ -390,3 +390,68 @@ fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
         lease.release(&cores[1]).unwrap();
     });
 }
+
+/// Issue 36, "wake-ups decided by one node's view": the gate node kept a
+/// key the nodes did not (a release that timed out there, a late `SET`).
+/// A holder's release found that key on it and woke nobody: the waiter
+/// slept to its timer (30 s here) although a majority was free. A lease's
+/// release now wakes the head whatever the gate node holds; the head, told
+/// "held" there as the first in line, takes the other two.
+#[test]
+fn a_release_wakes_the_head_although_the_gate_node_keeps_a_stray_key() {
+    let (nodes, cores) = clients(3, 2, &sleeps_30_s());
+    let woken = record_wakes(&nodes, &cores);
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
+    let gate = &nodes[cores[0].transport.gate_index("r")];
+    std::thread::scope(|s| {
+        let waits = waiting_acquire(s, &cores[1]);
+        let order = queued(&nodes, &cores[0], 1);
+        asleep(&cores, 1);
+        gate.put("r", "a stray key", Duration::from_secs(60));
+        held.release(&cores[0]).unwrap();
+        let lease = waits
+            .recv_timeout(LONG_WAIT)
+            .unwrap()
+            .expect("woken by the release, not the 30 s timer");
+        assert_eq!(members(&woken), order);
+        lease.release(&cores[1]).unwrap();
+    });
+}
+
+/// The other side of the rule: a failed round's clean-up wakes the head
+/// only where it freed the key on the gate node. A caller that never held
+/// the resource, refused at every try, must not wake the waiter each time.
+#[test]
+fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {
+    let (nodes, cores) = clients(3, 3, &sleeps_30_s());
+    let woken = record_wakes(&nodes, &cores);
+    let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
+    let gate = &nodes[cores[0].transport.gate_index("r")];
+    std::thread::scope(|s| {
+        let waits = waiting_acquire(s, &cores[1]);
+        queued(&nodes, &cores[0], 1);
+        asleep(&cores, 1);
+        let releases = || {
+            gate.received()
+                .iter()
+                .filter(|op| **op == Op::Release)
+                .count()
+        };
+        let before = releases();
+        for _ in 0..5 {
+            let tried = cores[2].acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
+            assert!(matches!(tried, Err(Error::Busy { .. })), "{tried:?}");
+        }
+        eventually("the clean-ups reached the gate node", || {
+            releases() >= before + 5
+        });
+        assert!(woken.lock().is_empty(), "{:?}", woken.lock());
+        held.release(&cores[0]).unwrap();
+        waits
+            .recv_timeout(LONG_WAIT)
+            .unwrap()
+            .unwrap()
+            .release(&cores[1])
+            .unwrap();
+    });
+}

@@ -32,7 +32,8 @@
 //!   "held" but the queue's: the next in line is told "others queued
 //!   first" too, so that it does not take the other nodes while the
 //!   granted round is on its way to them.
-//! * a release that deleted the key wakes the head: one `PUBLISH` to one
+//! * a lease's release wakes the head, whatever this node holds (a failed
+//!   round's clean-up, only if the key is free here): one `PUBLISH` to one
 //!   client, whatever the number of waiters (`2`: handed on, `1`: nobody
 //!   waited).
 //! * a waiter that gives up leaves the queue, and wakes the next head if
@@ -249,11 +250,21 @@ return 1"#
 );
 
 /// The gate node's release: deletes every lock key that holds our token
-/// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token, member)
-/// and, if the first is free now, wakes the head of the queue — also when
-/// the key was not there at all (this node missed the holder's `SET`: its
-/// waiters would otherwise wait for their queue refresh). `0` unless every
-/// key was ours; else `2` if it woke a waiter, `1` if nobody waited.
+/// (`KEYS` = the lock keys, then the queue keys; `ARGV` = token, member,
+/// held) and wakes the head of the queue:
+///
+/// * after a lease's release (`held` = `1`), whatever this node holds: the
+///   caller's hold is gone, and this node's view of the key is not the
+///   nodes' — it may have missed the holder's `SET`, or keep a key that a
+///   release which timed out here left behind; its waiters would otherwise
+///   wait for their queue refresh, or that key's expiry. Where the
+///   resource is still held, the wake-up costs the head one round;
+/// * after a failed round's clean-up (`0`), only if the first key is free
+///   here now: a round that took it here hands it on, but a caller that
+///   never held the resource does not wake the head at every try.
+///
+/// `0` unless every key was ours; else `2` if it woke a waiter, `1` if
+/// nobody waited.
 ///
 /// The member is a queued waiter's whose round failed after this node
 /// granted it (`""` otherwise): the grant took it out of the queue, where
@@ -268,7 +279,7 @@ end
 local me=ARGV[2]
 if ours>0 and me~="" then place(me,0) end
 local woke=0
-if redis.call("exists",KEYS[1])==0 then
+if ARGV[3]=="1" or redis.call("exists",KEYS[1])==0 then
 local h=head()
 if h and h~=me then wake(h) woke=1 end
 end
@@ -580,26 +591,28 @@ return 1"#
 
 /// The gate node's reader release: `KEYS` = the readers' set, the writer's
 /// key, the waiting writer's mark, then the queue keys; `ARGV` = token,
-/// member. Leaves the set; when no reader is left (and no writer holds),
-/// wakes the writer whose member the mark holds if it still waits, else
-/// the head of the queue.
-/// `0` unless the reader was in the set and its time had not passed, else
-/// `2` if it woke a waiter, `1` if not. A member goes back to the head of
-/// the queue, unwoken, as in [`GATE_RELEASE_SCRIPT`].
+/// member, held (as in [`GATE_RELEASE_SCRIPT`]). Leaves the set and wakes
+/// the writer whose member the mark holds if it still waits, else the head
+/// of the queue: after a reader's release whatever readers or writer this
+/// node holds (it may have missed this reader, or keep one the nodes do
+/// not; the mark turns new readers away, so a waiting writer is woken at
+/// most once per reader that held when it marked); after a failed round's
+/// clean-up only where this node held the reader and no reader or writer
+/// is left here. `0` unless the reader was in the set and its time had not
+/// passed, else `2` if it woke a waiter, `1` if not. A member goes back to
+/// the head of the queue, unwoken, as in [`GATE_RELEASE_SCRIPT`].
 pub(crate) const GATE_READ_RELEASE_SCRIPT: &str = concat!(
     queue_fns!(),
     r#"local until_=redis.call("zscore",KEYS[1],ARGV[1])
 redis.call("zrem",KEYS[1],ARGV[1])
+redis.call("zremrangebyscore",KEYS[1],"-inf",now)
 local me=ARGV[2]
 if until_ and me~="" then place(me,0) end
 local woke=0
-if until_ then
-redis.call("zremrangebyscore",KEYS[1],"-inf",now)
-if redis.call("zcard",KEYS[1])==0 and redis.call("exists",KEYS[2])==0 then
+if ARGV[3]=="1" or (until_ and redis.call("zcard",KEYS[1])==0 and redis.call("exists",KEYS[2])==0) then
 local h=redis.call("get",KEYS[3])
 if not h or not waits(h) then h=head() end
 if h and h~=me then wake(h) woke=1 end
-end
 end
 if not until_ or tonumber(until_)<=now then return 0 end
 return 1+woke"#
@@ -762,7 +775,8 @@ fn encode_gate(req: &Request, first: &str, member: &str, out: &mut Vec<u8>) {
                 .arg(queue)
                 .arg(alive)
                 .arg(token)
-                .arg(member);
+                .arg(member)
+                .arg(u8::from(req.held));
         }
         _ => return encode_gate_lock(req, first, (queue, alive), member, out),
     }
@@ -805,7 +819,8 @@ fn encode_gate_lock(
                 .arg(queue)
                 .arg(alive)
                 .arg(token)
-                .arg(member);
+                .arg(member)
+                .arg(u8::from(req.held));
         }
         Op::Leave => {
             // What lets the next waiter in once free: a semaphore's slots,
@@ -1176,6 +1191,7 @@ mod tests {
             report: None,
             value: None,
             waits: true,
+            held: true,
         }
     }
 
@@ -1312,7 +1328,17 @@ mod tests {
         );
         assert_eq!(
             gate(Op::Release, &["res"]),
-            resp(&["EVAL", GATE_RELEASE_SCRIPT, "3", "res", q, a, "tok", "c:7"])
+            resp(&[
+                "EVAL",
+                GATE_RELEASE_SCRIPT,
+                "3",
+                "res",
+                q,
+                a,
+                "tok",
+                "c:7",
+                "1"
+            ])
         );
         assert_eq!(
             gate(Op::Leave, &["res", "b"]),

@@ -591,10 +591,13 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             if vote.yes && !member.is_empty() && !queue.iter().any(|(m, _)| m == member) {
                 queue.insert(0, (member.to_owned(), now + ALIVE));
             }
+            // After a lease's release whatever this node holds (it may
+            // have missed the holder's `SET`, or keep a key the nodes do
+            // not); after a failed round's clean-up only if the key is free
+            // here.
             let head = queue.first().map(|(m, _)| m.clone());
-            // Also when the key was not here at all (this node missed the
-            // holder's `SET`).
-            let handed = free(&inner.keys) && head.as_deref().is_some_and(|h| h != member);
+            let handed =
+                (req.held || free(&inner.keys)) && head.as_deref().is_some_and(|h| h != member);
             woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
             Ok(if handed { Vote::queued(true) } else { vote })
         }

@@ -70,6 +70,11 @@ pub(crate) struct Request {
     /// marks that it waits (new readers are turned away). A `try_write`
     /// does not wait, so it leaves no mark.
     pub(crate) waits: bool,
+    /// For a release: the caller held the resource (a lease's release),
+    /// not a failed round's clean-up. After a lease's release the gate
+    /// node wakes the next waiter whatever it holds; after a clean-up only
+    /// where the resource is free there (see `codec.rs`).
+    pub(crate) held: bool,
 }
 
 impl std::fmt::Debug for Request {

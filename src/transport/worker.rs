@@ -212,6 +212,7 @@ mod tests {
             report: None,
             value: None,
             waits: true,
+            held: true,
         };
         let round = RoundShared::new(1);
         let pending = PendingRound {
