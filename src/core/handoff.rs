@@ -198,6 +198,9 @@ impl Waiters {
     }
 
     /// Whether this client lets the waiters for `key` go first (once).
+    /// One lookup: entries past their time are dropped only when the map
+    /// reaches its cap (see [`released`](Self::released)), not at every
+    /// acquisition.
     pub(crate) fn yields(&self, key: &str) -> bool {
         if self.yielding.load(Ordering::Acquire) == 0 {
             return false;
@@ -206,7 +209,6 @@ impl Waiters {
         let entry = {
             let mut yielded = self.yielded.lock();
             let entry = yielded.remove(key);
-            yielded.retain(|_, (_, until)| *until > now);
             self.yielding.store(yielded.len(), Ordering::Release);
             entry
         };
