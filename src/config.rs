@@ -148,8 +148,12 @@ impl RedlockBuilder {
 
     /// How many requests may wait for one node before new ones fail at once
     /// as [`FailureKind::Overloaded`](crate::FailureKind::Overloaded). Bounds
-    /// memory while a node is stalled (each queue is allocated up front).
-    /// Must be between 1 and 2^20. Defaults to 4096.
+    /// memory while a node is stalled. Releases and other clean-ups (a
+    /// waiter leaving its queue, a leader resigning) are queued even on a
+    /// full queue, so a full queue never leaves a key behind; each one is
+    /// dropped once the keys it cleans have expired by themselves, so they
+    /// take at most their rate times the TTL. Must be between 1 and 2^20.
+    /// Defaults to 4096.
     pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.settings.queue_capacity = capacity;
         self
@@ -468,7 +472,7 @@ impl RedlockBuilder {
 
 /// Upper bound of `node_timeout` and `connect_timeout`.
 const MAX_TIMEOUT: Duration = Duration::from_secs(60);
-/// Upper bound of `queue_capacity` (each queue is allocated up front).
+/// Upper bound of `queue_capacity`.
 const MAX_QUEUE: usize = 1 << 20;
 /// Upper bound of `restart_quarantine`.
 const MAX_QUARANTINE: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -230,3 +230,37 @@ fn a_release_reaches_a_slow_node_before_the_program_exits() {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Issue 36, "clean-ups dropped": with a node stalled (SIGSTOP), its queue
+/// filled and the releases for it were dropped with a warning; the `SET`s
+/// already sent to it ran when it resumed and stayed until their TTL (60 s
+/// here). Releases are now queued even on a full queue, behind those
+/// `SET`s: nothing is left behind.
+#[test]
+fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
+    let mut cluster = Cluster::start(3);
+    let client = harness::builder(cluster.urls())
+        .queue_capacity(2)
+        .node_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..6).map(|i| format!("full:{i}")).collect();
+    let scripts = cluster.nodes[0].calls("eval");
+    cluster.nodes[0].pause();
+    let guards: Vec<_> = keys
+        .iter()
+        .map(|key| client.lock(key, Duration::from_secs(60)).expect("a majority"))
+        .collect();
+    for guard in guards {
+        guard.release().expect("released on the other two");
+    }
+    cluster.nodes[0].resume();
+    let node = &cluster.nodes[0];
+    // Each release is one script (the gate node's or the plain one).
+    harness::settles("node 0 ran the releases", || {
+        node.calls("eval") >= scripts + keys.len() as u64
+    });
+    for key in &keys {
+        assert_eq!(node.get(key), None, "{key} left on node 0");
+    }
+}

@@ -894,3 +894,36 @@ fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
         });
     }
 }
+
+/// Issue 36, "clean-ups dropped": a release for a node whose queue was full
+/// was dropped with a warning, and what the node then ran of the holds
+/// before it (its `SET`s were already on their way) stayed until the TTL.
+/// Releases are now queued even on a full queue.
+#[test]
+fn releases_reach_a_node_whose_queue_is_full() {
+    let (nodes, transport) = fake::cluster_with_capacity(3, 2);
+    let core = Core::new(transport, settings());
+    // The first lock's `SET` reaches node 0, which stalls before it runs:
+    // the next two wait in its queue, the rest are refused as overloaded.
+    nodes[0].hold_next_acquisition();
+    let keys: Vec<String> = (0..6).map(|i| format!("full:{i}")).collect();
+    let leases: Vec<_> = keys
+        .iter()
+        .map(|key| lock(&core, key, Duration::from_secs(60)))
+        .collect();
+    for lease in leases {
+        lease.release(&core).expect("released on the other two");
+    }
+    nodes[0].set(Behaviour::Normal);
+    let releases = || {
+        nodes[0]
+            .received()
+            .iter()
+            .filter(|op| **op == Op::Release)
+            .count()
+    };
+    eventually("node 0 ran every release", || releases() == keys.len());
+    for key in &keys {
+        assert_eq!(nodes[0].holder(key), None, "{key} left on node 0");
+    }
+}

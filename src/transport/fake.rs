@@ -251,13 +251,19 @@ pub(crate) fn transport_for(nodes: &[FakeNode]) -> Transport {
 
 /// `n` fake nodes and a transport over them.
 pub(crate) fn cluster(n: usize) -> (Vec<FakeNode>, Transport) {
+    cluster_with_capacity(n, 1024)
+}
+
+/// `n` fake nodes and a transport over them whose per-node queues hold
+/// `capacity` requests.
+pub(crate) fn cluster_with_capacity(n: usize, capacity: usize) -> (Vec<FakeNode>, Transport) {
     let nodes: Vec<FakeNode> = (0..n)
         .map(|i| FakeNode::new(&format!("fake:{i}")))
         .collect();
     let links = nodes
         .iter()
         .map(|node| (Arc::new(NodeShared::new(&node.address)), node.link()));
-    let transport = Transport::with_links(links, 1024).expect("worker threads");
+    let transport = Transport::with_links(links, capacity).expect("worker threads");
     (nodes, transport)
 }
 

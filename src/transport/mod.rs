@@ -2,7 +2,7 @@
 //! parallel fan-out of one request to every node.
 //!
 //! With several nodes a caller never talks to Redis itself: it puts one job
-//! on every node's queue (a non-blocking `try_send`) and waits on the round
+//! on every node's queue (never blocking: see `send`) and waits on the round
 //! only until the outcome is decided or its deadline passes. A stalled node
 //! therefore costs the caller nothing once a majority has answered, and jobs
 //! for it expire in its queue instead of piling up. With a single node,
@@ -29,7 +29,7 @@ mod worker;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Sender};
 
 use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
@@ -107,7 +107,9 @@ impl Job {
 
 struct NodeHandle {
     shared: Arc<NodeShared>,
+    /// Unbounded: `send` bounds what is not a clean-up by `capacity`.
     queue: Sender<Job>,
+    capacity: usize,
     /// The node's link, which its worker uses (and, with a single node, a
     /// caller whose node is idle: see `worker.rs`).
     served: Arc<parking_lot::Mutex<Served>>,
@@ -302,7 +304,7 @@ impl Transport {
         let mut nodes = Vec::new();
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         for (index, (shared, link)) in links.into_iter().enumerate() {
-            let (queue, jobs) = crossbeam_channel::bounded(queue_capacity);
+            let (queue, jobs) = crossbeam_channel::unbounded();
             let served = Served::new(shared.clone(), link);
             let worker = Worker::new(served.clone(), jobs);
             let running = running.clone();
@@ -318,6 +320,7 @@ impl Transport {
             nodes.push(NodeHandle {
                 shared,
                 queue,
+                capacity: queue_capacity,
                 served,
             });
         }
@@ -599,16 +602,24 @@ fn enqueue(
     )
 }
 
+/// Queues `job` on `node`: refused as `Overloaded` when the queue holds
+/// its capacity already — unless it cleans up (a release, a leave, a
+/// resignation), which is always queued: a full queue must not leave a
+/// key or a queue entry behind until it expires. Such a job takes memory
+/// only until the keys it cleans expire by themselves (its `expires`;
+/// the worker drops it then), so the clean-ups beyond the capacity are
+/// bounded by the clean-up rate times the TTL.
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
-    node.queue.try_send(job).map_err(|err| {
-        let (kind, detail) = match err {
-            TrySendError::Full(_) => (
-                FailureKind::Overloaded,
-                "request queue full; the node is slower than the load (raise \
-                 RedlockBuilder::queue_capacity only if bursts are expected)",
-            ),
-            TrySendError::Disconnected(_) => (FailureKind::Connection, "worker stopped"),
-        };
-        NodeFailure::new(node.shared.address.clone(), kind, detail)
-    })
+    let address = || node.shared.address.clone();
+    if !job.req.op.cleans_up() && node.queue.len() >= node.capacity {
+        return Err(NodeFailure::new(
+            address(),
+            FailureKind::Overloaded,
+            "request queue full; the node is slower than the load (raise \
+             RedlockBuilder::queue_capacity only if bursts are expected)",
+        ));
+    }
+    node.queue
+        .send(job)
+        .map_err(|_| NodeFailure::new(address(), FailureKind::Connection, "worker stopped"))
 }

@@ -45,6 +45,14 @@ pub(crate) enum Op {
     Resign,
 }
 
+impl Op {
+    /// Undoes what a hold or a wait left on the nodes: always queued, even
+    /// on a full queue (see `Transport`'s `send`).
+    pub(crate) fn cleans_up(self) -> bool {
+        matches!(self, Op::Release | Op::Leave | Op::Resign)
+    }
+}
+
 /// One operation, shared by the jobs sent to every node.
 #[derive(Clone)]
 pub(crate) struct Request {
