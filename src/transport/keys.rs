@@ -13,8 +13,9 @@
 //! * the election `e`: `redlock-elect:e#l` (the leader's lock key, an
 //!   ordinary lock key, always fenced: `redlock-fence:redlock-elect:e#l`)
 //!   and `redlock-elect:e#v` (the leader's proclaimed value, with its lock
-//!   token, term and sequence number; no expiry — the next leader
-//!   overwrites it, a resigning leader deletes it) and, on its gate node,
+//!   token, term and sequence number; it expires with the leader's lock
+//!   and is extended with it, the next leader overwrites it, a resigning
+//!   leader deletes it) and, on its gate node,
 //!   `redlock-elect:e#o` (the observers to wake when the value changes: a
 //!   sorted set, member → until when, living as long as its latest);
 //! * the queue of waiters for a lock or a semaphore, on its gate node:
