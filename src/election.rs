@@ -304,6 +304,34 @@ impl Leadership {
         }
     }
 
+    /// A token cancelled once this process stops leading, for any reason:
+    /// the leadership's lock was lost or ran out, or it was resigned or
+    /// dropped (see [`LockGuard::lost_token`]). Cancelled at once if it no
+    /// longer leads.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let leadership = redlock.election("scheduler").campaign("host-a", Duration::from_secs(10)).win()?;
+    /// let lost = leadership.lost_token();
+    /// while !lost.sleep(Duration::from_secs(1)) {
+    ///     // ... one tick of the leader's work ...
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn lost_token(&self) -> CancelToken {
+        match &self.guard {
+            Some(guard) => guard.lost_token(),
+            None => {
+                let token = CancelToken::new();
+                token.cancel();
+                token
+            }
+        }
+    }
+
     /// `LockLost` for a leadership already resigned.
     fn resigned(&self) -> Error {
         Error::LockLost {

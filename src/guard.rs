@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::cancel::CancelToken;
 use crate::core::{Core, Lease};
 use crate::error::Error;
 
@@ -153,6 +154,39 @@ impl LockGuard {
         } else {
             Err(self.lease.lost_error(self.core.quorum()))
         }
+    }
+
+    /// A token cancelled once this guard stops being valid, for any reason:
+    /// its validity ran out, a renewal or extension found the lock gone (a
+    /// kept-alive lock: within a renewal period, a third of its TTL), or it
+    /// was released or dropped. Cancelled at once if the guard is no longer
+    /// valid. Every call returns a clone of the same token.
+    ///
+    /// It plugs into everything that takes a [`CancelToken`]: stop a long
+    /// job's waits with [`Acquire::cancel_on`](crate::Acquire::cancel_on)
+    /// and its pauses with [`CancelToken::sleep`], or check
+    /// [`is_cancelled`](CancelToken::is_cancelled) between steps — the same
+    /// as [`is_valid`](Self::is_valid), but something a thread can sleep on.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let mut guard = redlock.lock("reindex", Duration::from_secs(30))?;
+    /// guard.keep_alive();
+    /// let lost = guard.lost_token();
+    /// for batch in 0..1000 {
+    ///     // ... one batch of protected work ...
+    ///     # let _ = batch;
+    ///     if lost.sleep(Duration::from_millis(100)) {
+    ///         break; // the lock is gone: stop before the next batch
+    ///     }
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    pub fn lost_token(&self) -> CancelToken {
+        self.core.lost_token(&self.lease)
     }
 
     /// From now on the client renews this lock before it expires, until it is

@@ -249,7 +249,11 @@ fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
     cluster.nodes[0].pause();
     let guards: Vec<_> = keys
         .iter()
-        .map(|key| client.lock(key, Duration::from_secs(60)).expect("a majority"))
+        .map(|key| {
+            client
+                .lock(key, Duration::from_secs(60))
+                .expect("a majority")
+        })
         .collect();
     for guard in guards {
         guard.release().expect("released on the other two");

@@ -33,6 +33,7 @@ use crossbeam_channel::{Receiver, Sender, select};
 
 use super::Core;
 use super::lease::{Lease, Who};
+use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
 
@@ -42,27 +43,47 @@ impl Core {
         if !lease.set_kept(true) {
             return Ok(());
         }
-        let mut keeper = self.keeper.lock();
-        if keeper.is_none() {
-            match start(Arc::downgrade(self)) {
-                Ok(started) => *keeper = Some(started),
-                Err(e) => {
-                    lease.set_kept(false);
-                    return Err(Error::System {
-                        reason: format!("could not start the keeper thread: {e}"),
-                    });
-                }
-            }
+        if let Err(err) = self.start_keeper() {
+            lease.set_kept(false);
+            return Err(err);
         }
-        drop(keeper);
         self.reschedule(lease);
         Ok(())
     }
 
-    /// Tells the keeper that a kept `lease` was released: it forgets it now
-    /// rather than when it would have been due.
+    /// `lease`'s lost token: the keeper cancels it when the validity runs
+    /// out (a kept lease's, when it is lost); a release or a refused
+    /// renewal cancels it at once.
+    pub(crate) fn lost_token(self: &Arc<Self>, lease: &Arc<Lease>) -> CancelToken {
+        let (token, first) = lease.lost_token();
+        if first && !token.is_cancelled() {
+            match self.start_keeper() {
+                Ok(()) => self.reschedule(lease),
+                Err(err) => log::error!(
+                    "redlock: the lost token of {:?} will not fire when its validity runs out: {err}",
+                    lease.name()
+                ),
+            }
+        }
+        token
+    }
+
+    /// Starts the keeper thread if it is not running.
+    fn start_keeper(self: &Arc<Self>) -> Result<(), Error> {
+        let mut keeper = self.keeper.lock();
+        if keeper.is_none() {
+            let started = start(Arc::downgrade(self)).map_err(|e| Error::System {
+                reason: format!("could not start the keeper thread: {e}"),
+            })?;
+            *keeper = Some(started);
+        }
+        Ok(())
+    }
+
+    /// Tells the keeper that a `lease` it schedules was released: it
+    /// forgets it now rather than when it would have been due.
     pub(crate) fn forget(&self, lease: &Arc<Lease>) {
-        if lease.is_kept() {
+        if lease.is_scheduled() {
             self.reschedule(lease);
         }
     }
@@ -231,6 +252,11 @@ fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
 fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
     let mut pending = Vec::with_capacity(due.len());
     for (lease, epoch) in due {
+        if !lease.is_kept() {
+            // Watched only: its validity ran out.
+            lease.signal();
+            continue;
+        }
         match lease.begin_extend(core, Who::Keeper { epoch: *epoch }) {
             Ok(Some(extension)) => pending.push((lease, extension)),
             // A caller's extension is in flight, or changed the lease since it

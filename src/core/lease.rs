@@ -22,11 +22,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::sync::OnceLock;
+
 use parking_lot::{Condvar, Mutex};
 
 use super::acquire::millis;
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
+use crate::cancel::CancelToken;
 use crate::error::{Error, NodeFailure};
 use crate::metrics;
 use crate::transport::{Keys, Op, PendingRound, gate_name};
@@ -41,6 +44,9 @@ pub(crate) struct Lease {
     extension_ended: Condvar,
     /// The fencing token, on a fencing client. Never changes.
     fence: Option<u64>,
+    /// Cancelled once the lease stops being valid (see [`Lease::lost_token`]);
+    /// made on first ask.
+    lost_token: OnceLock<CancelToken>,
     /// Callers' extensions waiting for one in flight (observed by tests).
     #[cfg(test)]
     pub(crate) queued_extensions: std::sync::atomic::AtomicUsize,
@@ -61,6 +67,9 @@ struct LeaseState {
     released: bool,
     /// Registered with the keeper thread.
     kept: bool,
+    /// Someone holds its lost token: the keeper cancels it when the
+    /// validity runs out (if it does not renew the lease).
+    watched: bool,
     /// An extension is in flight.
     extending: bool,
     /// After a renewal failed for want of nodes: when the keeper retries.
@@ -111,6 +120,7 @@ impl Lease {
                 lost: false,
                 released: false,
                 kept: false,
+                watched: false,
                 extending: false,
                 retry_at: None,
                 epoch: 0,
@@ -119,6 +129,7 @@ impl Lease {
             }),
             extension_ended: Condvar::new(),
             fence: None,
+            lost_token: OnceLock::new(),
             #[cfg(test)]
             queued_extensions: Default::default(),
         }
@@ -182,6 +193,34 @@ impl Lease {
     pub(crate) fn mark_lost(&self) {
         let mut state = self.state.lock();
         self.lose(&mut state);
+        drop(state);
+        self.signal();
+    }
+
+    /// A token cancelled once this lease stops being valid: lost, released
+    /// (or dropped), or its validity ran out. Cancelled at once if it
+    /// already is. The first ask has the keeper watch the validity; `true`
+    /// then, for the caller to tell the keeper.
+    pub(crate) fn lost_token(&self) -> (CancelToken, bool) {
+        let token = self.lost_token.get_or_init(CancelToken::new).clone();
+        let first = !std::mem::replace(&mut self.state.lock().watched, true);
+        self.signal();
+        (token, first)
+    }
+
+    /// Cancels the lost token (if anyone asked for it) once the lease is
+    /// no longer valid. Called after every change that can end it, with no
+    /// lock held (cancelling wakes the token's sleepers).
+    pub(crate) fn signal(&self) {
+        if let Some(token) = self.lost_token.get() {
+            let over = {
+                let state = self.state.lock();
+                state.lost || state.released || remaining(&state).is_zero()
+            };
+            if over {
+                token.cancel();
+            }
+        }
     }
 
     fn lose(&self, state: &mut LeaseState) {
@@ -208,17 +247,29 @@ impl Lease {
         self.state.lock().kept
     }
 
+    /// Whether the keeper has it in its schedule: kept alive, or its lost
+    /// token watched.
+    pub(crate) fn is_scheduled(&self) -> bool {
+        let state = self.state.lock();
+        state.kept || state.watched
+    }
+
     /// Marks the lease kept alive; false if it already was.
     pub(crate) fn set_kept(&self, kept: bool) -> bool {
         std::mem::replace(&mut self.state.lock().kept, kept) != kept
     }
 
-    /// For the keeper: the epoch and when to renew, or `None` once the lease
-    /// needs no renewal (released, lost, or no longer kept).
+    /// For the keeper: the epoch and when to renew (kept alive) or to
+    /// cancel the lost token (watched, not kept: when the validity runs
+    /// out), or `None` once there is nothing left to do (released, lost, or
+    /// neither kept nor watched).
     pub(crate) fn schedule(&self) -> Option<(u64, Instant)> {
         let state = self.state.lock();
-        if state.released || state.lost || !state.kept {
+        if state.released || state.lost {
             return None;
+        }
+        if !state.kept {
+            return state.watched.then_some((state.epoch, state.valid_until));
         }
         let due = match state.retry_at {
             Some(at) => at,
@@ -317,6 +368,7 @@ impl Lease {
             state.released = true;
             (state.ttl, state.keys_gone_by)
         };
+        self.signal();
         core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by);
     }
 
@@ -329,6 +381,7 @@ impl Lease {
             state.released = true;
             (state.ttl, state.keys_gone_by, state.lost)
         };
+        self.signal();
         let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), None);
         let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
@@ -428,10 +481,11 @@ impl PendingExtend<'_> {
         };
         state.epoch += 1;
         state.extending = false;
-        let kept = state.kept;
+        let scheduled = state.kept || state.watched;
         drop(state);
         lease.extension_ended.notify_all();
-        if kept {
+        lease.signal();
+        if scheduled {
             core.reschedule(lease);
         }
         result
@@ -442,16 +496,16 @@ impl Drop for PendingExtend<'_> {
     /// Ends an extension that was never finished (its round is still here).
     fn drop(&mut self) {
         if self.round.is_some() {
-            let kept = {
+            let scheduled = {
                 let mut state = self.lease.state.lock();
                 state.extending = false;
                 // Whatever it applied, no key was shortened: the validity
                 // stands.
                 state.epoch += 1;
-                state.kept
+                state.kept || state.watched
             };
             self.lease.extension_ended.notify_all();
-            if kept {
+            if scheduled {
                 // The keeper skipped this lease while the extension was in
                 // flight: schedule it again.
                 self.core.reschedule(self.lease);
