@@ -150,9 +150,11 @@ impl RedlockBuilder {
     /// as [`FailureKind::Overloaded`](crate::FailureKind::Overloaded). Bounds
     /// memory while a node is stalled. Releases and other clean-ups (a
     /// waiter leaving its queue, a leader resigning) are queued even on a
-    /// full queue, so a full queue never leaves a key behind; each one is
-    /// dropped once the keys it cleans have expired by themselves, so they
-    /// take at most their rate times the TTL. Must be between 1 and 2^20.
+    /// full queue: a full queue does not drop them. Like any request, one
+    /// that the node does not answer within its per-node timeout fails (the
+    /// key then expires after its TTL), and a node found failing fails the
+    /// rest of its queue fast, so clean-ups beyond the capacity last about
+    /// as long as a stall takes to be noticed. Must be between 1 and 2^20.
     /// Defaults to 4096.
     pub fn queue_capacity(mut self, capacity: usize) -> Self {
         self.settings.queue_capacity = capacity;

@@ -63,9 +63,9 @@ use crate::guard::LockGuard;
 /// # What it costs
 ///
 /// A read or write is one round, like a lock. Waiters queue on the lock's
-/// gate node in arrival order, readers and writers alike: a release that
-/// frees the lock (a writer's, or the last reader's) wakes the first in
-/// line, and a reader let in wakes the next, so readers queued together
+/// gate node in arrival order, readers and writers alike: a release wakes
+/// the first in line (a waiting writer that marked, once per reader that
+/// held), and a reader let in wakes the next, so readers queued together
 /// come in together. With [`fencing`](crate::RedlockBuilder::fencing), a
 /// writer's guard carries a fencing token that grows from one writer to the
 /// next; a reader's has none (`None`), since readers exclude nobody but

@@ -178,7 +178,7 @@ impl Core {
             report: None,
             value: None,
             waits: true,
-            held: true,
+            held: false,
         }
     }
 
@@ -202,6 +202,7 @@ impl Core {
         member: Option<Arc<str>>,
     ) {
         let mut request = self.release_request(keys, token, ttl, self.keys_gone_by(start, ttl));
+        // Not a lease's: it wakes the next waiter only where the key is free.
         request.held = false;
         if request.queue.is_some()
             && let Some(member) = member
@@ -211,15 +212,16 @@ impl Core {
         self.transport.broadcast(request);
     }
 
-    /// Queues a release of `token` on every node and waits for no answer.
-    /// Where it deletes the key on the gate node, the next waiter is woken.
+    /// Queues a release of `token` (a lease's: it held the resource) on
+    /// every node and waits for no answer. The gate node wakes the next
+    /// waiter.
     fn release_unawaited(&self, keys: &Keys, token: &Arc<str>, ttl: Duration, expires: Instant) {
         let request = self.release_request(keys, token, ttl, expires);
         self.transport.broadcast(request);
     }
 
-    /// A release: on the gate node it also wakes the next waiter (when this
-    /// client keeps queues).
+    /// A lease's release: on the gate node it also wakes the next waiter
+    /// (when this client keeps queues); `clean_up` marks its own.
     fn release_request(
         &self,
         keys: &Keys,
@@ -228,6 +230,7 @@ impl Core {
         expires: Instant,
     ) -> Request {
         let mut request = self.request(Op::Release, keys, token, ttl, expires);
+        request.held = true;
         if self.settings.notifications {
             request.queue = Some(Arc::from(""));
         }

@@ -419,7 +419,7 @@ fn a_release_wakes_the_head_although_the_gate_node_keeps_a_stray_key() {
 }
 
 /// The other side of the rule: a failed round's clean-up wakes the head
-/// only where it freed the key on the gate node. A caller that never held
+/// only where the key is free on the gate node. A caller that never held
 /// the resource, refused at every try, must not wake the waiter each time.
 #[test]
 fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {

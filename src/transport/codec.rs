@@ -1229,6 +1229,57 @@ mod tests {
         );
     }
 
+    /// Issue 36: a lease's release tells the gate node it held the
+    /// resource (`1`: wake the next waiter whatever is there); a failed
+    /// round's clean-up that it did not (`0`), for locks and readers alike.
+    #[test]
+    fn a_release_says_whether_it_held() {
+        let encode_one = |r: &Request| {
+            let mut out = Vec::new();
+            encode(r, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let (q, a) = ("redlock-queue:res", "redlock-alive:res");
+        for held in [true, false] {
+            let mut release = req(Op::Release);
+            release.queue = Some(Arc::from(""));
+            release.held = held;
+            let flag = if held { "1" } else { "0" };
+            assert_eq!(
+                encode_one(&release),
+                resp(&[
+                    "EVAL",
+                    GATE_RELEASE_SCRIPT,
+                    "3",
+                    "res",
+                    q,
+                    a,
+                    "tok",
+                    "",
+                    flag
+                ])
+            );
+            release.keys = Arc::from([Arc::from("redlock-rw:l#r")]);
+            let (q, a) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
+            assert_eq!(
+                encode_one(&release),
+                resp(&[
+                    "EVAL",
+                    GATE_READ_RELEASE_SCRIPT,
+                    "5",
+                    "redlock-rw:l#r",
+                    "redlock-rw:l#w",
+                    "redlock-rw:l#wait",
+                    q,
+                    a,
+                    "tok",
+                    "",
+                    flag
+                ])
+            );
+        }
+    }
+
     #[test]
     fn several_keys_go_out_as_one_all_or_nothing_script() {
         let mut all = req(Op::Acquire { ttl_ms: 70 });

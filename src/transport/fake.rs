@@ -605,7 +605,12 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             let handed =
                 (req.held || free(&inner.keys)) && head.as_deref().is_some_and(|h| h != member);
             woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
-            Ok(if handed { Vote::queued(true) } else { vote })
+            // As the script: "woke" only where every key was ours.
+            Ok(if handed && vote.yes {
+                Vote::queued(true)
+            } else {
+                vote
+            })
         }
         Op::Leave => {
             queue.retain(|(m, _)| m != member);

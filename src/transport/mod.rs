@@ -605,10 +605,10 @@ fn enqueue(
 /// Queues `job` on `node`: refused as `Overloaded` when the queue holds
 /// its capacity already — unless it cleans up (a release, a leave, a
 /// resignation), which is always queued: a full queue must not leave a
-/// key or a queue entry behind until it expires. Such a job takes memory
-/// only until the keys it cleans expire by themselves (its `expires`;
-/// the worker drops it then), so the clean-ups beyond the capacity are
-/// bounded by the clean-up rate times the TTL.
+/// key or a queue entry behind until it expires. Beyond the capacity,
+/// clean-ups pile up only while a stall is not yet noticed: the batch in
+/// flight fails at its per-node timeout, and a node found failing fails
+/// the rest fast (at the latest, each is dropped at its `expires`).
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     let address = || node.shared.address.clone();
     if !job.req.op.cleans_up() && node.queue.len() >= node.capacity {
