@@ -313,13 +313,17 @@ impl Core {
             // Nobody won yet, for a moment: the contenders split the votes
             // (a caller that does not queue; a queued waiter's next round
             // goes to the gate node, which lets one through), or the gate
-            // node let this waiter through but a majority refused (the
-            // holder's release is usually still on its way to them). Again
+            // node let this waiter through — or called a lock's waiter, its
+            // turn come — but a majority refused (the holder's release is
+            // usually still on its way to them; a called waiter is told
+            // "held" where the gate node keeps a stray key, and gets no
+            // grant there). Again
             // after a short random pause, a few times, not counted against
             // the retries: `Busy` must mean that someone holds the resource.
             let queued = queues && ticket.is_some();
             let transient = matches!(failed, Failed::Busy { split: true, .. } if !queued)
-                || matches!(failed, Failed::Busy { granted: true, .. });
+                || matches!(failed, Failed::Busy { granted: true, .. })
+                || (called && may_be_called && matches!(failed, Failed::Busy { .. }));
             if transient
                 && burst < MAX_SPLITS
                 && Instant::now() < splits_until
