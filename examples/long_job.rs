@@ -73,10 +73,13 @@ fn main() -> Result<ExitCode, Error> {
             println!("long_job: interrupted before step {step}; releasing");
             break;
         }
-        // Before each step that must not happen twice: is the lock still ours?
+        // Before each step that must not happen twice: is the lock still
+        // ours? Exact, where the token may come a moment after the validity
+        // ran out.
         if lost.is_cancelled() {
-            guard.ensure_valid()?; // the error says why
+            println!("long_job: the lock was lost before step {step}");
         }
+        guard.ensure_valid()?;
         println!(
             "long_job: step {step} of {steps} committed ({} valid)",
             common::human(guard.remaining())

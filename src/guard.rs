@@ -157,16 +157,20 @@ impl LockGuard {
     }
 
     /// A token cancelled once this guard stops being valid, for any reason:
-    /// its validity ran out, a renewal or extension found the lock gone (a
-    /// kept-alive lock: within a renewal period, a third of its TTL), or it
-    /// was released or dropped. Cancelled at once if the guard is no longer
-    /// valid. Every call returns a clone of the same token.
+    /// a renewal or extension found the lock gone (a kept-alive lock's next
+    /// renewal comes at most two thirds of its TTL later), it was released
+    /// or dropped, or its validity ran out — then the client's keeper
+    /// thread cancels it when it wakes, at or shortly after
+    /// [`valid_until`](Self::valid_until), never before. Cancelled at once
+    /// if the guard is no longer valid. Every call returns a clone of the
+    /// same token: whoever holds one can also cancel it for the others.
     ///
-    /// It plugs into everything that takes a [`CancelToken`]: stop a long
-    /// job's waits with [`Acquire::cancel_on`](crate::Acquire::cancel_on)
-    /// and its pauses with [`CancelToken::sleep`], or check
-    /// [`is_cancelled`](CancelToken::is_cancelled) between steps — the same
-    /// as [`is_valid`](Self::is_valid), but something a thread can sleep on.
+    /// It plugs into everything that takes a [`CancelToken`]: end a long
+    /// job's pauses with [`CancelToken::sleep`] and its waits with
+    /// [`Acquire::cancel_on`](crate::Acquire::cancel_on) as soon as the lock
+    /// is gone. Before a step that must not happen twice, still call
+    /// [`ensure_valid`](Self::ensure_valid): it is exact, where the token
+    /// may come a moment after the validity ran out.
     ///
     /// ```no_run
     /// use std::time::Duration;
@@ -177,11 +181,11 @@ impl LockGuard {
     /// guard.keep_alive();
     /// let lost = guard.lost_token();
     /// for batch in 0..1000 {
+    ///     // A pause that ends as soon as the lock is gone.
+    ///     lost.sleep(Duration::from_millis(100));
+    ///     guard.ensure_valid()?; // exact: stops before the next batch
     ///     // ... one batch of protected work ...
     ///     # let _ = batch;
-    ///     if lost.sleep(Duration::from_millis(100)) {
-    ///         break; // the lock is gone: stop before the next batch
-    ///     }
     /// }
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```

@@ -125,6 +125,10 @@ struct Due {
     at: Instant,
     key: usize,
     epoch: u64,
+    /// Keeps the lease's allocation (not the lease) while this entry may
+    /// come up: another lease at the same address, with the same epoch,
+    /// would otherwise be taken for it (and lose its own entry).
+    _pin: Weak<Lease>,
 }
 
 impl PartialEq for Due {
@@ -160,8 +164,14 @@ impl Schedule {
         let key = lease.as_ptr() as usize;
         match lease.upgrade().and_then(|l| l.schedule()) {
             Some((epoch, at)) => {
+                let pin = lease.clone();
                 self.entries.insert(key, Entry { lease, epoch });
-                self.heap.push(Due { at, key, epoch });
+                self.heap.push(Due {
+                    at,
+                    key,
+                    epoch,
+                    _pin: pin,
+                });
                 if self.heap.len() > 2 * self.entries.len() + 16 {
                     self.compact();
                 }

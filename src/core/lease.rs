@@ -210,12 +210,14 @@ impl Lease {
 
     /// Cancels the lost token (if anyone asked for it) once the lease is
     /// no longer valid. Called after every change that can end it, with no
-    /// lock held (cancelling wakes the token's sleepers).
+    /// lock held (cancelling wakes the token's sleepers). Not while an
+    /// extension is in flight: one that got its majority just before the
+    /// validity ran out moves it on when it is applied, and it signals then.
     pub(crate) fn signal(&self) {
         if let Some(token) = self.lost_token.get() {
             let over = {
                 let state = self.state.lock();
-                state.lost || state.released || remaining(&state).is_zero()
+                state.lost || state.released || (!state.extending && remaining(&state).is_zero())
             };
             if over {
                 token.cancel();
@@ -505,6 +507,7 @@ impl Drop for PendingExtend<'_> {
                 state.kept || state.watched
             };
             self.lease.extension_ended.notify_all();
+            self.lease.signal();
             if scheduled {
                 // The keeper skipped this lease while the extension was in
                 // flight: schedule it again.
