@@ -747,3 +747,68 @@ fn a_writer_takes_over_a_mark_nobody_queued_owns() {
         assert_eq!(order, ["writer", "reader"]);
     });
 }
+
+/// Issue 36, "readers across processes stall", the rest: a writer that won
+/// on the other nodes without the gate node (the gate node still saw a
+/// reader) left its mark there, naming its place in a queue it had left.
+/// The gate node kept turning readers away by that mark: each queued
+/// reader got in through the other nodes only, the gate node let none in,
+/// so none woke the next, and the readers behind waited for their timers
+/// (S7: reads up to 200 ms, some failed `Busy`). A mark naming a member
+/// that no longer waits is now dropped at the gate node: every queued
+/// reader is let in there, and wakes the next.
+#[test]
+fn a_mark_whose_writer_left_the_queue_turns_no_reader_away() {
+    let cluster = Cluster::start(3);
+    let writer = test_client(cluster.urls(), 0, None);
+    let readers: Vec<Redlock> = (0..3)
+        .map(|_| test_client(cluster.urls(), 0, None))
+        .collect();
+    let holding = writer.rw_lock("orphan").write(TTL).unwrap();
+    let queued = |n: &Node| harness::pubsub::queued(n, "redlock-rw:orphan");
+    let in_set = |n: &Node| -> usize {
+        redis::cmd("ZCARD")
+            .arg("redlock-rw:orphan#r")
+            .query(&mut n.conn())
+            .unwrap()
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let (done_tx, done) = crossbeam_channel::bounded::<()>(0);
+    std::thread::scope(|s| {
+        for client in &readers {
+            let tx = tx.clone();
+            let done = done.clone();
+            s.spawn(move || {
+                let guard = client
+                    .rw_lock("orphan")
+                    .acquire_read(TTL)
+                    .wait(Duration::from_secs(10))
+                    .lock()
+                    .unwrap();
+                tx.send(()).unwrap();
+                // Held until every reader is in and counted.
+                let _ = done.recv();
+                drop(guard);
+            });
+        }
+        harness::settles("the readers queued on the gate node", || {
+            cluster.nodes.iter().any(|n| queued(n) == 3)
+        });
+        let g = cluster.nodes.iter().position(|n| queued(n) == 3).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("redlock-rw:orphan#wait")
+            .arg("a-writer-gone:7")
+            .arg("PX")
+            .arg(5000)
+            .query(&mut cluster.nodes[g].conn())
+            .unwrap();
+        drop(holding);
+        for _ in 0..3 {
+            rx.recv_timeout(Duration::from_secs(10))
+                .expect("every reader gets in");
+        }
+        let let_in = in_set(&cluster.nodes[g]);
+        drop(done_tx);
+        assert_eq!(let_in, 3, "the gate node let every reader in");
+    });
+}
