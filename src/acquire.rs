@@ -139,8 +139,10 @@ impl<'a> Acquire<'a> {
     /// [`retry_count`](crate::RedlockBuilder::retry_count) unless a
     /// [`wait`](Self::wait) or [`deadline`](Self::deadline) is set. Every
     /// round counts, including those a wake-up brings early; only a round
-    /// that split the votes with other contenders, re-tried at once (see
-    /// [`Redlock::try_lock`](crate::Redlock::try_lock)), comes on top.
+    /// re-tried at once comes on top — one that split the votes with other
+    /// contenders (see [`Redlock::try_lock`](crate::Redlock::try_lock)), or
+    /// a queued waiter's round, in its turn, that the other nodes refused
+    /// because the release had not reached them yet — a few times each.
     pub fn retries(mut self, retries: u32) -> Self {
         self.retries = Some(retries);
         self

@@ -85,8 +85,10 @@ impl RedlockBuilder {
     /// `lock_all`) makes after the first one fails because the resource is
     /// busy or nodes failed: at most `retry_count + 1` rounds in all, which
     /// [`Error::Busy`](crate::Error::Busy) reports. (A round in which
-    /// contenders split the votes and nobody won is re-tried at once, a few
-    /// times, on top: see [`Redlock::try_lock`](crate::Redlock::try_lock).)
+    /// contenders split the votes and nobody won, or in which a queued
+    /// waiter in its turn found the release not yet on every node, is
+    /// re-tried at once, a few times, on top: see
+    /// [`Redlock::try_lock`](crate::Redlock::try_lock).)
     /// Defaults to `10`: with the default pauses (50–200 ms, see
     /// [`retry_delay`](Self::retry_delay)) `lock` waits about 1.1 s (0.5–2 s)
     /// for a resource that stays held. To wait for a set time, use

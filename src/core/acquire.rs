@@ -101,10 +101,11 @@ enum Failed {
     /// caller was first in its queue). `split`: nobody holds it on a
     /// majority — contenders split the votes.
     /// `reports`: a semaphore slot's round, the slots each node that
-    /// answered holds.
+    /// answered holds. `behind`: the gate node said others queued first.
     Busy {
         granted: bool,
         split: bool,
+        behind: bool,
         reports: Vec<u64>,
     },
     /// Too many nodes failed. `permanent`: failures that will not heal by
@@ -314,16 +315,18 @@ impl Core {
             // (a caller that does not queue; a queued waiter's next round
             // goes to the gate node, which lets one through), or the gate
             // node let this waiter through — or called a lock's waiter, its
-            // turn come — but a majority refused (the holder's release is
-            // usually still on its way to them; a called waiter is told
-            // "held" where the gate node keeps a stray key, and gets no
-            // grant there). Again
+            // turn come, and did not say others queued first — but a
+            // majority refused (the holder's release is usually still on
+            // its way to them; a called waiter is told "held" where the
+            // gate node keeps a stray key, and gets no grant there). Again
             // after a short random pause, a few times, not counted against
             // the retries: `Busy` must mean that someone holds the resource.
             let queued = queues && ticket.is_some();
             let transient = matches!(failed, Failed::Busy { split: true, .. } if !queued)
                 || matches!(failed, Failed::Busy { granted: true, .. })
-                || (called && may_be_called && matches!(failed, Failed::Busy { .. }));
+                || (called
+                    && may_be_called
+                    && matches!(failed, Failed::Busy { behind: false, .. }));
             if transient
                 && burst < MAX_SPLITS
                 && Instant::now() < splits_until
@@ -487,6 +490,7 @@ impl Core {
                 .ok_or(Failed::Busy {
                     granted: false,
                     split: false,
+                    behind: true,
                     reports: Vec::new(),
                 })?,
             Route::Called => self.transport.start_called_round(request, by),
@@ -518,6 +522,7 @@ impl Core {
             Verdict::Confirmed if behind => Failed::Busy {
                 granted: false,
                 split: false,
+                behind: true,
                 reports: Vec::new(),
             },
             Verdict::Confirmed if Instant::now() < valid_until => {
@@ -541,6 +546,7 @@ impl Core {
             _ if outcome.held() => Failed::Busy {
                 granted: gate.is_some_and(|vote| vote.yes),
                 split: outcome.split,
+                behind,
                 reports: outcome.slots,
             },
             Verdict::Refused | Verdict::Unreachable => Failed::NoQuorum {

@@ -528,15 +528,15 @@ local function ok() fence(4,1) return 1 end
 /// as its mark promised. A
 /// mark whose writer still waits (`waits`: alive in the queue) is not
 /// taken over by a later writer: writers go in the order they marked. A
-/// mark that names a member no longer in the queue — its writer won on the
-/// other nodes without this one, or gave up — promises nothing: it is
-/// dropped here (the readers it turned away queued behind it, and sat out
-/// its 2 s). Any
-/// other mark — one a writer's first, plain round left (it holds the
-/// token: that round was in no queue), or a gone writer's — is taken over
-/// by the waiting writer that finds it, also once the readers left: else
-/// the readers queued first are refused by a mark nobody here owns, the
-/// writer is told they queued first, and both sit out the mark.
+/// mark that names another member no longer in the queue — its writer won
+/// on the other nodes without this one, or gave up — promises nothing: a
+/// queued round here drops it (the readers it turned away queued behind
+/// it, and sat out its 2 s; a plain round and the other nodes still honour
+/// it until it expires). A mark that holds a token — a writer's first,
+/// plain round left it (that round was in no queue) — is taken over by the
+/// waiting writer that finds it, also once the readers left: else the
+/// readers queued first are refused by a mark nobody here owns, the writer
+/// is told they queued first, and both sit out the mark.
 pub(crate) const GATE_RW_ACQUIRE_SCRIPT: &str = concat!(
     fence_fns!(),
     gate_script!(
@@ -550,7 +550,7 @@ if type(writer)~="string" then writer="" end
 end
 local readers=redis.call("zcard",KEYS[2])
 local marked=redis.call("get",KEYS[3])
-if marked and string.match(marked,":%d+$") and not waits(marked) then redis.call("del",KEYS[3]) marked=false end
+if marked and marked~=me and string.match(marked,":%d+$") and not waits(marked) then redis.call("del",KEYS[3]) marked=false end
 local held=writer~=nil or (reader and marked~=false) or (not reader and readers>0)
 if not reader and not writer and (readers>0 or marked) and ARGV[3]~="0" and not (marked and marked~=me and waits(marked)) then
 if me~="" then marked=me else marked=ARGV[1] end
