@@ -755,8 +755,8 @@ fn a_writer_takes_over_a_mark_nobody_queued_owns() {
 /// reader got in through the other nodes only, the gate node let none in,
 /// so none woke the next, and the readers behind waited for their timers
 /// (S7: reads up to 200 ms, some failed `Busy`). A mark naming a member
-/// that no longer waits is now dropped at the gate node: every queued
-/// reader is let in there, and wakes the next.
+/// that no longer waits is now dropped by a queued round at the gate node:
+/// the queued readers are let in there, and wake the next.
 #[test]
 fn a_mark_whose_writer_left_the_queue_turns_no_reader_away() {
     let cluster = Cluster::start(3);
@@ -807,8 +807,16 @@ fn a_mark_whose_writer_left_the_queue_turns_no_reader_away() {
             rx.recv_timeout(Duration::from_secs(10))
                 .expect("every reader gets in");
         }
-        let let_in = in_set(&cluster.nodes[g]);
+        // The gate node dropped the mark at the first queued round, and let
+        // readers in (each woke the next). Not necessarily all three: a
+        // round whose gate node is slower than its wait (a loaded machine)
+        // goes on to the others and may win there. Before, it let none in,
+        // and the mark stayed its 5 s.
+        let gate = &cluster.nodes[g];
+        let let_in = in_set(gate);
+        let mark = gate.get("redlock-rw:orphan#wait");
         drop(done_tx);
-        assert_eq!(let_in, 3, "the gate node let every reader in");
+        assert!(let_in >= 1, "the gate node let readers in");
+        assert_eq!(mark, None, "the mark nobody waits for was dropped");
     });
 }
