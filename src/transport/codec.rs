@@ -1201,8 +1201,12 @@ mod tests {
     }
 
     fn encoded(op: Op) -> String {
+        encoded_req(&req(op))
+    }
+
+    fn encoded_req(r: &Request) -> String {
         let mut out = Vec::new();
-        encode(&req(op), &mut out);
+        encode(r, &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -1239,11 +1243,6 @@ mod tests {
     /// round's clean-up that it did not (`0`), for locks and readers alike.
     #[test]
     fn a_release_says_whether_it_held() {
-        let encode_one = |r: &Request| {
-            let mut out = Vec::new();
-            encode(r, &mut out);
-            String::from_utf8(out).unwrap()
-        };
         let (q, a) = ("redlock-queue:res", "redlock-alive:res");
         for held in [true, false] {
             let mut release = req(Op::Release);
@@ -1251,7 +1250,7 @@ mod tests {
             release.held = held;
             let flag = if held { "1" } else { "0" };
             assert_eq!(
-                encode_one(&release),
+                encoded_req(&release),
                 resp(&[
                     "EVAL",
                     GATE_RELEASE_SCRIPT,
@@ -1267,7 +1266,7 @@ mod tests {
             release.keys = Arc::from([Arc::from("redlock-rw:l#r")]);
             let (q, a) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
             assert_eq!(
-                encode_one(&release),
+                encoded_req(&release),
                 resp(&[
                     "EVAL",
                     GATE_READ_RELEASE_SCRIPT,
