@@ -8,6 +8,9 @@
 //! With no node URLs given, it starts five `redis-server` processes on free
 //! loopback ports (install with `sudo apt-get install -y redis-server` or
 //! `sh scripts/ensure-redis.sh`) and stops them when it ends.
+//!
+//! Ctrl-C exits at once, through `Redlock::shutdown`: the lock is released
+//! on the way out, not left on the nodes until its TTL runs out.
 
 mod common;
 
@@ -21,13 +24,26 @@ fn main() -> Result<std::process::ExitCode, Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let given = (!args.is_empty()).then(|| args.join(","));
     let nodes = common::Nodes::from_args_or_local(given.as_deref(), 5);
-    common::on_ctrl_c();
     let urls = nodes.urls.clone();
     println!("nodes: {}", urls.join(", "));
 
     // One client per process; clones share its connections and worker threads.
     let redlock = Redlock::new(&urls)?;
     common::check_nodes(&redlock);
+    // Ctrl-C: let go of everything this client holds (any clone, any
+    // thread), then exit at once.
+    let client = redlock.clone();
+    let handled = ctrlc::set_handler(move || {
+        eprintln!("interrupted: releasing what is held and exiting");
+        if let Err(err) = client.shutdown(Duration::from_secs(2)) {
+            eprintln!("quickstart: {err}");
+        }
+        common::stop_local_nodes();
+        std::process::exit(130);
+    });
+    if let Err(err) = handled {
+        eprintln!("cannot handle Ctrl-C: {err}");
+    }
     let started = Instant::now();
     let say = move |who: &str, what: String| {
         println!(
@@ -50,12 +66,10 @@ fn main() -> Result<std::process::ExitCode, Error> {
                 ),
             );
             ready.wait();
-            // The protected work (a pause that Ctrl-C ends early).
-            if common::shutdown().sleep(Duration::from_secs(1)) {
-                say("alice", "interrupted, releasing".into());
-            } else {
-                say("alice", "done, releasing".into());
-            }
+            // The protected work.
+            std::thread::sleep(Duration::from_secs(1));
+            guard.ensure_valid()?;
+            say("alice", "done, releasing".into());
             guard.release()?;
             Ok(())
         })
@@ -67,15 +81,7 @@ fn main() -> Result<std::process::ExitCode, Error> {
             None => say("bob", "try_lock: busy, someone else holds it".into()),
         }
         say("bob", "waiting up to 5 s ...".into());
-        let waited = redlock
-            .acquire("quickstart:report", ttl)
-            .wait(Duration::from_secs(5))
-            .cancel_on(common::shutdown())
-            .lock();
-        let guard = match waited {
-            Err(Error::Cancelled { .. }) => return Ok(()),
-            other => other?,
-        };
+        let guard = redlock.lock_for("quickstart:report", ttl, Duration::from_secs(5))?;
         say(
             "bob",
             format!(
@@ -91,5 +97,5 @@ fn main() -> Result<std::process::ExitCode, Error> {
     bob.join().expect("bob panicked")?;
     println!("done");
     drop(nodes); // stops local nodes, if any
-    Ok(common::exit_code())
+    Ok(std::process::ExitCode::SUCCESS)
 }

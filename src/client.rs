@@ -23,7 +23,7 @@ use crate::semaphore::Semaphore;
 /// other nodes too (microseconds with healthy nodes, at most 1 s while one is
 /// stalled), so a program that drops its client before exiting leaves no key
 /// behind. (A client in a `static`, or a `process::exit` before the drop, gets
-/// no such wait.)
+/// no such wait: call [`shutdown`](Self::shutdown) on the way out.)
 ///
 /// Each operation sends its command to every node in parallel through the
 /// client's per-node worker threads and returns as soon as the outcome is
@@ -421,6 +421,56 @@ impl Redlock {
     /// ```
     pub fn verify(&self) -> Vec<NodeHealth> {
         self.core.verify()
+    }
+
+    /// Lets go of everything this client holds and stops it, for a program
+    /// on its way out: releases every lock, semaphore permit, read or
+    /// write hold and leadership that any clone of this client holds, all
+    /// in parallel, and waits up to `within` for a majority of the nodes to
+    /// confirm each release. Callers waiting for a lock wake and fail; the
+    /// keep-alive, wake-up and node threads stop once the releases were
+    /// sent to every node (or `within` has passed). Afterwards every guard
+    /// of this client is invalid ([`LockGuard::is_valid`] is false) and
+    /// dropping it does nothing, and every call on every clone, and on its
+    /// [`Semaphore`], [`RwLock`] and [`Election`] handles, fails with
+    /// [`Error::Shutdown`]. A second call returns `Ok` at once.
+    ///
+    /// # When you need it
+    ///
+    /// Dropping a guard releases its lock, and dropping the last clone of
+    /// the client (and the last guard) lets the releases reach every node.
+    /// But handles keep the client alive: a `Semaphore`, `RwLock` or
+    /// `Election` holds a clone, as does every guard and every thread that
+    /// got one. A program that exits through `std::process::exit`, returns
+    /// from `main` while other threads still hold guards, or keeps its
+    /// client in a `static`, skips those drops: what it held stays on the
+    /// nodes until its TTL runs out, and other processes wait for it. Call
+    /// `shutdown` on the way out (a Ctrl-C handler, the end of `main`).
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let imports = redlock.semaphore("imports", 4);
+    /// let permit = imports.lock(Duration::from_secs(60))?;
+    /// // ... the program decides to exit, with the permit still held ...
+    /// redlock.shutdown(Duration::from_secs(2))?;
+    /// assert!(!permit.is_valid());
+    /// std::process::exit(0);
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`] for the first hold whose release a majority did
+    /// not confirm within `within` (or its per-node timeout, if sooner): it
+    /// expires after its TTL. The client is shut down all the same. A hold
+    /// already lost or expired is not an error: nothing of it is left.
+    pub fn shutdown(&self, within: Duration) -> Result<(), Error> {
+        self.core
+            .shutdown(within)
+            .map_err(|err| err.in_call("Redlock::shutdown"))
     }
 
     /// The settings this client was built with.

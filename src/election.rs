@@ -58,6 +58,11 @@ use crate::guard::LockGuard;
 /// leader deletes it, and a leader that vanished leaves it until its lock
 /// expires or the next one overwrites it (it is never read as anyone's
 /// meanwhile).
+///
+/// The handle keeps its client alive: the client's threads run, and what
+/// it holds stays held, until the last handle, clone and guard is gone —
+/// or until [`Redlock::shutdown`](crate::Redlock::shutdown), after which
+/// its calls fail with [`Error::Shutdown`](crate::Error::Shutdown).
 #[derive(Clone)]
 pub struct Election {
     core: Arc<Core>,

@@ -100,6 +100,11 @@ pub enum Error {
         /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
     },
+    /// The client was shut down with
+    /// [`Redlock::shutdown`](crate::Redlock::shutdown), through this clone or
+    /// another: it released what it held and takes no more calls. A guard
+    /// of it is no longer valid. Build a new client to lock again.
+    Shutdown,
     /// The operating system refused something the client needs to start (a
     /// thread). The machine is out of resources; retry once it has recovered.
     System {
@@ -184,6 +189,10 @@ impl fmt::Display for Error {
                 write_failures(f, failures)
             }
             Error::System { reason } => write!(f, "system resource unavailable: {reason}"),
+            Error::Shutdown => f.write_str(
+                "the client was shut down (Redlock::shutdown): what it held was released, and \
+                 it takes no more calls; build a new client to lock again",
+            ),
             Error::Cancelled { resource } => {
                 write!(f, "waiting for {resource:?} was cancelled; nothing is held")
             }

@@ -24,7 +24,9 @@ use crate::error::Error;
 /// client, it also waits (at most 1 s, while a node is stalled) for the
 /// deletes still queued for the other nodes; see [`Redlock`](crate::Redlock). A failed release is logged as a
 /// warning; the lock then expires after its TTL. Call
-/// [`release`](Self::release) instead to see the outcome.
+/// [`release`](Self::release) instead to see the outcome. After
+/// [`Redlock::shutdown`](crate::Redlock::shutdown) (which released it),
+/// dropping it does nothing.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -58,10 +60,10 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    pub(crate) fn new(core: Arc<Core>, lease: Lease) -> Self {
+    pub(crate) fn new(core: Arc<Core>, lease: Arc<Lease>) -> Self {
         LockGuard {
             core,
-            lease: Arc::new(lease),
+            lease,
             armed: true,
         }
     }
@@ -135,8 +137,10 @@ impl LockGuard {
         self.lease.remaining()
     }
 
-    /// Whether the lock is still guaranteed to be ours: validity is left and
-    /// it was not lost. Cheap: no I/O.
+    /// Whether the lock is still guaranteed to be ours: validity is left, it
+    /// was not lost, and the client was not shut down
+    /// ([`Redlock::shutdown`](crate::Redlock::shutdown) released it). Cheap:
+    /// no I/O.
     pub fn is_valid(&self) -> bool {
         !self.lease.remaining().is_zero()
     }
@@ -147,12 +151,13 @@ impl LockGuard {
     ///
     /// # Errors
     ///
-    /// [`Error::LockLost`], with the node failures of the last failed renewal.
+    /// [`Error::LockLost`], with the node failures of the last failed
+    /// renewal; [`Error::Shutdown`] once the client was shut down.
     pub fn ensure_valid(&self) -> Result<(), Error> {
         if self.is_valid() {
             Ok(())
         } else {
-            Err(self.lease.lost_error(self.core.quorum()))
+            Err(self.core.lost_error(&self.lease))
         }
     }
 
@@ -248,12 +253,11 @@ impl LockGuard {
     /// [`Error::LockLost`] if the lock was lost or too few nodes still held our
     /// token (it expired; another holder's key is never deleted);
     /// [`Error::NoQuorum`] if too many nodes failed to answer (the lock then
-    /// expires after its TTL).
+    /// expires after its TTL); [`Error::Shutdown`] if the client was shut
+    /// down (the shutdown released it).
     pub fn release(mut self) -> Result<(), Error> {
         self.armed = false;
-        let released = self.lease.release(&self.core);
-        self.core.forget(&self.lease);
-        released
+        self.core.release(&self.lease)
     }
 }
 
@@ -262,10 +266,9 @@ impl Drop for LockGuard {
         if !self.armed {
             return;
         }
-        let released = self.lease.release(&self.core);
-        self.core.forget(&self.lease);
-        match released {
-            Ok(()) => {}
+        match self.core.release(&self.lease) {
+            // Released by the shutdown already: nothing to do.
+            Ok(()) | Err(Error::Shutdown) => {}
             // Already warned about when it was lost.
             Err(Error::LockLost { .. }) if self.lease.is_lost() => {}
             Err(err) => log::warn!(

@@ -72,6 +72,11 @@ use crate::guard::LockGuard;
 /// writers.
 ///
 /// Its keys never collide with a lock or a semaphore of the same name.
+///
+/// The handle keeps its client alive: the client's threads run, and what
+/// it holds stays held, until the last handle, clone and guard is gone —
+/// or until [`Redlock::shutdown`](crate::Redlock::shutdown), after which
+/// its calls fail with [`Error::Shutdown`](crate::Error::Shutdown).
 #[derive(Clone)]
 pub struct RwLock {
     core: Arc<Core>,

@@ -69,6 +69,11 @@ use crate::guard::LockGuard;
 /// token orders the holders *of its slot*: it grows from one holder of
 /// that slot to the next, but says nothing about holders of other slots,
 /// which may hold at the same time.
+///
+/// The handle keeps its client alive: the client's threads run, and what
+/// it holds stays held, until the last handle, clone and guard is gone —
+/// or until [`Redlock::shutdown`](crate::Redlock::shutdown), after which
+/// its calls fail with [`Error::Shutdown`](crate::Error::Shutdown).
 #[derive(Clone)]
 pub struct Semaphore {
     core: Arc<Core>,

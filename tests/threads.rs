@@ -217,3 +217,49 @@ fn a_sentinel_named_node_adds_one_lookup_thread_until_the_client_is_dropped() {
         client_threads() == before
     });
 }
+
+/// Issue 37: `Redlock::shutdown` stops every thread of the client — the
+/// workers, the connection helpers, the keeper and the subscribers — while
+/// clones, handles and guards of it are still alive.
+#[test]
+fn shutdown_stops_every_thread_while_clones_and_guards_live() {
+    const NODES: usize = 3;
+    let _turn = one_at_a_time();
+    let cluster = Cluster::start(NODES);
+    let before = client_threads();
+    let redlock = harness::client(cluster.urls());
+    let clone = redlock.clone();
+    let semaphore = redlock.semaphore("threads:sem", 1);
+    let mut kept = redlock
+        .lock("threads:kept", Duration::from_secs(3))
+        .unwrap();
+    kept.keep_alive();
+    let permit = semaphore.lock(Duration::from_secs(30)).unwrap();
+    // A waiter, so that the subscribers run.
+    let waiting = {
+        let clone = clone.clone();
+        std::thread::spawn(move || {
+            clone
+                .lock_for(
+                    "threads:kept",
+                    Duration::from_secs(5),
+                    Duration::from_secs(60),
+                )
+                .map(drop)
+        })
+    };
+    settles("workers, helpers, keeper and subscribers started", || {
+        client_threads() == before + threads_per_client(NODES) + 1 + NODES
+    });
+    redlock.shutdown(Duration::from_secs(5)).unwrap();
+    assert_eq!(waiting.join().unwrap(), Err(redlock_sync::Error::Shutdown));
+    // The subscribers notice within their 100 ms tick; the helpers end
+    // with the connection pools.
+    eventually(
+        "every thread of the client stopped",
+        Duration::from_secs(5),
+        || client_threads() == before,
+    );
+    assert!(!kept.is_valid() && !permit.is_valid());
+    drop((clone, semaphore, kept, permit));
+}

@@ -170,12 +170,31 @@ impl Core {
         resources: &[&str],
         ttl: Duration,
         patience: Patience,
-    ) -> Result<Lease, Error> {
+    ) -> Result<Arc<Lease>, Error> {
         self.acquire_target(Target::Resources(resources), ttl, patience)
     }
 
-    /// As [`acquire`](Self::acquire), for any [`Target`].
+    /// As [`acquire`](Self::acquire), for any [`Target`]. The lease is
+    /// registered for a shutdown to release; one won as the client shuts
+    /// down is released at once (`Shutdown`).
     pub(crate) fn acquire_target(
+        &self,
+        target: Target<'_>,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Arc<Lease>, Error> {
+        let _busy = self.life.enter()?;
+        let lease = Arc::new(self.rounds(target, ttl, patience)?);
+        if self.life.adopt(&lease) {
+            Ok(lease)
+        } else {
+            lease.abandon(self);
+            Err(Error::Shutdown)
+        }
+    }
+
+    /// The rounds of an acquisition, until one wins or the patience ends.
+    fn rounds(
         &self,
         target: Target<'_>,
         ttl: Duration,
@@ -258,6 +277,12 @@ impl Core {
         let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
         let mut splits_until = Instant::now() + split_wait;
         loop {
+            if self.life.is_closed() {
+                // Woken by the shutdown (or shut between rounds).
+                self.leave(&keys, ticket.as_ref(), report);
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
+                return Err(Error::Shutdown);
+            }
             attempts = attempts.saturating_add(1);
             // Only a round that asks the gate node first takes part in its
             // queue: a first round is a plain `SET NX` everywhere.

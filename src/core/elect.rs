@@ -48,6 +48,7 @@ impl Core {
         (term, seq): (u64, u64),
         value: &str,
     ) -> Result<(), Error> {
+        let _busy = self.life.enter()?;
         if lease.remaining().is_zero() {
             return Err(lease.lost_error(self.quorum()));
         }
@@ -67,7 +68,10 @@ impl Core {
     /// left behind is never read as anyone's, and the next leader
     /// overwrites it.
     pub(crate) fn clear_proclamation(&self, lease: &Lease, name: &str) {
-        let _ = self.elect_round(lease, name, Op::Resign, None);
+        // Once shut down, the shutdown released the lock: nothing to clear.
+        if let Ok(_busy) = self.life.enter() {
+            let _ = self.elect_round(lease, name, Op::Resign, None);
+        }
     }
 
     /// One round of an election command for the leader holding `lease`.
@@ -84,6 +88,7 @@ impl Core {
     ///
     /// `NoQuorum` when too few nodes answered to tell.
     pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
+        let _busy = self.life.enter()?;
         self.read_leader_as(name, None)
             .map(|(seen, _)| term_and_value(&seen))
     }
@@ -148,6 +153,7 @@ impl Core {
         followed: &mut bool,
     ) -> Result<Option<Seen>, Error> {
         super::acquire::checked_election(name)?;
+        let _busy = self.life.enter()?;
         let [lock, ..] = elect_keys(name);
         let notified = self.settings.notifications;
         // The subscribers run while someone observes.
@@ -180,6 +186,8 @@ impl Core {
             };
             let until = deadline.map_or(next, |d| d.min(next));
             match ticket.wait(until, None) {
+                // Woken by the shutdown.
+                _ if self.life.is_closed() => return Err(Error::Shutdown),
                 Woken::Turn | Woken::Resubscribed => woken = Some(Instant::now()),
                 _ if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
                 _ => {}

@@ -22,7 +22,7 @@ use crate::transport::fake::FakeNode;
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn win(core: &super::Core, name: &str, ttl: Duration) -> Lease {
+fn win(core: &super::Core, name: &str, ttl: Duration) -> Arc<Lease> {
     core.acquire_target(Target::Election { name }, ttl, Patience::attempts(0))
         .expect("won")
 }

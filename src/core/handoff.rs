@@ -220,6 +220,15 @@ impl Waiters {
         }
     }
 
+    /// Ends every ticket's wait (and its next one) at once: the client is
+    /// shutting down, and its waiters look and leave.
+    pub(crate) fn wake_all(&self) {
+        let slots: Vec<_> = self.tickets.lock().values().cloned().collect();
+        for slot in slots {
+            slot.bump(false);
+        }
+    }
+
     /// How many tickets exist.
     #[cfg(test)]
     pub(crate) fn count(&self) -> usize {

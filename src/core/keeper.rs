@@ -72,6 +72,9 @@ impl Core {
     fn start_keeper(self: &Arc<Self>) -> Result<(), Error> {
         let mut keeper = self.keeper.lock();
         if keeper.is_none() {
+            if self.life.is_closed() {
+                return Err(Error::Shutdown);
+            }
             let started = start(Arc::downgrade(self)).map_err(|e| Error::System {
                 reason: format!("could not start the keeper thread: {e}"),
             })?;

@@ -175,7 +175,7 @@ impl Lease {
         self.state.lock().valid_until
     }
 
-    /// Validity left: zero once it ran out or the lease was lost.
+    /// Validity left: zero once it ran out or the lease was lost or released.
     pub(crate) fn remaining(&self) -> Duration {
         remaining(&self.state.lock())
     }
@@ -376,36 +376,77 @@ impl Lease {
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
     /// Stops any keep-alive. If the gate node woke the next waiter, this
-    /// client lets the waiters go first (see `handoff.rs`).
+    /// client lets the waiters go first (see `handoff.rs`). `Shutdown` if
+    /// it was released already (by a shutdown).
     pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
+        match self.begin_release(core) {
+            Some(pending) => pending.finish(core, None),
+            None => Err(Error::Shutdown),
+        }
+    }
+
+    /// Sends the compare-and-delete to every node; [`PendingRelease::finish`]
+    /// collects the answers. `None` if it was released already.
+    pub(crate) fn begin_release(&self, core: &Core) -> Option<PendingRelease<'_>> {
         let (ttl, keys_gone_by, was_lost) = {
             let mut state = self.state.lock();
-            state.released = true;
+            if std::mem::replace(&mut state.released, true) {
+                return None;
+            }
             (state.ttl, state.keys_gone_by, state.lost)
         };
         self.signal();
         let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), None);
         let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
-        let pending = core.transport.start_round(request);
-        let (outcome, gate) = pending.collect_with_gate(by);
-        metrics::round(metrics::RoundOp::Release, start);
+        Some(PendingRelease {
+            lease: self,
+            round: core.transport.start_round(request),
+            start,
+            by,
+            was_lost,
+        })
+    }
+}
+
+/// A release whose requests are out.
+pub(crate) struct PendingRelease<'a> {
+    lease: &'a Lease,
+    round: PendingRound,
+    start: Instant,
+    /// One per-node timeout after the start.
+    by: Instant,
+    was_lost: bool,
+}
+
+impl PendingRelease<'_> {
+    /// Counts the answers, until one per-node timeout after the start (or
+    /// `cap`, if sooner).
+    pub(crate) fn finish(self, core: &Core, cap: Option<Instant>) -> Result<(), Error> {
+        let lease = self.lease;
+        let by = cap.map_or(self.by, |cap| cap.min(self.by));
+        let (outcome, gate) = self.round.collect_with_gate(by);
+        metrics::round(metrics::RoundOp::Release, self.start);
         core.waiters
-            .released(gate_name(&self.resources[0]), gate, by);
-        if was_lost {
-            return Err(lock_lost(&self.name, outcome));
+            .released(gate_name(&lease.resources[0]), gate, by);
+        if self.was_lost {
+            return Err(lock_lost(&lease.name, outcome));
         }
         match outcome.verdict {
             Verdict::Confirmed => {
-                log::debug!("redlock: released {:?} in {:?}", self.name, start.elapsed());
+                log::debug!(
+                    "redlock: released {:?} in {:?}",
+                    lease.name,
+                    self.start.elapsed()
+                );
                 Ok(())
             }
             // Our token is gone from too many nodes: it expired.
             Verdict::Refused => {
                 metrics::lease_lost();
-                Err(lock_lost(&self.name, outcome))
+                Err(lock_lost(&lease.name, outcome))
             }
-            Verdict::Unreachable => Err(no_quorum(&self.name, outcome)),
+            Verdict::Unreachable => Err(no_quorum(&lease.name, outcome)),
         }
     }
 }
@@ -420,7 +461,7 @@ fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
 }
 
 fn remaining(state: &LeaseState) -> Duration {
-    if state.lost {
+    if state.lost || state.released {
         return Duration::ZERO;
     }
     state.valid_until.saturating_duration_since(Instant::now())

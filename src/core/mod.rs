@@ -38,8 +38,11 @@ mod elect_tests;
 mod handoff;
 mod keeper;
 mod lease;
+mod life;
 #[cfg(test)]
 mod one_node_tests;
+#[cfg(test)]
+mod shutdown_tests;
 #[cfg(test)]
 mod slot_tests;
 mod slots;
@@ -66,6 +69,7 @@ pub(crate) use acquire::{Patience, Target};
 pub(crate) use elect::Seen;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
+use life::Life;
 
 /// What every clone of a client and every guard share.
 pub(crate) struct Core {
@@ -76,6 +80,8 @@ pub(crate) struct Core {
     waiters: Arc<Waiters>,
     /// Registrations for the keeper thread, started on first `keep_alive`.
     keeper: Mutex<Option<Sender<Weak<Lease>>>>,
+    /// Open or shut down; the leases guards hold; the calls under way.
+    life: Life,
     #[cfg(test)]
     hooks: tests::Hooks,
 }
@@ -104,6 +110,7 @@ impl Core {
             settings,
             waiters,
             keeper: Mutex::new(None),
+            life: Life::default(),
             #[cfg(test)]
             hooks: tests::Hooks::default(),
         })
@@ -126,11 +133,80 @@ impl Core {
 
     /// A caller's extension of `lease` to `ttl` (waits for one in flight).
     pub(crate) fn extend(&self, lease: &Arc<Lease>, ttl: Duration) -> Result<(), Error> {
+        let _busy = self.life.enter()?;
         match lease.begin_extend(self, lease::Who::Caller(ttl))? {
             Some(extension) => extension.finish(),
             // Only the keeper is ever turned away.
             None => Err(lease.lost_error(self.quorum())),
         }
+    }
+
+    /// A guard's release of `lease` (also on drop). `Err(Shutdown)` once
+    /// the client was shut down: the shutdown released it.
+    pub(crate) fn release(&self, lease: &Arc<Lease>) -> Result<(), Error> {
+        let released = match self.life.enter() {
+            Ok(_busy) => lease.release(self),
+            Err(err) => Err(err),
+        };
+        self.life.forget(lease);
+        self.forget(lease);
+        released
+    }
+
+    /// Why a guard of `lease` is not valid: `Shutdown` once the client
+    /// was shut down, else `LockLost`.
+    pub(crate) fn lost_error(&self, lease: &Lease) -> Error {
+        if self.life.is_closed() {
+            Error::Shutdown
+        } else {
+            lease.lost_error(self.quorum())
+        }
+    }
+
+    /// Shuts the client down (every clone): releases every lease a guard
+    /// holds, in parallel, waiting for a majority of each until `within`
+    /// has passed; wakes the callers waiting between rounds (they fail
+    /// with `Shutdown`) and waits for the calls under way to end; then
+    /// stops the keeper, the subscribers and the node workers, once these
+    /// sent what was queued (the releases to the other nodes). A second
+    /// call does nothing.
+    ///
+    /// Calls under way are waited for before the workers stop, so that
+    /// the clean-up of a round they were in still goes out; a lease one of
+    /// them acquires meanwhile is released at once (see [`Life`]).
+    pub(crate) fn shutdown(&self, within: Duration) -> Result<(), Error> {
+        let start = Instant::now();
+        let deadline = start
+            .checked_add(within)
+            .unwrap_or(start + Duration::from_secs(3600));
+        let Some(leases) = self.life.close() else {
+            return Ok(());
+        };
+        self.waiters.wake_all();
+        let releasing: Vec<_> = leases
+            .iter()
+            .filter_map(|lease| lease.begin_release(self))
+            .collect();
+        let mut unconfirmed = None;
+        for pending in releasing {
+            match pending.finish(self, Some(deadline)) {
+                // Expired already: no key of it is left.
+                Ok(()) | Err(Error::LockLost { .. }) => {}
+                Err(err) => {
+                    log::warn!("redlock: shutdown: {err}");
+                    unconfirmed.get_or_insert(err);
+                }
+            }
+        }
+        self.life.wait_idle(deadline);
+        drop(self.keeper.lock().take());
+        self.transport.close(deadline);
+        log::debug!(
+            "redlock: shut down in {:?}, {} hold(s) released",
+            start.elapsed(),
+            leases.len()
+        );
+        unconfirmed.map_or(Ok(()), Err)
     }
 
     /// Every node's health.
@@ -140,7 +216,11 @@ impl Core {
 
     /// Every node's health, after asking each node now.
     pub(crate) fn verify(&self) -> Vec<crate::health::NodeHealth> {
-        self.transport.verify()
+        match self.life.enter() {
+            Ok(_busy) => self.transport.verify(),
+            // Shut down: nothing is asked any more.
+            Err(_) => self.transport.health(),
+        }
     }
 
     /// The client's default number of retries.

@@ -2,6 +2,7 @@
 //! after a busy one, when a pass ends, and that a release of any slot
 //! wakes the semaphore's first waiter.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::acquire::Target;
@@ -14,7 +15,7 @@ use crate::transport::{Op, slot_key};
 
 const TTL: Duration = Duration::from_secs(10);
 
-fn permit(core: &Core, permits: u32, patience: Patience) -> Result<Lease, Error> {
+fn permit(core: &Core, permits: u32, patience: Patience) -> Result<Arc<Lease>, Error> {
     let target = Target::Semaphore { name: "s", permits };
     core.acquire_target(target, TTL, patience)
 }

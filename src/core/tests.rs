@@ -78,10 +78,8 @@ pub(super) fn wire(nodes: &[FakeNode], cores: &[&Arc<Core>]) {
 }
 
 pub(super) fn lock(core: &Core, key: &str, ttl: Duration) -> Arc<Lease> {
-    Arc::new(
-        core.acquire(&[key], ttl, Patience::attempts(0))
-            .expect("acquired"),
-    )
+    core.acquire(&[key], ttl, Patience::attempts(0))
+        .expect("acquired")
 }
 
 /// [`lock`], returning once every node applied the `SET` (the round
@@ -490,7 +488,7 @@ pub(super) fn acquisitions(node: &FakeNode) -> usize {
 pub(super) fn waiting_acquire<'s>(
     s: &'s std::thread::Scope<'s, '_>,
     core: &'s Core,
-) -> crossbeam_channel::Receiver<Result<Lease, Error>> {
+) -> crossbeam_channel::Receiver<Result<Arc<Lease>, Error>> {
     let (tx, rx) = crossbeam_channel::bounded(1);
     s.spawn(move || {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -508,7 +506,7 @@ pub(super) fn waiting_acquire<'s>(
 /// should have woken it); released at once.
 #[track_caller]
 pub(super) fn acquired_and_released(
-    rx: &crossbeam_channel::Receiver<Result<Lease, Error>>,
+    rx: &crossbeam_channel::Receiver<Result<Arc<Lease>, Error>>,
     core: &Core,
     why: &str,
 ) {

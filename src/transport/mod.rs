@@ -27,6 +27,7 @@ mod source;
 mod worker;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -113,13 +114,20 @@ struct NodeHandle {
     /// The node's link, which its worker uses (and, with a single node, a
     /// caller whose node is idle: see `worker.rs`).
     served: Arc<parking_lot::Mutex<Served>>,
+    /// The transport's: set once it is closed; nothing is queued after.
+    closed: Arc<AtomicBool>,
 }
 
-/// Every node's queue. Dropping the transport closes the queues, and the
-/// workers stop once they are drained.
+/// Every node's queue. Closing the transport (or dropping it) refuses new
+/// jobs, and the workers stop once they have sent what was queued.
 pub(crate) struct Transport {
     nodes: Vec<NodeHandle>,
     addresses: Arc<[Arc<str>]>,
+    /// Set by [`close`](Self::close): requests are refused from then on.
+    closed: Arc<AtomicBool>,
+    /// Dropped by [`close`](Self::close): tells the workers to drain their
+    /// queues and stop.
+    stop: parking_lot::Mutex<Option<Sender<()>>>,
     /// Disconnected once every worker has stopped.
     stopped: Receiver<()>,
     /// Wake-ups, subscribed while callers wait.
@@ -170,13 +178,11 @@ impl GateOf {
 const DRAIN: Duration = Duration::from_secs(1);
 
 impl Drop for Transport {
-    /// Closes the queues and waits (at most [`DRAIN`]) until the workers
-    /// have sent what was queued: a release whose majority answered is also
-    /// delivered to the other nodes before a program that exits right after
-    /// kills the threads.
+    /// Closes the transport, waiting at most [`DRAIN`]: a release whose
+    /// majority answered is also delivered to the other nodes before a
+    /// program that exits right after kills the threads.
     fn drop(&mut self) {
-        self.nodes.clear();
-        let _ = self.stopped.recv_deadline(Instant::now() + DRAIN);
+        self.close(Instant::now() + DRAIN);
     }
 }
 
@@ -303,10 +309,12 @@ impl Transport {
     ) -> Result<Self, Error> {
         let mut nodes = Vec::new();
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
+        let (stop, stopping) = crossbeam_channel::bounded::<()>(0);
+        let closed = Arc::new(AtomicBool::new(false));
         for (index, (shared, link)) in links.into_iter().enumerate() {
             let (queue, jobs) = crossbeam_channel::unbounded();
             let served = Served::new(shared.clone(), link);
-            let worker = Worker::new(served.clone(), jobs);
+            let worker = Worker::new(served.clone(), jobs, stopping.clone());
             let running = running.clone();
             std::thread::Builder::new()
                 .name(format!("redlock-node-{index}"))
@@ -322,6 +330,7 @@ impl Transport {
                 queue,
                 capacity: queue_capacity,
                 served,
+                closed: closed.clone(),
             });
         }
         let addresses: Arc<[Arc<str>]> = nodes.iter().map(|n| n.shared.address.clone()).collect();
@@ -331,12 +340,28 @@ impl Transport {
         Ok(Transport {
             nodes,
             addresses,
+            closed,
+            stop: parking_lot::Mutex::new(Some(stop)),
             stopped,
             hub,
             gate_of,
             client_id,
             probes: Vec::new(),
         })
+    }
+
+    /// Refuses every request from now on, stops the subscribers, and tells
+    /// the workers to send what is queued and stop; waits until they have,
+    /// or `until`: whether they have. The connections close as each worker
+    /// stops. Closing twice only waits again.
+    pub(crate) fn close(&self, until: Instant) -> bool {
+        self.closed.store(true, Ordering::SeqCst);
+        drop(self.stop.lock().take());
+        self.hub.stop();
+        matches!(
+            self.stopped.recv_deadline(until),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+        )
     }
 
     /// Contacts every node now, in parallel (each within the connect
@@ -526,7 +551,7 @@ impl Transport {
         inline: bool,
         which: impl Fn(usize) -> bool,
     ) {
-        let single = inline && self.nodes.len() == 1;
+        let single = inline && self.nodes.len() == 1 && !self.closed.load(Ordering::SeqCst);
         for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
             let job = Job {
                 req: req.clone(),
@@ -611,6 +636,13 @@ fn enqueue(
 /// the rest fast (at the latest, each is dropped at its `expires`).
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     let address = || node.shared.address.clone();
+    if node.closed.load(Ordering::SeqCst) {
+        return Err(NodeFailure::new(
+            address(),
+            FailureKind::Connection,
+            "the client was shut down (Redlock::shutdown)",
+        ));
+    }
     if !job.req.op.cleans_up() && node.queue.len() >= node.capacity {
         return Err(NodeFailure::new(
             address(),

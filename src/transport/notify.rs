@@ -120,9 +120,7 @@ impl std::fmt::Debug for Hub {
 
 impl Drop for Hub {
     fn drop(&mut self) {
-        self.inner.state.lock().stopping = true;
-        self.inner.stopped.store(true, Ordering::Release);
-        self.inner.changed.notify_all();
+        self.stop();
     }
 }
 
@@ -151,6 +149,14 @@ impl Hub {
                 changed: Condvar::new(),
             }),
         }
+    }
+
+    /// Stops the subscriber threads (within a [`TICK`]) and starts none
+    /// again.
+    pub(crate) fn stop(&self) {
+        self.inner.state.lock().stopping = true;
+        self.inner.stopped.store(true, Ordering::Release);
+        self.inner.changed.notify_all();
     }
 
     /// Sets where wake-ups go (once; later calls are ignored).

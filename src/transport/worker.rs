@@ -74,6 +74,13 @@ impl Served {
         None
     }
 
+    /// Drops the link (the node's connections and pool): the worker stops.
+    /// A caller that still gets the link is answered that the client is
+    /// shut down.
+    fn close(&mut self) {
+        self.link = Box::new(Closed(self.shared.address.clone()));
+    }
+
     fn serve(&mut self, batch: &mut Vec<Job>) {
         let now = Instant::now();
         batch.retain(|job| {
@@ -149,37 +156,75 @@ impl Served {
     }
 }
 
+/// The link of a node whose worker stopped.
+struct Closed(Arc<str>);
+
+impl Link for Closed {
+    fn run(&mut self, batch: &[&Request]) -> Vec<crate::algorithm::Answer> {
+        batch
+            .iter()
+            .map(|_| {
+                Err(NodeFailure::new(
+                    self.0.clone(),
+                    FailureKind::Connection,
+                    "the client was shut down (Redlock::shutdown)",
+                ))
+            })
+            .collect()
+    }
+}
+
 pub(crate) struct Worker {
     served: Arc<Mutex<Served>>,
     queue: Receiver<Job>,
+    /// Disconnected when the transport closes.
+    stop: Receiver<()>,
 }
 
 impl Worker {
-    pub(crate) fn new(served: Arc<Mutex<Served>>, queue: Receiver<Job>) -> Self {
-        Worker { served, queue }
+    pub(crate) fn new(
+        served: Arc<Mutex<Served>>,
+        queue: Receiver<Job>,
+        stop: Receiver<()>,
+    ) -> Self {
+        Worker {
+            served,
+            queue,
+            stop,
+        }
     }
 
-    /// Serves jobs until every sender (every clone of the client and every
-    /// guard) is gone.
+    /// Serves jobs until the transport closes (or every sender is gone),
+    /// then serves what is still queued, drops the node's link (its
+    /// connections) and stops.
     pub(crate) fn run(self) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
         let mut queued = Select::new();
         queued.recv(&self.queue);
+        queued.recv(&self.stop);
         loop {
             // Wait for a job without taking it: a caller that finds the
             // queue empty may run its own job inline meanwhile.
             queued.ready();
+            let mut stopping = matches!(
+                self.stop.try_recv(),
+                Err(crossbeam_channel::TryRecvError::Disconnected)
+            );
             let mut served = self.served.lock();
             while batch.len() < MAX_BATCH {
                 match self.queue.try_recv() {
                     Ok(job) => batch.push(job),
                     Err(crossbeam_channel::TryRecvError::Empty) => break,
                     Err(crossbeam_channel::TryRecvError::Disconnected) => {
-                        served.serve(&mut batch);
-                        log::trace!("redlock: worker for node {} stops", served.shared.address);
-                        return;
+                        stopping = true;
+                        break;
                     }
                 }
+            }
+            if stopping && batch.is_empty() {
+                served.close();
+                log::trace!("redlock: worker for node {} stops", served.shared.address);
+                return;
             }
             served.serve(&mut batch);
             drop(served);
@@ -260,7 +305,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let worker = {
             let (served, rx) = (served.clone(), rx.clone());
-            std::thread::spawn(move || Worker::new(served, rx).run())
+            std::thread::spawn(move || Worker::new(served, rx, crossbeam_channel::never()).run())
         };
         let inline = served.lock();
         let (queued, pending) = job("a");
