@@ -42,12 +42,23 @@ pub enum Error {
     /// Try later. Nodes that did not answer do not make this `NoQuorum`:
     /// the answer is about the resource, and the nodes that answered
     /// settle it. (`try_*` calls report it as `Ok(None)`.)
+    #[non_exhaustive]
     Busy {
         /// The resource (Redis key) that was asked for (for a
-        /// [`lock_all`](crate::Redlock::lock_all), the resources joined by `, `).
+        /// [`lock_all`](crate::Redlock::lock_all), the resources joined by
+        /// `, `; for a semaphore, a reader-writer lock or an election, its
+        /// name).
         resource: String,
         /// How many acquisition rounds were tried before giving up.
         attempts: u32,
+        /// What was asked for: a lock, a permit, a read or write hold, a
+        /// leadership. The message names the call that waits longer for it.
+        wanted: Wanted,
+        /// A guard of this very client holds it (or, for a semaphore, one
+        /// of its permits): release that guard first. Locks are not
+        /// re-entrant: asking again in the thread that holds the guard
+        /// waits in vain until the TTL runs out.
+        held_here: bool,
     },
     /// Too many nodes failed, timed out or were unreachable for a majority to
     /// answer: for an acquisition, fewer than a majority of the nodes
@@ -144,11 +155,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Config { reason } => f.write_str(reason),
-            Error::Busy { resource, attempts } => write!(
-                f,
-                "resource {resource:?} is held by another client (gave up after {attempts} \
-                 round(s)); retry later, or wait longer with lock_for"
-            ),
+            Error::Busy {
+                resource,
+                attempts,
+                wanted,
+                held_here,
+            } => busy(f, resource, *attempts, *wanted, *held_here),
             Error::NoQuorum {
                 resource,
                 confirmed,
@@ -208,6 +220,80 @@ impl fmt::Display for Error {
                 Human(*ttl),
             ),
         }
+    }
+}
+
+/// What an acquisition that found its resource held asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Wanted {
+    /// A lock on one resource or several ([`Redlock::lock`](crate::Redlock::lock),
+    /// [`lock_all`](crate::Redlock::lock_all), [`acquire`](crate::Redlock::acquire)).
+    Lock,
+    /// A permit of a [`Semaphore`](crate::Semaphore).
+    Permit,
+    /// A read hold of a [`RwLock`](crate::RwLock).
+    Read,
+    /// The write hold of a [`RwLock`](crate::RwLock).
+    Write,
+    /// The leadership of an [`Election`](crate::Election).
+    Leadership,
+}
+
+/// `Busy`'s message: who holds it, and how to wait longer for it.
+fn busy(
+    f: &mut fmt::Formatter<'_>,
+    resource: &str,
+    attempts: u32,
+    wanted: Wanted,
+    held_here: bool,
+) -> fmt::Result {
+    // What it is, who holds it (another client; this one), how to wait.
+    let (what, other, here, wait) = match wanted {
+        Wanted::Lock => (
+            "resource",
+            "is held by another client",
+            "is held by this client",
+            "Redlock::lock_for",
+        ),
+        Wanted::Permit => (
+            "semaphore",
+            "has every permit held by other clients",
+            "has every permit held, some by this client",
+            "Semaphore::acquire(ttl).wait(..)",
+        ),
+        Wanted::Read => (
+            "reader-writer lock",
+            "is held (or awaited first) by a writer of another client",
+            "is held for writing by this client",
+            "RwLock::acquire_read(ttl).wait(..)",
+        ),
+        Wanted::Write => (
+            "reader-writer lock",
+            "is held by readers or a writer of other clients",
+            "is held by this client",
+            "RwLock::acquire_write(ttl).wait(..)",
+        ),
+        Wanted::Leadership => (
+            "election",
+            "is led by another client",
+            "is led by this client",
+            "Campaign::wait",
+        ),
+    };
+    let rounds = format!("gave up after {attempts} round(s)");
+    if held_here {
+        write!(
+            f,
+            "{what} {resource:?} {here} ({rounds}): a guard of this process holds it; release \
+             that guard first. It is not re-entrant: asking again in the thread that holds the \
+             guard waits in vain until its ttl runs out"
+        )
+    } else {
+        write!(
+            f,
+            "{what} {resource:?} {other} ({rounds}); retry later, or wait longer with {wait}"
+        )
     }
 }
 

@@ -76,8 +76,16 @@ fn a_held_resource_is_busy_for_others() {
 
     assert!(b.try_lock("res:busy", TTL).unwrap().is_none());
     match b.lock("res:busy", TTL) {
-        Err(Error::Busy { resource, attempts }) => {
+        Err(Error::Busy {
+            resource,
+            attempts,
+            wanted,
+            held_here,
+            ..
+        }) => {
             assert_eq!(resource, "res:busy");
+            assert_eq!(wanted, redlock_sync::Wanted::Lock);
+            assert!(!held_here, "another client holds it");
             // First round plus retry_count(2), and the round made once the
             // release channel is subscribed (when that came in time).
             assert!(

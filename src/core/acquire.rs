@@ -10,7 +10,7 @@ use super::slots::Slots;
 use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
-use crate::error::Error;
+use crate::error::{Error, Wanted};
 use crate::metrics;
 use crate::transport::{
     Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock,
@@ -133,12 +133,16 @@ impl Failed {
         }
     }
 
-    fn into_error(self, resource: &str, attempts: u32) -> Error {
+    /// The caller's error; for `Busy`, `wanted` and `held_here` say what
+    /// was asked for and whether a guard of this client holds it.
+    fn into_error(self, resource: &str, attempts: u32, busy: (Wanted, bool)) -> Error {
         match self {
-            Failed::Stale { then, .. } => then.into_error(resource, attempts),
+            Failed::Stale { then, .. } => then.into_error(resource, attempts, busy),
             Failed::Busy { .. } => Error::Busy {
                 resource: resource.to_owned(),
                 attempts,
+                wanted: busy.0,
+                held_here: busy.1,
             },
             Failed::NoQuorum { outcome, .. } => no_quorum(resource, *outcome),
             Failed::TooSlow { elapsed, ttl } => Error::TooSlow {
@@ -229,6 +233,15 @@ impl Core {
             }
         };
         let rw = matches!(target, Target::Rw { .. });
+        let wanted = match target {
+            Target::Resources(_) => Wanted::Lock,
+            Target::Semaphore { .. } => Wanted::Permit,
+            Target::Rw {
+                role: Role::Read, ..
+            } => Wanted::Read,
+            Target::Rw { .. } => Wanted::Write,
+            Target::Election { .. } => Wanted::Leadership,
+        };
         let report = slots.as_ref().map(|(_, permits, _)| *permits);
         let ttl = self.whole_ttl(ttl)?;
         let name: Arc<str> = Arc::from(name);
@@ -402,7 +415,9 @@ impl Core {
             if permanent || patience.exhausted(attempts - splits - walked - restarts) {
                 self.leave(&keys, ticket.as_ref(), report);
                 metrics::acquired(failed.kind(), attempts, &started);
-                return Err(failed.into_error(&name, attempts));
+                let held_here = matches!(failed, Failed::Busy { .. })
+                    && self.life.holds(|lease| same_lock(lease, &keys));
+                return Err(failed.into_error(&name, attempts, (wanted, held_here)));
             }
             if queues && matches!(failed, Failed::Busy { .. }) {
                 // Held (or queued): hear the gate node when the turn comes.
@@ -664,6 +679,15 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
 }
 
 /// The client's own keys, which no resource may be named after.
+/// Whether `lease` holds one of `keys`, or another key of the same lock: a
+/// slot of the same semaphore, the other side of the same reader-writer
+/// lock.
+fn same_lock(lease: &Lease, keys: &Keys) -> bool {
+    lease
+        .resources()
+        .any(|held| keys.iter().any(|key| gate_name(held) == gate_name(key)))
+}
+
 fn reserved(resource: &str) -> bool {
     RESERVED.iter().any(|prefix| resource.starts_with(prefix)) || resource == "redlock:admitted"
 }

@@ -92,6 +92,17 @@ impl Life {
         self.state.lock().leases.remove(&key(lease));
     }
 
+    /// Whether a valid lease a guard holds is one that `matches`.
+    pub(crate) fn holds(&self, matches: impl Fn(&Lease) -> bool) -> bool {
+        let leases: Vec<Arc<Lease>> = {
+            let state = self.state.lock();
+            state.leases.values().filter_map(Weak::upgrade).collect()
+        };
+        leases
+            .iter()
+            .any(|lease| !lease.remaining().is_zero() && matches(lease))
+    }
+
     /// Shuts the client: from now on every call fails. Returns the leases
     /// guards hold, for the caller to release, or `None` if it was already
     /// shut.
