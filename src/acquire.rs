@@ -40,9 +40,31 @@ use crate::guard::LockGuard;
 /// [`retries`](Self::retries), the client's retry policy applies. With
 /// `wait` or `deadline` only, rounds go on until the time is up. With both,
 /// whichever limit comes first ends the attempts.
+///
+/// # Ownership
+///
+/// An `Acquire` owns what it needs (a handle on the client): it does not
+/// borrow the `Redlock`, `Semaphore`, `RwLock` or `Election` it came from,
+/// so it can be kept in a variable, or made from a handle that lives only
+/// for one expression. Its lifetime parameter is always `'static` from this
+/// crate; it stays for the programs that name it.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::Redlock;
+///
+/// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+/// let permit = redlock.semaphore("imports", 4).acquire(Duration::from_secs(30));
+/// let write = redlock.rw_lock("config").acquire_write(Duration::from_secs(5));
+/// let guard = permit.wait(Duration::from_secs(10)).lock()?;
+/// # drop((guard, write));
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
 #[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
 pub struct Acquire<'a> {
-    core: &'a Arc<Core>,
+    core: Arc<Core>,
+    /// Kept for the programs that name `Acquire<'_>`; nothing is borrowed.
+    _handle: std::marker::PhantomData<&'a ()>,
     what: What,
     ttl: Duration,
     wait: Option<Duration>,
@@ -75,13 +97,13 @@ enum What {
     Election { name: String },
 }
 
-impl<'a> Acquire<'a> {
-    pub(crate) fn new(core: &'a Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
+impl Acquire<'static> {
+    pub(crate) fn new(core: &Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
         Self::of(core, What::Resources(resources), ttl)
     }
 
     /// One permit of the semaphore `name` of `permits`.
-    pub(crate) fn permit(core: &'a Arc<Core>, name: &str, permits: u32, ttl: Duration) -> Self {
+    pub(crate) fn permit(core: &Arc<Core>, name: &str, permits: u32, ttl: Duration) -> Self {
         let what = What::Permit {
             semaphore: name.to_owned(),
             permits,
@@ -90,7 +112,7 @@ impl<'a> Acquire<'a> {
     }
 
     /// The reader-writer lock `name`, as a reader or as its writer.
-    pub(crate) fn rw(core: &'a Arc<Core>, name: &str, role: Role, ttl: Duration) -> Self {
+    pub(crate) fn rw(core: &Arc<Core>, name: &str, role: Role, ttl: Duration) -> Self {
         let what = What::Rw {
             lock: name.to_owned(),
             role,
@@ -99,16 +121,17 @@ impl<'a> Acquire<'a> {
     }
 
     /// The leadership of the election `name`.
-    pub(crate) fn election(core: &'a Arc<Core>, name: &str, ttl: Duration) -> Self {
+    pub(crate) fn election(core: &Arc<Core>, name: &str, ttl: Duration) -> Self {
         let what = What::Election {
             name: name.to_owned(),
         };
         Self::of(core, what, ttl)
     }
 
-    fn of(core: &'a Arc<Core>, what: What, ttl: Duration) -> Self {
+    fn of(core: &Arc<Core>, what: What, ttl: Duration) -> Self {
         Acquire {
-            core,
+            core: core.clone(),
+            _handle: std::marker::PhantomData,
             what,
             ttl,
             wait: None,
@@ -118,7 +141,9 @@ impl<'a> Acquire<'a> {
             keep_alive: false,
         }
     }
+}
 
+impl Acquire<'_> {
     /// Keeps trying until this long has passed (counted from
     /// [`lock`](Self::lock)). Replaces an earlier [`deadline`](Self::deadline).
     pub fn wait(mut self, wait: Duration) -> Self {

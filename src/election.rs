@@ -95,9 +95,9 @@ impl Election {
     /// `ttl` at a time and renewing it for as long as it lasts. Configure
     /// how long to wait and what cancels it, then
     /// [`win`](Campaign::win) or [`try_win`](Campaign::try_win).
-    pub fn campaign(&self, value: &str, ttl: Duration) -> Campaign<'_> {
+    pub fn campaign(&self, value: &str, ttl: Duration) -> Campaign<'static> {
         Campaign {
-            election: self,
+            election: self.clone(),
             acquire: Acquire::election(&self.core, &self.name, ttl),
             value: value.to_owned(),
             limited: false,
@@ -138,10 +138,12 @@ impl Election {
 
 /// A campaign, from [`Election::campaign`]: how long to wait for the
 /// leadership and what may cancel the wait. With no limit set,
-/// [`win`](Self::win) waits for as long as it takes.
+/// [`win`](Self::win) waits for as long as it takes. Like an
+/// [`Acquire`], it owns what it needs and borrows nothing (its lifetime
+/// parameter is always `'static`).
 #[must_use = "a campaign does nothing until win() or try_win() is called"]
 pub struct Campaign<'a> {
-    election: &'a Election,
+    election: Election,
     acquire: Acquire<'a>,
     value: String,
     /// A wait or a deadline was set.
@@ -199,7 +201,7 @@ impl<'a> Campaign<'a> {
             self.acquire.wait(Duration::MAX)
         };
         let guard = acquire.keep_alive().lock_as("Campaign::win")?;
-        Leadership::elected(self.election.clone(), guard, self.value, "Campaign::win")
+        Leadership::elected(self.election, guard, self.value, "Campaign::win")
     }
 
     /// One round: the leadership if nobody holds it now, `Ok(None)` if
@@ -272,6 +274,18 @@ impl Leadership {
 
     /// This leadership's term: a fencing token, larger than that of every
     /// leadership won before this one's [`win`](Campaign::win) returned.
+    ///
+    /// What you may rely on: **order only**. Of two terms of one election,
+    /// the larger belongs to the later leadership, so a store that keeps
+    /// the largest term it has seen and refuses smaller ones refuses every
+    /// deposed leader. Terms are not consecutive and are not times: a term
+    /// is one more than the largest the nodes stored, but never below the
+    /// wall clock in microseconds since the Unix epoch (so that terms keep
+    /// growing after the nodes lost or expired what they stored), which
+    /// makes them look like timestamps (`1764115200000000`). Do not read a
+    /// time, a count of leaderships or a gap from them, and do not compare
+    /// terms of different elections. They fit in an `i64` until the year
+    /// 294 247, for stores that want a signed column.
     pub fn term(&self) -> u64 {
         self.term
     }

@@ -133,6 +133,15 @@ fn losing_a_majority_loses_the_lock_and_resuming_does_not_resurrect_it() {
         snapshot.iter().all(|l| !l.contains(&token)),
         "a token was logged"
     );
+    // Issue 37: the warning that a paused node fails says why.
+    let paused = cluster.nodes[0].address();
+    let failing = format!("requests to node {paused} are failing: timed out: no answer");
+    assert!(
+        snapshot
+            .iter()
+            .any(|l| l.starts_with("WARN") && l.contains(&failing)),
+        "no warning with its reason, {failing:?}, in {snapshot:#?}"
+    );
 
     for node in &mut cluster.nodes[..3] {
         node.resume();

@@ -212,3 +212,28 @@ fn a_key_of_another_type_is_held() {
             .is_none()
     );
 }
+
+/// Issue 37, item 5: the one-liners a newcomer writes compile — an
+/// acquisition or a campaign made from a handle that lives for one
+/// expression, kept in a variable (they once borrowed the handle: E0716) —
+/// and work.
+#[test]
+fn acquisitions_from_temporary_handles_can_be_kept_in_variables() {
+    let cluster = Cluster::start(3);
+    let redlock = harness::client(cluster.urls());
+    let ttl = Duration::from_secs(10);
+    let permit = redlock.semaphore("nc:jobs", 2).acquire(ttl);
+    let read = redlock.rw_lock("nc:config").acquire_read(ttl);
+    let write = redlock.rw_lock("nc:other").acquire_write(ttl);
+    let lock = redlock.acquire("nc:lock", ttl);
+    let campaign = redlock.election("nc:leader").campaign("me", ttl);
+    let guards = [
+        permit.lock().unwrap(),
+        read.lock().unwrap(),
+        write.lock().unwrap(),
+        lock.try_lock().unwrap().expect("free"),
+    ];
+    assert!(guards.iter().all(redlock_sync::LockGuard::is_valid));
+    let leadership = campaign.try_win().unwrap().expect("nobody leads");
+    assert!(leadership.is_leader());
+}
