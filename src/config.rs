@@ -121,8 +121,9 @@ impl RedlockBuilder {
     }
 
     /// A fixed per-node socket timeout for every operation, instead of one
-    /// derived from the TTL. Must be above zero and at most 60 s. Defaults to
-    /// derived (see
+    /// derived from the TTL and the measured round trips. It is used as set,
+    /// whatever the nodes' round trips. Must be above zero and at most 60 s.
+    /// Defaults to derived (see
     /// [`node_timeout_factor`](Self::node_timeout_factor)).
     pub fn node_timeout(mut self, timeout: Duration) -> Self {
         self.settings.node_timeout = Some(timeout);
@@ -132,7 +133,11 @@ impl RedlockBuilder {
     /// The share of the TTL used as the per-node timeout when no fixed
     /// [`node_timeout`](Self::node_timeout) is set. The result is kept between
     /// 10 ms and 250 ms and never above a third of the TTL: a 10 s TTL gives
-    /// 50 ms. Must be in `(0, 1)`. Defaults to `0.005`.
+    /// 50 ms. It is then raised, when the nodes are farther away, to what
+    /// their measured round trips need: the smoothed round trip plus four
+    /// times its mean deviation (at least half a round trip more), of the
+    /// node that completes a majority — never above a third of the TTL.
+    /// Must be in `(0, 1)`. Defaults to `0.005`.
     pub fn node_timeout_factor(mut self, factor: f64) -> Self {
         self.settings.node_timeout_factor = factor;
         self

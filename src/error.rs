@@ -95,7 +95,9 @@ pub enum Error {
         failures: Vec<NodeFailure>,
     },
     /// A majority granted the lock, but the round took so long that no validity
-    /// was left of the TTL. The partial lock was released again.
+    /// was left of the TTL. The partial lock was released again. Also
+    /// returned at once, without a round, when the nodes' least measured
+    /// round trip (of a majority) would leave no validity of the TTL.
     TooSlow {
         /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
@@ -169,9 +171,18 @@ impl fmt::Display for Error {
             } => {
                 write!(
                     f,
-                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; {}",
-                    what_to_check(failures)
+                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; "
                 )?;
+                match slower_than_timeout(failures) {
+                    Some(timeout) => write!(
+                        f,
+                        "the nodes answered more slowly than the {} per-node timeout (paused, \
+                         overloaded, or farther away than it allows: raise it with \
+                         RedlockBuilder::node_timeout if they are far)",
+                        Human(timeout)
+                    )?,
+                    None => f.write_str(what_to_check(failures))?,
+                }
                 write_failures(f, failures)
             }
             Error::LockLost {
@@ -214,8 +225,9 @@ impl fmt::Display for Error {
                 ttl,
             } => write!(
                 f,
-                "acquiring {resource:?} took {}, leaving no validity of the {} ttl; \
-                 use a longer ttl or check node latency",
+                "acquiring {resource:?} takes {} (this round, or the nodes' measured round \
+                 trip), leaving no validity of the {} ttl; use a longer ttl or check node \
+                 latency",
                 Human(*elapsed),
                 Human(*ttl),
             ),
@@ -295,6 +307,19 @@ fn busy(
             "{what} {resource:?} {other} ({rounds}); retry later, or wait longer with {wait}"
         )
     }
+}
+
+/// The per-node timeout, when timeouts alone decided a `NoQuorum`: every
+/// failure (but the nodes not waited for) is a node that did not answer
+/// within it.
+fn slower_than_timeout(failures: &[NodeFailure]) -> Option<Duration> {
+    let mut timeouts = failures
+        .iter()
+        .filter(|failure| failure.kind != FailureKind::Unanswered)
+        .map(NodeFailure::timeout)
+        .peekable();
+    timeouts.peek()?;
+    timeouts.try_fold(Duration::ZERO, |most, timeout| Some(most.max(timeout?)))
 }
 
 /// What a `NoQuorum` asks the caller to check, from its failures' kinds.
@@ -458,6 +483,8 @@ pub struct NodeFailure {
     node: Arc<str>,
     kind: FailureKind,
     detail: Arc<str>,
+    /// The per-node timeout it did not answer within (a timeout's).
+    timeout: Option<Duration>,
 }
 
 impl NodeFailure {
@@ -466,7 +493,27 @@ impl NodeFailure {
             node,
             kind,
             detail: detail.into(),
+            timeout: None,
         }
+    }
+
+    /// A [`FailureKind::Timeout`]: no answer within `timeout`, the
+    /// per-node timeout (the detail says where it came from).
+    pub(crate) fn timed_out(
+        node: Arc<str>,
+        timeout: Duration,
+        detail: impl Into<Arc<str>>,
+    ) -> Self {
+        NodeFailure {
+            timeout: Some(timeout),
+            ..NodeFailure::new(node, FailureKind::Timeout, detail)
+        }
+    }
+
+    /// For a node that did not answer within the per-node timeout, that
+    /// timeout; `None` for every other failure.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
     }
 
     /// The node's address: `host:port`, or the socket path for `unix://` nodes.

@@ -122,7 +122,8 @@
 //! The defaults, in time: [`Redlock::lock`] waits about 1.1 s for a
 //! resource that stays held, [`Redlock::try_lock`] not at all; each node
 //! gets a socket timeout of TTL × 0.005 kept within 10–250 ms (a 1 s TTL
-//! gets 10 ms); keep-alive renews when a third of the TTL is left.
+//! gets 10 ms), raised to what the nodes' measured round trips need (at most
+//! a third of the TTL); keep-alive renews when a third of the TTL is left.
 //!
 //! # Fencing tokens
 //!

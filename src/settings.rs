@@ -112,10 +112,41 @@ pub(crate) struct NodeTimeout {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Origin {
     Set,
-    Derived { ttl: Duration, factor: f64 },
+    Derived {
+        ttl: Duration,
+        factor: f64,
+    },
+    /// Derived from the TTL (`derived`), then raised to what the nodes'
+    /// measured round trips need.
+    Measured {
+        ttl: Duration,
+        derived: Duration,
+    },
 }
 
 impl NodeTimeout {
+    /// A timeout derived from the TTL, raised to `need` — what the nodes'
+    /// measured round trips need — but never above a third of the TTL (what
+    /// the TTL allows: a round that took longer would leave little
+    /// validity). A timeout set with `RedlockBuilder::node_timeout` stays
+    /// as set.
+    pub(crate) fn at_least(self, need: Option<Duration>) -> Self {
+        let (Origin::Derived { ttl, .. }, Some(need)) = (self.origin, need) else {
+            return self;
+        };
+        let raised = need.min(ttl / 3);
+        if raised <= self.value {
+            return self;
+        }
+        NodeTimeout {
+            value: raised,
+            origin: Origin::Measured {
+                ttl,
+                derived: self.value,
+            },
+        }
+    }
+
     /// A fixed timeout (tests, and callers that know no TTL).
     #[cfg(test)]
     pub(crate) fn fixed(value: Duration) -> Self {
@@ -135,6 +166,12 @@ impl fmt::Display for NodeTimeout {
             Origin::Set => f.write_str(
                 "set with RedlockBuilder::node_timeout; raise it if the nodes are farther away",
             )?,
+            // Capped: the ttl × factor, kept within its bounds, was more.
+            Origin::Derived { ttl, .. } if self.value < algorithm::MIN_NODE_TIMEOUT => write!(
+                f,
+                "a third of the {} ttl, the most so short a ttl allows; use a longer ttl",
+                Human(ttl),
+            )?,
             Origin::Derived { ttl, factor } => write!(
                 f,
                 "derived from the {} ttl × {factor}, kept within {}–{}; raise it with \
@@ -142,6 +179,13 @@ impl fmt::Display for NodeTimeout {
                 Human(ttl),
                 Human(algorithm::MIN_NODE_TIMEOUT),
                 Human(algorithm::MAX_NODE_TIMEOUT),
+            )?,
+            Origin::Measured { ttl, derived } => write!(
+                f,
+                "raised from {} for the {} ttl to what the nodes' measured round trips need, \
+                 at most a third of the ttl; set RedlockBuilder::node_timeout to fix it",
+                Human(derived),
+                Human(ttl),
             )?,
         }
         f.write_str(")")
@@ -173,5 +217,47 @@ mod tests {
                 .starts_with("the 1.5 s per-node timeout (set with"),
             "{set}"
         );
+    }
+
+    /// The derived timeout rises to what the round trips need, never above
+    /// a third of the TTL, and says so; a timeout set stays as set.
+    #[test]
+    fn a_derived_timeout_rises_to_the_round_trips_within_the_ttl() {
+        let ms = Duration::from_millis;
+        let derived = Settings::default().node_timeout(Duration::from_secs(5));
+        assert_eq!(derived.value, ms(25));
+        assert_eq!(derived.at_least(None), derived);
+        assert_eq!(derived.at_least(Some(ms(20))), derived, "never lowered");
+        let raised = derived.at_least(Some(ms(90)));
+        assert_eq!(raised.value, ms(90));
+        let text = raised.to_string();
+        assert!(
+            text.starts_with("the 90 ms per-node timeout (raised from 25 ms"),
+            "{text}"
+        );
+        assert!(text.contains("measured round trips"), "{text}");
+        let capped = derived.at_least(Some(Duration::from_secs(10)));
+        assert_eq!(
+            capped.value,
+            Duration::from_secs(5) / 3,
+            "a third of the ttl"
+        );
+        let set = Settings {
+            node_timeout: Some(ms(40)),
+            ..Settings::default()
+        }
+        .node_timeout(Duration::from_secs(5));
+        assert_eq!(set.at_least(Some(ms(90))), set);
+    }
+
+    /// A TTL under 30 ms gets a third of it, and the text says that rather
+    /// than "kept within 10 ms–250 ms".
+    #[test]
+    fn a_very_short_ttl_gets_a_third_of_it_and_says_so() {
+        let timeout = Settings::default().node_timeout(Duration::from_millis(3));
+        assert_eq!(timeout.value, Duration::from_millis(1));
+        let text = timeout.to_string();
+        assert!(text.contains("a third of the 3 ms ttl"), "{text}");
+        assert!(!text.contains("kept within"), "{text}");
     }
 }

@@ -244,6 +244,7 @@ impl Core {
         };
         let report = slots.as_ref().map(|(_, permits, _)| *permits);
         let ttl = self.whole_ttl(ttl)?;
+        self.check_round_trip(&name, ttl)?;
         let name: Arc<str> = Arc::from(name);
         let started = metrics::Started::now();
         let cancelled = |attempts| {

@@ -228,8 +228,29 @@ impl Core {
         self.settings.retry_count
     }
 
+    /// The per-node timeout for a lock with this TTL: the one set, or the
+    /// one derived from the TTL, raised to what the nodes' measured round
+    /// trips need (at most a third of the TTL).
     fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
-        self.settings.node_timeout(ttl)
+        let need = self.transport.round_trips().map(|trips| trips.need);
+        self.settings.node_timeout(ttl).at_least(need)
+    }
+
+    /// `TooSlow` at once for a TTL that the nodes' least round trip
+    /// leaves no validity of: every round would take it all.
+    fn check_round_trip(&self, name: &str, ttl: Duration) -> Result<(), Error> {
+        let Some(round_trip) = self.transport.round_trips().map(|trips| trips.least) else {
+            return Ok(());
+        };
+        let usable = ttl.saturating_sub(algorithm::drift(ttl, self.settings.drift_factor));
+        if round_trip < usable {
+            return Ok(());
+        }
+        Err(Error::TooSlow {
+            resource: name.to_owned(),
+            elapsed: round_trip,
+            ttl,
+        })
     }
 
     /// Checks a TTL and rounds it to the whole milliseconds Redis takes.

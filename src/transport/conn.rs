@@ -10,13 +10,14 @@
 //! warns once when a node goes down and once when it comes back).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
 use super::codec::classify_code;
+use super::rtt::RoundTrip;
 use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
@@ -63,8 +64,9 @@ pub(crate) struct NodeShared {
     failing: AtomicBool,
     /// The last failure of any request, and when.
     last_failure: Mutex<Option<(NodeFailure, Instant)>>,
-    /// A moving average of batch round trips, in nanoseconds (0: none yet).
-    latency_nanos: AtomicU64,
+    /// Its measured round trip: for the per-node timeout, gated rounds and
+    /// `node_health`.
+    round_trip: Mutex<RoundTrip>,
     /// Whether its votes count (decided on connect and every few seconds,
     /// read per batch).
     pub(crate) admission: Admission,
@@ -94,7 +96,7 @@ impl NodeShared {
             down: Mutex::new(None),
             failing: AtomicBool::new(false),
             last_failure: Mutex::new(None),
-            latency_nanos: AtomicU64::new(0),
+            round_trip: Mutex::new(RoundTrip::default()),
             resolved: Mutex::new(None),
             admission,
         }
@@ -113,16 +115,19 @@ impl NodeShared {
     pub(crate) fn note_batch(&self, failed: bool, round_trip: Duration) {
         self.failing.store(failed, Ordering::Relaxed);
         if !failed {
-            let sample = u64::try_from(round_trip.as_nanos()).unwrap_or(u64::MAX);
-            let old = self.latency_nanos.load(Ordering::Relaxed);
-            // An exponential moving average over ~8 batches.
-            let new = if old == 0 {
-                sample
-            } else {
-                old - old / 8 + sample / 8
-            };
-            self.latency_nanos.store(new.max(1), Ordering::Relaxed);
+            self.note_round_trip(round_trip);
         }
+    }
+
+    /// Records one measured round trip (a batch, or a new connection's
+    /// first question).
+    pub(crate) fn note_round_trip(&self, sample: Duration) {
+        self.round_trip.lock().sample(sample);
+    }
+
+    /// The measured round trip, smoothed (`None` before any).
+    pub(crate) fn round_trip(&self) -> RoundTrip {
+        *self.round_trip.lock()
     }
 
     /// How long a gated round waits for this node before it asks the
@@ -132,7 +137,7 @@ impl NodeShared {
         if self.failing.load(Ordering::Relaxed) || self.down.lock().is_some() {
             return None;
         }
-        let usual = Duration::from_nanos(self.latency_nanos.load(Ordering::Relaxed));
+        let usual = self.round_trip().smoothed().unwrap_or_default();
         Some(usual.saturating_mul(4).max(GATE_WAIT_FLOOR))
     }
 
@@ -140,10 +145,7 @@ impl NodeShared {
     pub(crate) fn health(&self) -> NodeHealth {
         let down = self.down.lock().is_some();
         let last = self.last_failure.lock().clone();
-        let latency = match self.latency_nanos.load(Ordering::Relaxed) {
-            0 => None,
-            nanos => Some(Duration::from_nanos(nanos)),
-        };
+        let latency = self.round_trip().smoothed();
         let refusal = self.down().or_else(|| self.admission.refusal());
         NodeHealth::new(
             self.address.to_string(),
@@ -153,6 +155,12 @@ impl NodeShared {
         )
         .with_resolved(self.resolved.lock().clone())
         .with_refusal(refusal)
+    }
+
+    /// Whether the last connection attempt failed (and none succeeded
+    /// since).
+    pub(crate) fn is_down(&self) -> bool {
+        self.down.lock().is_some()
     }
 
     /// The failure that keeps this node down, if it is down.
@@ -271,7 +279,12 @@ impl NodeManager {
             identity: None,
         };
         conn.set_io_timeout(timeout)?;
+        // Its first question is also the node's first round trip measured
+        // (and a fresh one after each reconnect: a connection dropped for a
+        // timeout is replaced by one that measures the network as it is).
+        let asked = Instant::now();
         conn.identity = examine(&mut conn.conn, &self.shared.admission)?;
+        self.shared.note_round_trip(asked.elapsed());
         Ok(conn)
     }
 

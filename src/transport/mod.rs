@@ -23,6 +23,7 @@ mod notify;
 mod redis_link;
 mod request;
 mod round;
+mod rtt;
 mod source;
 mod worker;
 
@@ -53,6 +54,16 @@ use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
 pub(crate) use source::{SentinelSource, Source};
 use worker::{Served, Worker};
+
+/// What a majority of the nodes' measured round trips say; see
+/// [`Transport::round_trips`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RoundTrips {
+    /// What a request needs before it counts as unanswered.
+    pub(crate) need: Duration,
+    /// What a round takes at the least.
+    pub(crate) least: Duration,
+}
 
 /// One node, parsed: where to connect and the name to log it by.
 #[derive(Clone)]
@@ -347,6 +358,32 @@ impl Transport {
             gate_of,
             client_id,
             probes: Vec::new(),
+        })
+    }
+
+    /// The nodes' measured round trips (see `rtt.rs`), as a majority
+    /// sees them: among the nodes that are up, the quorum-th smallest need
+    /// (for the per-node timeout) and the quorum-th smallest least round
+    /// trip (no round is decided sooner). A stalled or distant minority
+    /// does not count. `None` before a majority's worth was measured (or
+    /// all that were, when fewer are up).
+    pub(crate) fn round_trips(&self) -> Option<RoundTrips> {
+        let measured: Vec<_> = self
+            .nodes
+            .iter()
+            .filter(|node| !node.shared.is_down())
+            .map(|node| node.shared.round_trip())
+            .collect();
+        let quorum = crate::algorithm::quorum(self.nodes.len());
+        let nth = |mut values: Vec<Duration>| {
+            values.sort_unstable();
+            values
+                .get(quorum.min(values.len()).checked_sub(1)?)
+                .copied()
+        };
+        Some(RoundTrips {
+            need: nth(measured.iter().filter_map(|m| m.need()).collect())?,
+            least: nth(measured.iter().filter_map(|m| m.least()).collect())?,
         })
     }
 

@@ -80,9 +80,9 @@ impl RedisLink {
     /// timeout fired and how to change it.
     fn failure(&self, err: &redis::RedisError, req: &Request) -> NodeFailure {
         if classify(err) == FailureKind::Timeout {
-            return NodeFailure::new(
+            return NodeFailure::timed_out(
                 self.shared.address.clone(),
-                FailureKind::Timeout,
+                req.timeout.value,
                 format!("no answer within {}", req.timeout),
             );
         }

@@ -203,15 +203,16 @@ impl PendingRound {
     /// The failure of a node that had not answered when the caller stopped
     /// waiting.
     fn missing(&self, index: usize, waited: std::time::Duration) -> NodeFailure {
-        let detail = if waited + std::time::Duration::from_millis(1) >= self.timeout.value {
-            format!("no answer within {}", self.timeout)
-        } else {
-            format!(
-                "no answer within {}, when the lock's validity ran out",
-                Human(waited)
-            )
-        };
-        NodeFailure::new(self.nodes[index].clone(), FailureKind::Timeout, detail)
+        let node = self.nodes[index].clone();
+        if waited + std::time::Duration::from_millis(1) >= self.timeout.value {
+            let detail = format!("no answer within {}", self.timeout);
+            return NodeFailure::timed_out(node, self.timeout.value, detail);
+        }
+        let detail = format!(
+            "no answer within {}, when the lock's validity ran out",
+            Human(waited)
+        );
+        NodeFailure::new(node, FailureKind::Timeout, detail)
     }
 }
 

@@ -86,9 +86,9 @@ impl Served {
         batch.retain(|job| {
             let live = job.req.expires > now;
             if !live {
-                let failure = NodeFailure::new(
+                let failure = NodeFailure::timed_out(
                     self.shared.address.clone(),
-                    FailureKind::Timeout,
+                    job.req.timeout.value,
                     format!(
                         "still queued when its deadline passed: the node did not keep up within {}",
                         job.req.timeout
