@@ -176,13 +176,19 @@ fn a_lost_notification_falls_back_to_the_retry_delay() {
         assert!(!pubsub::waiting(&cluster, resource, 1));
         let released = Instant::now();
         drop(guard);
+        // Nobody listened when the release published its wake-up (a
+        // subscriber reconnects only after its 500 ms back-off), so the
+        // notice was lost. (How soon the waiter then acquires is no proof
+        // either way: its retry timer started up to the retry delay before
+        // the release, and was seen to end 8 ms after it.)
+        assert!(
+            !pubsub::waiting(&cluster, resource, 1),
+            "a listener came back"
+        );
         let (acquired, at) = waiting.join().unwrap();
         acquired.expect("acquired by polling after the lost notification");
         let waited = at.saturating_duration_since(released);
         println!("acquired {waited:?} after the unheard release");
-        // Woken by its retry delay (or its subscriber's reconnection 500 ms
-        // later), not by a notice: the notice really was lost.
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
     });
     // The subscription comes back for the next wait.
     let guard = holder.lock(resource, TTL).unwrap();
