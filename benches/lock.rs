@@ -808,6 +808,23 @@ fn main() {
             ""
         }
     ));
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s4") {
+        // Only S4 for this crate: node 3 paused against healthy, side by
+        // side, and the paused run's success and tail.
+        let (paused, healthy) = s4_side_by_side(contenders[0].as_ref(), &mut cluster, &plan);
+        cluster.nodes[2].pause();
+        let (ok, total, lat, hung) = s4(contenders[0].clone(), &plan);
+        cluster.nodes[2].resume();
+        let (p50, p99) = lat.map_or(("—".into(), "—".into()), |(a, b)| (us(a), us(b)));
+        println!(
+            "S4 ours: {ok}/{total}{}, pair p50 {p50} µs p99 {p99} µs; side by side p50 paused {} µs / healthy {} µs = {:.2}×",
+            if hung { " (hung)" } else { "" },
+            us(paused),
+            us(healthy),
+            paused.as_secs_f64() / healthy.as_secs_f64()
+        );
+        return;
+    }
     table("| contender | S1 pair p50 µs | S1 pair p99 µs | S1 acquire p50 µs | S1 acquire p99 µs | S2 pairs/s (4 threads) | S2 CPU µs per pair: clients / nodes |".into());
     table("| --- | ---: | ---: | ---: | ---: | ---: | ---: |".into());
     let mut s1_results = Vec::new();

@@ -258,6 +258,7 @@ fn main() -> std::process::ExitCode {
         most.unwrap_or(0),
         args.heavy
     );
+    common::let_go(&redlock);
     drop(nodes);
     common::exit_code()
 }

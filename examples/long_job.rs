@@ -90,6 +90,7 @@ fn main() -> Result<ExitCode, Error> {
         "long_job: released after {}",
         common::human(started.elapsed())
     );
+    common::let_go(&redlock);
     drop(nodes); // stops local nodes, if any
     Ok(common::exit_code())
 }

@@ -16,9 +16,14 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use redlock_sync::{Error, Redlock};
+
+/// Set by the Ctrl-C handler, which exits the process once the client let
+/// go of everything.
+static EXITING: AtomicBool = AtomicBool::new(false);
 
 fn main() -> Result<std::process::ExitCode, Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -34,6 +39,7 @@ fn main() -> Result<std::process::ExitCode, Error> {
     // thread), then exit at once.
     let client = redlock.clone();
     let handled = ctrlc::set_handler(move || {
+        EXITING.store(true, Ordering::SeqCst);
         eprintln!("interrupted: releasing what is held and exiting");
         if let Err(err) = client.shutdown(Duration::from_secs(2)) {
             eprintln!("quickstart: {err}");
@@ -93,8 +99,16 @@ fn main() -> Result<std::process::ExitCode, Error> {
         say("bob", "released by drop".into());
         Ok(())
     });
-    alice.join().expect("alice panicked")?;
-    bob.join().expect("bob panicked")?;
+    let (alice, bob) = (alice.join(), bob.join());
+    if EXITING.load(Ordering::SeqCst) {
+        // Their calls failed with `Error::Shutdown`: the handler exits the
+        // process (130) once the shutdown is done.
+        loop {
+            std::thread::park();
+        }
+    }
+    alice.expect("alice panicked")?;
+    bob.expect("bob panicked")?;
     println!("done");
     drop(nodes); // stops local nodes, if any
     Ok(std::process::ExitCode::SUCCESS)

@@ -162,6 +162,7 @@ fn main() -> std::process::ExitCode {
     } else {
         candidate(&redlock, &args.name, args.ticks, args.tick)
     };
+    common::let_go(&redlock);
     match result {
         Ok(()) | Err(Error::Cancelled { .. }) => common::exit_code(),
         Err(err) => {

@@ -94,6 +94,7 @@ fn main() -> std::process::ExitCode {
         }
     });
     println!("web_server: stopped");
+    common::let_go(&redlock);
     drop(nodes);
     common::exit_code()
 }

@@ -425,15 +425,24 @@ impl Redlock {
 
     /// Lets go of everything this client holds and stops it, for a program
     /// on its way out: releases every lock, semaphore permit, read or
-    /// write hold and leadership that any clone of this client holds, all
-    /// in parallel, and waits up to `within` for a majority of the nodes to
-    /// confirm each release. Callers waiting for a lock wake and fail; the
-    /// keep-alive, wake-up and node threads stop once the releases were
-    /// sent to every node (or `within` has passed). Afterwards every guard
-    /// of this client is invalid ([`LockGuard::is_valid`] is false) and
-    /// dropping it does nothing, and every call on every clone, and on its
-    /// [`Semaphore`], [`RwLock`] and [`Election`] handles, fails with
-    /// [`Error::Shutdown`]. A second call returns `Ok` at once.
+    /// write hold and leadership that any clone of this client holds — every
+    /// release sent before any answer is awaited — and waits up to `within`
+    /// for a majority of the nodes to confirm each. Callers waiting for a
+    /// lock wake and fail; calls under way may still send their clean-ups
+    /// (nothing else). The keep-alive, wake-up, Sentinel lookup and node
+    /// threads stop once the calls under way ended and what was queued
+    /// reached the nodes: within `within`, or, for a call still under way
+    /// then, as soon as it ends (so that its clean-up still goes out).
+    ///
+    /// Afterwards every guard of this client is invalid
+    /// ([`LockGuard::is_valid`] is false) and dropping it does nothing, and
+    /// every call on every clone, and on its [`Semaphore`], [`RwLock`] and
+    /// [`Election`] handles, fails with [`Error::Shutdown`] — except
+    /// [`node_health`](Self::node_health) and [`verify`](Self::verify),
+    /// which report the health last seen without asking the nodes, and an
+    /// [`Observer`](crate::Observer), which reports nothing more. A call
+    /// while another shutdown is under way waits for it (up to `within`)
+    /// and returns its result.
     ///
     /// # When you need it
     ///
@@ -467,6 +476,8 @@ impl Redlock {
     /// not confirm within `within` (or its per-node timeout, if sooner): it
     /// expires after its TTL. The client is shut down all the same. A hold
     /// already lost or expired is not an error: nothing of it is left.
+    /// [`Error::Shutdown`] when another shutdown was under way and had not
+    /// finished within `within`.
     pub fn shutdown(&self, within: Duration) -> Result<(), Error> {
         self.core
             .shutdown(within)

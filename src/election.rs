@@ -397,7 +397,8 @@ impl Leadership {
     ///
     /// As [`LockGuard::release`]: [`Error::LockLost`] if the leadership was
     /// already lost, [`Error::NoQuorum`] if too few nodes answered (it then
-    /// expires after its TTL).
+    /// expires after its TTL), [`Error::Shutdown`] if the client was shut
+    /// down (the shutdown released it).
     pub fn resign(mut self) -> Result<(), Error> {
         match self.guard.take() {
             Some(guard) => {
@@ -485,7 +486,8 @@ pub struct Observer {
 impl Observer {
     /// The next change (or, the first time, the state now), waiting at most
     /// `timeout`: `None` when nothing changed in time (or the election's
-    /// name is empty).
+    /// name is empty, or the client was shut down: then at once, and the
+    /// iterator ends).
     pub fn next_timeout(&mut self, timeout: Duration) -> Option<Option<Leader>> {
         let deadline = Instant::now().checked_add(timeout);
         let next = self.election.core.next_leader_after(
@@ -502,7 +504,7 @@ impl Observer {
                     value: p.value.to_string(),
                 }))
             }
-            Ok(None) => None,
+            Ok(None) | Err(Error::Shutdown) => None,
             Err(err) => {
                 log::warn!("redlock: cannot observe {:?}: {err}", self.election.name);
                 None

@@ -115,8 +115,9 @@ pub enum Error {
     },
     /// The client was shut down with
     /// [`Redlock::shutdown`](crate::Redlock::shutdown), through this clone or
-    /// another: it released what it held and takes no more calls. A guard
-    /// of it is no longer valid. Build a new client to lock again.
+    /// another: it released what it held (or tried to: see what the
+    /// shutdown returned) and takes no more calls. A guard of it is no
+    /// longer valid. Build a new client to lock again.
     Shutdown,
     /// The operating system refused something the client needs to start (a
     /// thread). The machine is out of resources; retry once it has recovered.

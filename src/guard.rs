@@ -210,7 +210,9 @@ impl LockGuard {
     /// logged. A lost lock is never renewed again. Calling this twice is
     /// harmless.
     pub fn keep_alive(&mut self) {
-        if let Err(err) = self.core.keep(&self.lease) {
+        if let Err(err) = self.core.keep(&self.lease)
+            && err != Error::Shutdown
+        {
             log::error!(
                 "redlock: cannot keep {:?} alive, it will expire after its ttl: {err}",
                 self.lease.name()
@@ -254,7 +256,7 @@ impl LockGuard {
     /// token (it expired; another holder's key is never deleted);
     /// [`Error::NoQuorum`] if too many nodes failed to answer (the lock then
     /// expires after its TTL); [`Error::Shutdown`] if the client was shut
-    /// down (the shutdown released it).
+    /// down (the shutdown released it, or tried to: see what it returned).
     pub fn release(mut self) -> Result<(), Error> {
         self.armed = false;
         self.core.release(&self.lease)

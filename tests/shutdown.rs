@@ -108,11 +108,9 @@ fn shutdown_releases_what_every_clone_holds_and_ends_every_call() {
         Duration::from_secs(5),
         || cluster.client_connections().iter().all(|&n| n == 0),
     );
-    // Dropping the guards sends nothing.
-    let before: Vec<u64> = cluster.nodes.iter().map(|n| n.calls("evalsha")).collect();
+    // Dropping the guards now is silent (that it sends nothing is checked
+    // on fake nodes, in `core::shutdown_tests`).
     drop((lock, permit, read, kept));
-    let after: Vec<u64> = cluster.nodes.iter().map(|n| n.calls("evalsha")).collect();
-    assert_eq!(before, after, "a drop after the shutdown did no I/O");
     assert_eq!(cluster.client_connections(), vec![0, 0, 0]);
 }
 
@@ -123,6 +121,8 @@ fn a_waiting_caller_wakes_and_fails_with_shutdown() {
     let cluster = Cluster::start(3);
     let holder = harness::client(cluster.urls());
     let _held = holder.lock("sd:wait", Duration::from_secs(60)).unwrap();
+    // (That the shutdown wakes it, rather than its next round, is proven
+    // on fake nodes: `core::shutdown_tests`.)
     let waiter = harness::client(cluster.urls());
     let waiting = {
         let waiter = waiter.clone();
@@ -142,8 +142,8 @@ fn a_waiting_caller_wakes_and_fails_with_shutdown() {
     let (result, _) = waiting.join().unwrap();
     assert_eq!(result, Err(Error::Shutdown));
     assert!(
-        asked.elapsed() < Duration::from_secs(10),
-        "woken by the shutdown, not by its 60 s wait"
+        asked.elapsed() < Duration::from_secs(5),
+        "ended by the shutdown, not by its 60 s wait"
     );
     // It left the queue on its way out (sent before the workers stopped).
     assert_eq!(nodes_with(&cluster, "redlock-queue:sd:wait"), 0);

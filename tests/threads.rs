@@ -212,10 +212,14 @@ fn a_sentinel_named_node_adds_one_lookup_thread_until_the_client_is_dropped() {
         subscriber_threads() == 0
     });
     assert_eq!(client_threads(), started);
-    drop(redlock);
-    settles("every thread stops with the client", || {
+    // Shut down while a clone lives: the lookup threads stop too.
+    let clone = redlock.clone();
+    redlock.shutdown(Duration::from_secs(5)).unwrap();
+    settles("every thread stops with the shutdown", || {
         client_threads() == before
     });
+    assert_eq!(threads_named("redlock-sentine"), 0);
+    drop((redlock, clone));
 }
 
 /// Issue 37: `Redlock::shutdown` stops every thread of the client — the

@@ -57,6 +57,16 @@ pub fn on_ctrl_c() {
     }
 }
 
+/// On the way out: lets go of everything `redlock` (any clone of it) still
+/// holds, and stops its threads (`Redlock::shutdown`). Here nothing should
+/// be left, but a program that exits while other threads or handles still
+/// hold locks would otherwise leave them until their TTL.
+pub fn let_go(redlock: &redlock_sync::Redlock) {
+    if let Err(err) = redlock.shutdown(std::time::Duration::from_secs(2)) {
+        eprintln!("shutting the client down: {err}");
+    }
+}
+
 /// Whether Ctrl-C was pressed (after [`on_ctrl_c`]).
 pub fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)

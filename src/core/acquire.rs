@@ -187,7 +187,7 @@ impl Core {
         ttl: Duration,
         patience: Patience,
     ) -> Result<Arc<Lease>, Error> {
-        let _busy = self.life.enter()?;
+        let _busy = self.enter()?;
         let lease = Arc::new(self.rounds(target, ttl, patience)?);
         if self.life.adopt(&lease) {
             Ok(lease)

@@ -48,7 +48,7 @@ impl Core {
         (term, seq): (u64, u64),
         value: &str,
     ) -> Result<(), Error> {
-        let _busy = self.life.enter()?;
+        let _busy = self.enter()?;
         if lease.remaining().is_zero() {
             return Err(lease.lost_error(self.quorum()));
         }
@@ -69,7 +69,7 @@ impl Core {
     /// overwrites it.
     pub(crate) fn clear_proclamation(&self, lease: &Lease, name: &str) {
         // Once shut down, the shutdown released the lock: nothing to clear.
-        if let Ok(_busy) = self.life.enter() {
+        if let Ok(_busy) = self.enter() {
             let _ = self.elect_round(lease, name, Op::Resign, None);
         }
     }
@@ -88,7 +88,7 @@ impl Core {
     ///
     /// `NoQuorum` when too few nodes answered to tell.
     pub(crate) fn read_leader(&self, name: &str) -> Result<Reading, Error> {
-        let _busy = self.life.enter()?;
+        let _busy = self.enter()?;
         self.read_leader_as(name, None)
             .map(|(seen, _)| term_and_value(&seen))
     }
@@ -153,12 +153,16 @@ impl Core {
         followed: &mut bool,
     ) -> Result<Option<Seen>, Error> {
         super::acquire::checked_election(name)?;
-        let _busy = self.life.enter()?;
+        let _busy = self.enter()?;
         let [lock, ..] = elect_keys(name);
         let notified = self.settings.notifications;
         // The subscribers run while someone observes.
         let _watch = notified.then(|| self.transport.watch());
         let mut ticket = self.waiters.enter(self.transport.gate_index(&lock));
+        // A shutdown that woke the tickets before this one existed.
+        if self.life.is_closed() {
+            return Err(Error::Shutdown);
+        }
         // When a wake-up came: the gate node applied a change that the other
         // nodes may not have yet (a majority read can still show the old
         // state), so reads follow closely for a while.

@@ -431,4 +431,26 @@ mod tests {
         assert_eq!(sleeper.join().unwrap(), Woken::Cancelled);
         assert_eq!(token.sleepers(), 0, "forgotten when the ticket goes");
     }
+
+    /// A shutdown's `wake_all` ends every ticket's wait at once — one
+    /// asleep now, and the next wait of one that is not.
+    #[test]
+    fn wake_all_ends_every_wait() {
+        let waiters = Arc::new(waiters());
+        let mut awake = waiters.enter(1);
+        let sleeper = {
+            let waiters = waiters.clone();
+            std::thread::spawn(move || {
+                let mut ticket = waiters.enter(0);
+                ticket.wait(Instant::now() + Duration::from_secs(60), None)
+            })
+        };
+        while waiters.asleep() == 0 {
+            std::thread::yield_now();
+        }
+        waiters.wake_all();
+        assert_eq!(sleeper.join().unwrap(), Woken::Resubscribed);
+        let far = Instant::now() + Duration::from_secs(60);
+        assert_eq!(awake.wait(far, None), Woken::Resubscribed);
+    }
 }

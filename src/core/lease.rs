@@ -379,15 +379,17 @@ impl Lease {
     /// client lets the waiters go first (see `handoff.rs`). `Shutdown` if
     /// it was released already (by a shutdown).
     pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
-        match self.begin_release(core) {
+        match self.begin_release(core, false) {
             Some(pending) => pending.finish(core, None),
             None => Err(Error::Shutdown),
         }
     }
 
     /// Sends the compare-and-delete to every node; [`PendingRelease::finish`]
-    /// collects the answers. `None` if it was released already.
-    pub(crate) fn begin_release(&self, core: &Core) -> Option<PendingRelease<'_>> {
+    /// collects the answers. `None` if it was released already. `queued`:
+    /// never on the caller's thread, for a caller that sends many before it
+    /// collects any (a shutdown; a single node then pipelines them).
+    pub(crate) fn begin_release(&self, core: &Core, queued: bool) -> Option<PendingRelease<'_>> {
         let (ttl, keys_gone_by, was_lost) = {
             let mut state = self.state.lock();
             if std::mem::replace(&mut state.released, true) {
@@ -399,9 +401,14 @@ impl Lease {
         let start = Instant::now();
         let by = answer_by(start, core.node_timeout(ttl), None);
         let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
+        let round = if queued {
+            core.transport.start_queued_round(request)
+        } else {
+            core.transport.start_round(request)
+        };
         Some(PendingRelease {
             lease: self,
-            round: core.transport.start_round(request),
+            round,
             start,
             by,
             was_lost,

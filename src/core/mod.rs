@@ -133,18 +133,23 @@ impl Core {
 
     /// A caller's extension of `lease` to `ttl` (waits for one in flight).
     pub(crate) fn extend(&self, lease: &Arc<Lease>, ttl: Duration) -> Result<(), Error> {
-        let _busy = self.life.enter()?;
-        match lease.begin_extend(self, lease::Who::Caller(ttl))? {
+        let _busy = self.enter()?;
+        let extended = match lease.begin_extend(self, lease::Who::Caller(ttl))? {
             Some(extension) => extension.finish(),
             // Only the keeper is ever turned away.
             None => Err(lease.lost_error(self.quorum())),
+        };
+        match extended {
+            // Released by a shutdown while it was under way.
+            Err(Error::LockLost { .. }) => Err(self.lost_error(lease)),
+            other => other,
         }
     }
 
     /// A guard's release of `lease` (also on drop). `Err(Shutdown)` once
     /// the client was shut down: the shutdown released it.
     pub(crate) fn release(&self, lease: &Arc<Lease>) -> Result<(), Error> {
-        let released = match self.life.enter() {
+        let released = match self.enter() {
             Ok(_busy) => lease.release(self),
             Err(err) => Err(err),
         };
@@ -163,50 +168,59 @@ impl Core {
         }
     }
 
-    /// Shuts the client down (every clone): releases every lease a guard
-    /// holds, in parallel, waiting for a majority of each until `within`
-    /// has passed; wakes the callers waiting between rounds (they fail
-    /// with `Shutdown`) and waits for the calls under way to end; then
-    /// stops the keeper, the subscribers and the node workers, once these
-    /// sent what was queued (the releases to the other nodes). A second
-    /// call does nothing.
+    /// Shuts the client down (every clone): ends `Open` (every later call
+    /// fails with `Shutdown`; calls under way that send anything but a
+    /// clean-up are refused), wakes the callers waiting between rounds,
+    /// releases every lease a guard holds — all sent before any answer is
+    /// awaited, even with a single node — and waits for a majority of each
+    /// until `within` has passed. Then it waits (until then too) for the
+    /// calls under way to end, and stops the keeper, the subscribers, the
+    /// Sentinel lookups and the node workers once these sent what was
+    /// queued. A call still under way at the deadline stops them itself
+    /// when it ends, so that its clean-up still goes out.
     ///
-    /// Calls under way are waited for before the workers stop, so that
-    /// the clean-up of a round they were in still goes out; a lease one of
-    /// them acquires meanwhile is released at once (see [`Life`]).
+    /// A second shutdown waits for the first (up to its own `within`) and
+    /// returns the same result.
     pub(crate) fn shutdown(&self, within: Duration) -> Result<(), Error> {
         let start = Instant::now();
         let deadline = start
             .checked_add(within)
             .unwrap_or(start + Duration::from_secs(3600));
         let Some(leases) = self.life.close() else {
-            return Ok(());
+            return self.life.wait_finished(deadline);
         };
+        self.transport.refuse_all_but_clean_ups();
         self.waiters.wake_all();
         let releasing: Vec<_> = leases
             .iter()
-            .filter_map(|lease| lease.begin_release(self))
+            .filter_map(|lease| lease.begin_release(self, true))
             .collect();
-        let mut unconfirmed = None;
+        let mut result = Ok(());
         for pending in releasing {
             match pending.finish(self, Some(deadline)) {
                 // Expired already: no key of it is left.
                 Ok(()) | Err(Error::LockLost { .. }) => {}
                 Err(err) => {
                     log::warn!("redlock: shutdown: {err}");
-                    unconfirmed.get_or_insert(err);
+                    if result.is_ok() {
+                        result = Err(err);
+                    }
                 }
             }
         }
-        self.life.wait_idle(deadline);
         drop(self.keeper.lock().take());
-        self.transport.close(deadline);
+        if self.life.wait_idle(deadline) {
+            self.transport.stop(deadline);
+        } else {
+            log::debug!("redlock: shutdown: calls still under way stop the client when they end");
+        }
         log::debug!(
             "redlock: shut down in {:?}, {} hold(s) released",
             start.elapsed(),
             leases.len()
         );
-        unconfirmed.map_or(Ok(()), Err)
+        self.life.finished(&result);
+        result
     }
 
     /// Every node's health.
@@ -216,7 +230,7 @@ impl Core {
 
     /// Every node's health, after asking each node now.
     pub(crate) fn verify(&self) -> Vec<crate::health::NodeHealth> {
-        match self.life.enter() {
+        match self.enter() {
             Ok(_busy) => self.transport.verify(),
             // Shut down: nothing is asked any more.
             Err(_) => self.transport.health(),

@@ -288,6 +288,12 @@ impl NodeManager {
         Ok(conn)
     }
 
+    /// Stops what its source runs in the background (see
+    /// [`Source::close`]).
+    pub(crate) fn close(&self) {
+        self.source.close();
+    }
+
     /// Opens a fresh connection (which asks the node what it is) and
     /// closes it: the failure, if it could not.
     pub(crate) fn probe(&self) -> Option<NodeFailure> {

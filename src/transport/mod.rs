@@ -28,7 +28,7 @@ mod source;
 mod worker;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
@@ -125,18 +125,26 @@ struct NodeHandle {
     /// The node's link, which its worker uses (and, with a single node, a
     /// caller whose node is idle: see `worker.rs`).
     served: Arc<parking_lot::Mutex<Served>>,
-    /// The transport's: set once it is closed; nothing is queued after.
-    closed: Arc<AtomicBool>,
+    /// The transport's [`closing`](Transport::closing).
+    closing: Arc<AtomicU8>,
 }
+
+/// Every request is queued.
+const OPEN: u8 = 0;
+/// Only clean-ups are queued (a shutdown has begun).
+const CLEAN_UPS_ONLY: u8 = 1;
+/// Nothing is queued (the workers stop).
+const STOPPED: u8 = 2;
 
 /// Every node's queue. Closing the transport (or dropping it) refuses new
 /// jobs, and the workers stop once they have sent what was queued.
 pub(crate) struct Transport {
     nodes: Vec<NodeHandle>,
     addresses: Arc<[Arc<str>]>,
-    /// Set by [`close`](Self::close): requests are refused from then on.
-    closed: Arc<AtomicBool>,
-    /// Dropped by [`close`](Self::close): tells the workers to drain their
+    /// [`OPEN`], [`CLEAN_UPS_ONLY`] or [`STOPPED`]: which requests `send`
+    /// still queues.
+    closing: Arc<AtomicU8>,
+    /// Dropped by [`stop`](Self::stop): tells the workers to drain their
     /// queues and stop.
     stop: parking_lot::Mutex<Option<Sender<()>>>,
     /// Disconnected once every worker has stopped.
@@ -193,7 +201,7 @@ impl Drop for Transport {
     /// majority answered is also delivered to the other nodes before a
     /// program that exits right after kills the threads.
     fn drop(&mut self) {
-        self.close(Instant::now() + DRAIN);
+        self.stop(Instant::now() + DRAIN);
     }
 }
 
@@ -321,7 +329,7 @@ impl Transport {
         let mut nodes = Vec::new();
         let (running, stopped) = crossbeam_channel::bounded::<()>(0);
         let (stop, stopping) = crossbeam_channel::bounded::<()>(0);
-        let closed = Arc::new(AtomicBool::new(false));
+        let closing = Arc::new(AtomicU8::new(OPEN));
         for (index, (shared, link)) in links.into_iter().enumerate() {
             let (queue, jobs) = crossbeam_channel::unbounded();
             let served = Served::new(shared.clone(), link);
@@ -341,7 +349,7 @@ impl Transport {
                 queue,
                 capacity: queue_capacity,
                 served,
-                closed: closed.clone(),
+                closing: closing.clone(),
             });
         }
         let addresses: Arc<[Arc<str>]> = nodes.iter().map(|n| n.shared.address.clone()).collect();
@@ -351,7 +359,7 @@ impl Transport {
         Ok(Transport {
             nodes,
             addresses,
-            closed,
+            closing,
             stop: parking_lot::Mutex::new(Some(stop)),
             stopped,
             hub,
@@ -387,14 +395,26 @@ impl Transport {
         })
     }
 
-    /// Refuses every request from now on, stops the subscribers, and tells
-    /// the workers to send what is queued and stop; waits until they have,
-    /// or `until`: whether they have. The connections close as each worker
-    /// stops. Closing twice only waits again.
-    pub(crate) fn close(&self, until: Instant) -> bool {
-        self.closed.store(true, Ordering::SeqCst);
+    /// From now on only clean-ups (releases, leaves, resignations) are
+    /// queued: the calls under way at a shutdown can still clean up.
+    pub(crate) fn refuse_all_but_clean_ups(&self) {
+        let _ =
+            self.closing
+                .compare_exchange(OPEN, CLEAN_UPS_ONLY, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    /// Refuses every request from now on, stops the subscribers and the
+    /// Sentinel lookups, and tells the workers to send what is queued and
+    /// stop; waits until they have, or `until`: whether they have. The
+    /// connections close as each worker stops. Stopping twice only waits
+    /// again.
+    pub(crate) fn stop(&self, until: Instant) -> bool {
+        self.closing.store(STOPPED, Ordering::SeqCst);
         drop(self.stop.lock().take());
         self.hub.stop();
+        for probe in &self.probes {
+            probe.close();
+        }
         matches!(
             self.stopped.recv_deadline(until),
             Err(crossbeam_channel::RecvTimeoutError::Disconnected)
@@ -588,7 +608,7 @@ impl Transport {
         inline: bool,
         which: impl Fn(usize) -> bool,
     ) {
-        let single = inline && self.nodes.len() == 1 && !self.closed.load(Ordering::SeqCst);
+        let single = inline && self.nodes.len() == 1 && self.closing.load(Ordering::SeqCst) == OPEN;
         for (index, node) in self.nodes.iter().enumerate().filter(|(i, _)| which(*i)) {
             let job = Job {
                 req: req.clone(),
@@ -673,7 +693,8 @@ fn enqueue(
 /// the rest fast (at the latest, each is dropped at its `expires`).
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     let address = || node.shared.address.clone();
-    if node.closed.load(Ordering::SeqCst) {
+    let closing = node.closing.load(Ordering::SeqCst);
+    if closing == STOPPED || (closing == CLEAN_UPS_ONLY && !job.req.op.cleans_up()) {
         return Err(NodeFailure::new(
             address(),
             FailureKind::Connection,

@@ -209,7 +209,8 @@ impl PendingRound {
             return NodeFailure::timed_out(node, self.timeout.value, detail);
         }
         let detail = format!(
-            "no answer within {}, when the lock's validity ran out",
+            "no answer within {}, when the caller's time ran out (the lock's validity, or the \
+             time given to a shutdown)",
             Human(waited)
         );
         NodeFailure::new(node, FailureKind::Timeout, detail)

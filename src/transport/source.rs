@@ -92,6 +92,8 @@ pub(crate) struct SentinelSource {
     /// A nudge is waiting for the lookup thread (cleared when a lookup
     /// starts): nudges between two lookups are one.
     nudged: Arc<AtomicBool>,
+    /// The client shut down: the lookup thread stops and none starts again.
+    closed: AtomicBool,
 }
 
 /// A master a lookup found.
@@ -105,6 +107,14 @@ struct Found {
 }
 
 impl Source {
+    /// Stops what the source runs in the background (a Sentinel service's
+    /// lookup thread): the client shut down.
+    pub(crate) fn close(&self) {
+        if let Source::Sentinel(sentinel) = self {
+            sentinel.close();
+        }
+    }
+
     /// A client for the node's current address: for a Sentinel service,
     /// as the Sentinels answer within `timeout`.
     pub(crate) fn client(&self, timeout: Duration) -> redis::RedisResult<redis::Client> {
@@ -191,7 +201,15 @@ impl SentinelSource {
             lookups: Mutex::new(None),
             resolved: Arc::new(Mutex::new(None)),
             nudged: Arc::new(AtomicBool::new(false)),
+            closed: AtomicBool::new(false),
         })
+    }
+
+    /// Stops the lookup thread (once it has answered what it was asked)
+    /// and starts none again: the client shut down.
+    fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        drop(self.lookups.lock().take());
     }
 
     /// The lookup thread's request channel, starting the thread if needed
@@ -200,6 +218,11 @@ impl SentinelSource {
         let mut lookups = self.lookups.lock();
         if let Some(sender) = &*lookups {
             return Ok(sender.clone());
+        }
+        if self.closed.load(Ordering::SeqCst) {
+            return Err(redis::RedisError::from(std::io::Error::other(
+                "the client was shut down (Redlock::shutdown)",
+            )));
         }
         let (sender, requests) = crossbeam_channel::unbounded();
         let finder = Finder {
