@@ -46,15 +46,11 @@
 
 use std::sync::Arc;
 
-use super::keys::{Role, gate_name, rw_parts, slot_siblings};
+use super::failure::server_failure;
+use super::keys::{QUEUE_ALIVE, Role, gate_name, rw_parts, slot_siblings};
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
-
-/// How long a queued waiter keeps its place without a round (`ALIVE` in
-/// the gate scripts): four of its longest sleeps between rounds
-/// ([`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)).
-pub(crate) const QUEUE_ALIVE: std::time::Duration = std::time::Duration::from_millis(2000);
 
 /// Compare-and-delete: deletes the key only while it still holds our token.
 pub(crate) const RELEASE_SCRIPT: &str = r#"if redis.call("get", KEYS[1]) == ARGV[1] then
@@ -1153,32 +1149,6 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
     }
 }
 
-/// A node's error reply as a failure: its kind from the code, except that
-/// a command a script runs and the ACL refuses comes as `ERR … can't run
-/// this command`: `Auth`, like a refused command outside a script.
-pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeFailure {
-    let details = err.details().unwrap_or("");
-    let kind = if err.code() == "ERR" && details.contains("can't run this command") {
-        FailureKind::Auth
-    } else {
-        classify_code(err.code())
-    };
-    NodeFailure::new(
-        node.clone(),
-        kind,
-        format!("{} {details}", err.code()).trim_end().to_owned(),
-    )
-}
-
-/// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
-pub(crate) fn classify_code(code: &str) -> FailureKind {
-    match code {
-        "WRONGPASS" | "NOAUTH" | "NOPERM" => FailureKind::Auth,
-        "READONLY" | "LOADING" | "MASTERDOWN" => FailureKind::NotWritable,
-        _ => FailureKind::Server,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1585,15 +1555,5 @@ mod tests {
         // Another command's syntax error is the server's.
         let other = interpret(&req(Op::Release), syntax, &node).unwrap_err();
         assert_eq!(other.kind(), FailureKind::Server);
-    }
-
-    #[test]
-    fn server_codes_map_to_actionable_kinds() {
-        assert_eq!(classify_code("WRONGPASS"), FailureKind::Auth);
-        assert_eq!(classify_code("NOAUTH"), FailureKind::Auth);
-        assert_eq!(classify_code("NOPERM"), FailureKind::Auth);
-        assert_eq!(classify_code("READONLY"), FailureKind::NotWritable);
-        assert_eq!(classify_code("LOADING"), FailureKind::NotWritable);
-        assert_eq!(classify_code("ERR"), FailureKind::Server);
     }
 }

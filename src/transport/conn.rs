@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
-use super::codec::classify_code;
+use super::failure::classify;
 use super::rtt::RoundTrip;
 use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
@@ -210,27 +210,6 @@ impl NodeShared {
                 .join(" "),
         };
         NodeFailure::new(self.address.clone(), kind, detail)
-    }
-}
-
-/// Maps a Redis error to the kind a caller can act on.
-pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
-    if err.is_timeout() {
-        return FailureKind::Timeout;
-    }
-    if err.kind() == redis::ErrorKind::AuthenticationFailed {
-        return FailureKind::Auth;
-    }
-    if err.kind() == redis::ErrorKind::Parse {
-        return FailureKind::NotRedis;
-    }
-    if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
-        return FailureKind::Connection;
-    }
-    match err.code() {
-        Some(code) => classify_code(code),
-        None if err.is_io_error() || err.is_connection_dropped() => FailureKind::Connection,
-        None => FailureKind::Server,
     }
 }
 

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::codec::QUEUE_ALIVE;
+use super::keys::QUEUE_ALIVE;
 use super::request::{Op, Request};
 use crate::algorithm::{Answer, Proclaimed, Vote};
 use crate::error::{FailureKind, NodeFailure};
@@ -182,7 +182,7 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
             .map(Vote::proclaimed)
             .ok_or_else(|| unexpected(node)),
         (_, Value::Int(n @ 0..=1)) => Ok((n == 1 && req.op != Op::ReadLeader).into()),
-        (_, Value::ServerError(err)) => Err(super::codec::server_failure(node, &err)),
+        (_, Value::ServerError(err)) => Err(super::failure::server_failure(node, &err)),
         _ => Err(unexpected(node)),
     }
 }

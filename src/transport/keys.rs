@@ -25,6 +25,11 @@
 //! Resource names that start with one of [`RESERVED`] are refused, so no
 //! user's lock lands on these keys.
 
+/// How long a queued waiter keeps its place without a round (`ALIVE` in
+/// the gate scripts): four of its longest sleeps between rounds
+/// ([`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)).
+pub(crate) const QUEUE_ALIVE: std::time::Duration = std::time::Duration::from_millis(2000);
+
 /// What every semaphore slot key starts with.
 pub(crate) const SLOT_PREFIX: &str = "redlock-sem:";
 

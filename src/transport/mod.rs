@@ -15,6 +15,7 @@ mod codec;
 mod conn;
 mod elect;
 mod facts;
+mod failure;
 #[cfg(test)]
 pub(crate) mod fake;
 mod keys;
@@ -38,12 +39,12 @@ use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
-pub(crate) use codec::QUEUE_ALIVE;
 #[cfg(test)]
 pub(crate) use codec::fence_key;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
 pub(crate) use keys::{
-    MAX_PERMITS, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key, rw_parts, slot_key,
+    MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key,
+    rw_parts, slot_key,
 };
 pub(crate) use link::Link;
 use notify::Hub;

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use super::admission::examine;
 use super::codec::{encode, interpret};
-use super::conn::{NodeConn, NodeManager, NodeShared, classify};
+use super::conn::{NodeConn, NodeManager, NodeShared};
+use super::failure::classify;
 use super::link::Link;
 use super::request::Op;
 use super::request::Request;

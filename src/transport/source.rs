@@ -414,7 +414,7 @@ impl Finder {
         // down for now is not).
         let refusals: Vec<_> = errors
             .iter()
-            .filter(|e| super::conn::classify(e) == FailureKind::Auth)
+            .filter(|e| super::failure::classify(e) == FailureKind::Auth)
             .collect();
         let worst = refusals
             .first()
@@ -528,7 +528,7 @@ fn named(service: &str, err: &redis::RedisError) -> redis::RedisError {
         ));
     }
     let text = format!("the Sentinels of service {service:?} named no usable master: {err}");
-    match super::conn::classify(err) {
+    match super::failure::classify(err) {
         FailureKind::Auth => redis::RedisError::from((
             redis::ErrorKind::AuthenticationFailed,
             "credentials refused",

@@ -1,0 +1,69 @@
+//! A node's errors as failures: which [`FailureKind`] a Redis error is, for
+//! every module that talks to a node (connections, Sentinel lookups, reply
+//! readers). A leaf: it imports nothing from the transport.
+
+use std::sync::Arc;
+
+use crate::error::{FailureKind, NodeFailure};
+
+/// Maps a Redis error to the kind a caller can act on.
+pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
+    if err.is_timeout() {
+        return FailureKind::Timeout;
+    }
+    if err.kind() == redis::ErrorKind::AuthenticationFailed {
+        return FailureKind::Auth;
+    }
+    if err.kind() == redis::ErrorKind::Parse {
+        return FailureKind::NotRedis;
+    }
+    if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
+        return FailureKind::Connection;
+    }
+    match err.code() {
+        Some(code) => classify_code(code),
+        None if err.is_io_error() || err.is_connection_dropped() => FailureKind::Connection,
+        None => FailureKind::Server,
+    }
+}
+
+/// A node's error reply as a failure: its kind from the code, except that
+/// a command a script runs and the ACL refuses comes as `ERR … can't run
+/// this command`: `Auth`, like a refused command outside a script.
+pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeFailure {
+    let details = err.details().unwrap_or("");
+    let kind = if err.code() == "ERR" && details.contains("can't run this command") {
+        FailureKind::Auth
+    } else {
+        classify_code(err.code())
+    };
+    NodeFailure::new(
+        node.clone(),
+        kind,
+        format!("{} {details}", err.code()).trim_end().to_owned(),
+    )
+}
+
+/// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
+pub(crate) fn classify_code(code: &str) -> FailureKind {
+    match code {
+        "WRONGPASS" | "NOAUTH" | "NOPERM" => FailureKind::Auth,
+        "READONLY" | "LOADING" | "MASTERDOWN" => FailureKind::NotWritable,
+        _ => FailureKind::Server,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_codes_map_to_actionable_kinds() {
+        assert_eq!(classify_code("WRONGPASS"), FailureKind::Auth);
+        assert_eq!(classify_code("NOAUTH"), FailureKind::Auth);
+        assert_eq!(classify_code("NOPERM"), FailureKind::Auth);
+        assert_eq!(classify_code("READONLY"), FailureKind::NotWritable);
+        assert_eq!(classify_code("LOADING"), FailureKind::NotWritable);
+        assert_eq!(classify_code("ERR"), FailureKind::Server);
+    }
+}
