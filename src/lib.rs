@@ -232,6 +232,7 @@ mod guard;
 mod health;
 mod human;
 mod metrics;
+mod node_url;
 mod rw_lock;
 mod semaphore;
 mod sentinel_url;
