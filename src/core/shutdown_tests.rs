@@ -8,6 +8,31 @@ use crate::error::Error;
 use crate::transport::Op;
 use crate::transport::fake::Behaviour;
 
+/// An acquisition of `key` (30 s TTL, one round) whose requests every
+/// node holds, unanswered, until the test sets it back to normal.
+fn held_acquisition(
+    nodes: &[crate::transport::fake::FakeNode],
+    core: &std::sync::Arc<super::Core>,
+    key: &'static str,
+) -> std::thread::JoinHandle<Result<(), Error>> {
+    for node in nodes {
+        node.hold_next_acquisition();
+    }
+    let acquiring = {
+        let core = core.clone();
+        std::thread::spawn(move || {
+            core.acquire(&[key], Duration::from_secs(30), Patience::attempts(0))
+                .map(|_| ())
+        })
+    };
+    for node in nodes {
+        assert!(node.wait_for(LONG_WAIT, |ops| {
+            ops.contains(&Op::Acquire { ttl_ms: 30_000 })
+        }));
+    }
+    acquiring
+}
+
 /// An acquisition whose round is in flight when the shutdown begins wins
 /// it afterwards: its lease is not handed out but released at once, and
 /// the shutdown waits for that release to reach every node before the
@@ -15,21 +40,7 @@ use crate::transport::fake::Behaviour;
 #[test]
 fn a_lease_won_as_the_client_shuts_down_is_released_before_the_workers_stop() {
     let (nodes, core) = core_with(3, patient());
-    for node in &nodes {
-        node.hold_next_acquisition();
-    }
-    let acquiring = {
-        let core = core.clone();
-        std::thread::spawn(move || {
-            core.acquire(&["race"], Duration::from_secs(30), Patience::attempts(0))
-                .map(|_| ())
-        })
-    };
-    for node in &nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.contains(&Op::Acquire { ttl_ms: 30_000 })
-        }));
-    }
+    let acquiring = held_acquisition(&nodes, &core, "race");
     let shutting = {
         let core = core.clone();
         std::thread::spawn(move || core.shutdown(LONG_WAIT))
@@ -155,21 +166,7 @@ fn a_second_shutdown_waits_for_the_first() {
 #[test]
 fn a_call_under_way_past_the_deadline_still_cleans_up() {
     let (nodes, core) = core_with(3, patient());
-    for node in &nodes {
-        node.hold_next_acquisition();
-    }
-    let acquiring = {
-        let core = core.clone();
-        std::thread::spawn(move || {
-            core.acquire(&["late"], Duration::from_secs(30), Patience::attempts(0))
-                .map(|_| ())
-        })
-    };
-    for node in &nodes {
-        assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.contains(&Op::Acquire { ttl_ms: 30_000 })
-        }));
-    }
+    let acquiring = held_acquisition(&nodes, &core, "late");
     // Returns at its deadline, with the acquisition still under way.
     assert_eq!(core.shutdown(Duration::from_millis(20)), Ok(()));
     for node in &nodes {
