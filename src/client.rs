@@ -448,7 +448,8 @@ impl Redlock {
     ///
     /// Dropping a guard releases its lock, and dropping the last clone of
     /// the client (and the last guard) lets the releases reach every node.
-    /// But handles keep the client alive: a `Semaphore`, `RwLock` or
+    /// But handles keep the client alive: an `Acquire` or `Campaign` not
+    /// yet run, a `Semaphore`, `RwLock` or
     /// `Election` holds a clone, as does every guard and every thread that
     /// got one. A program that exits through `std::process::exit`, returns
     /// from `main` while other threads still hold guards, or keeps its

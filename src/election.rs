@@ -276,9 +276,12 @@ impl Leadership {
     /// leadership won before this one's [`win`](Campaign::win) returned.
     ///
     /// What you may rely on: **order only**. Of two terms of one election,
-    /// the larger belongs to the later leadership, so a store that keeps
-    /// the largest term it has seen and refuses smaller ones refuses every
-    /// deposed leader. Terms are not consecutive and are not times: a term
+    /// the larger belongs to the later leadership (under the conditions of
+    /// every fencing token: see the README's "Fencing tokens" — after a
+    /// node restarted empty, no client's clock may run ahead by more than
+    /// the gap between two leaderships), so a store that keeps the largest
+    /// term it has seen and refuses smaller ones refuses every deposed
+    /// leader. Terms are not consecutive and are not times: a term
     /// is one more than the largest the nodes stored, but never below the
     /// wall clock in microseconds since the Unix epoch (so that terms keep
     /// growing after the nodes lost or expired what they stored), which

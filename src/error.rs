@@ -96,8 +96,11 @@ pub enum Error {
     },
     /// A majority granted the lock, but the round took so long that no validity
     /// was left of the TTL. The partial lock was released again. Also
-    /// returned at once, without a round, when the nodes' least measured
-    /// round trip (of a majority) would leave no validity of the TTL.
+    /// returned after a round that failed, without retrying, when the
+    /// nodes' measured round trips (of a majority) leave the TTL no chance:
+    /// the quickest answer would take all its validity, or, with the
+    /// per-node timeout derived from the TTL, a request needs more than a
+    /// third of it.
     TooSlow {
         /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
@@ -227,8 +230,9 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "acquiring {resource:?} takes {} (this round, or the nodes' measured round \
-                 trip), leaving no validity of the {} ttl; use a longer ttl or check node \
-                 latency",
+                 trip): too long for the {} ttl, which it leaves no validity of, or whose third \
+                 (the most the per-node timeout may be) is less than the nodes need; use a \
+                 longer ttl or check node latency",
                 Human(*elapsed),
                 Human(*ttl),
             ),
@@ -284,7 +288,7 @@ fn busy(
         Wanted::Write => (
             "reader-writer lock",
             "is held by readers or a writer of other clients",
-            "is held by this client",
+            "is held by this client (a read or the write)",
             "RwLock::acquire_write(ttl).wait(..)",
         ),
         Wanted::Leadership => (
@@ -295,19 +299,27 @@ fn busy(
         ),
     };
     let rounds = format!("gave up after {attempts} round(s)");
-    if held_here {
-        write!(
-            f,
-            "{what} {resource:?} {here} ({rounds}): a guard of this process holds it; release \
-             that guard first. It is not re-entrant: asking again in the thread that holds the \
-             guard waits in vain until its ttl runs out"
-        )
-    } else {
-        write!(
+    if !held_here {
+        return write!(
             f,
             "{what} {resource:?} {other} ({rounds}); retry later, or wait longer with {wait}"
-        )
+        );
     }
+    if wanted == Wanted::Permit {
+        // Other clients may hold the rest: they may still release.
+        return write!(
+            f,
+            "{what} {resource:?} {here} ({rounds}); release one of this process's permits \
+             first, or wait longer with {wait}"
+        );
+    }
+    write!(
+        f,
+        "{what} {resource:?} {here} ({rounds}): a guard of this process holds it (for several \
+         resources, one of them); release that guard first. It is not re-entrant: asking again \
+         in the thread that holds the guard waits in vain, until its ttl runs out or, kept \
+         alive, until the wait gives up"
+    )
 }
 
 /// The per-node timeout, when timeouts alone decided a `NoQuorum`: every

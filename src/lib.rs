@@ -50,7 +50,8 @@
 //!   [`RedlockBuilder::release_notifications`].
 //!
 //! Each node request has a short socket timeout derived from the TTL (a 10 s
-//! TTL gives 50 ms; see [`RedlockBuilder::node_timeout_factor`]), so a dead or
+//! TTL gives 50 ms; see [`RedlockBuilder::node_timeout_factor`]), raised
+//! when the nodes a majority needs are farther away than that, so a dead or
 //! stalled node costs at most that, and usually nothing, since the round is
 //! decided by the healthy majority.
 //!

@@ -266,7 +266,7 @@ fn a_quorum_that_arrives_after_the_validity_is_too_slow() {
     let err = redlock.try_lock("res:slow", ttl).unwrap_err();
     assert!(
         err.to_string()
-            .contains("leaving no validity of the 60 ms ttl"),
+            .contains("too long for the 60 ms ttl, which it leaves no validity of"),
         "{err}"
     );
 }

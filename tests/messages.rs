@@ -43,7 +43,7 @@ fn a_lock_held_by_this_client_says_so_and_warns_of_re_entry() {
     assert_eq!((wanted, here), (Wanted::Lock, true));
     assert!(message.contains("held by this client"), "{message}");
     assert!(message.contains("not re-entrant"), "{message}");
-    assert!(message.contains("waits in vain until its ttl"), "{message}");
+    assert!(message.contains("waits in vain"), "{message}");
     assert!(!message.contains("another client"), "{message}");
     // A lock on several resources, one of them ours.
     let (_, here, _) = busy(client.lock_all(&["msg:free", "msg:lock"], TTL));
@@ -80,6 +80,17 @@ fn semaphores_and_rw_locks_name_their_own_waiting_calls() {
     let (_, here, message) = busy(holder.semaphore("msg:sem", 1).lock(TTL));
     assert!(here, "{message}");
     assert!(message.contains("some by this client"), "{message}");
+    // Of two permits, one here and one elsewhere: the other may still
+    // come free, so no word of re-entry.
+    let _mine = holder.semaphore("msg:two", 2).lock(TTL).unwrap();
+    let _theirs = asker.semaphore("msg:two", 2).lock(TTL).unwrap();
+    let (_, here, message) = busy(holder.semaphore("msg:two", 2).lock(TTL));
+    assert!(here, "{message}");
+    assert!(
+        message.contains("release one of this process's permits"),
+        "{message}"
+    );
+    assert!(!message.contains("re-entrant"), "{message}");
 
     let config = holder.rw_lock("msg:rw");
     let write = config.write(TTL).unwrap();
@@ -122,4 +133,34 @@ fn semaphores_and_rw_locks_name_their_own_waiting_calls() {
     );
     assert_eq!((wanted, here), (Wanted::Leadership, false));
     assert!(message.contains("Campaign::wait"), "{message}");
+}
+
+/// A read refused because another client's writer waits (its mark turns
+/// new readers away) is not blamed on this client's own read.
+#[test]
+fn a_read_refused_for_another_clients_waiting_writer_blames_that_writer() {
+    let cluster = Cluster::start(3);
+    let reader = harness::test_client(cluster.urls(), 0, None);
+    let writer = harness::test_client(cluster.urls(), 0, None);
+    let lock = reader.rw_lock("msg:marked");
+    let _read = lock.read(TTL).unwrap();
+    std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            writer
+                .rw_lock("msg:marked")
+                .acquire_write(TTL)
+                .wait(Duration::from_secs(3))
+                .lock()
+                .map(drop)
+        });
+        harness::eventually("the writer marked", Duration::from_secs(5), || {
+            cluster.count_key("redlock-rw:msg:marked#wait") >= 2
+        });
+        let (wanted, here, message) = busy(lock.read(TTL));
+        assert_eq!(wanted, Wanted::Read);
+        assert!(!here, "this client holds a read, not the write: {message}");
+        assert!(message.contains("another client"), "{message}");
+        drop(_read);
+        waiting.join().unwrap().unwrap();
+    });
 }

@@ -133,6 +133,15 @@ impl Failed {
         }
     }
 
+    /// Whether the resource was held (also behind a stale fencing token).
+    fn is_busy(&self) -> bool {
+        match self {
+            Failed::Busy { .. } => true,
+            Failed::Stale { then, .. } => then.is_busy(),
+            _ => false,
+        }
+    }
+
     /// The caller's error; for `Busy`, `wanted` and `held_here` say what
     /// was asked for and whether a guard of this client holds it.
     fn into_error(self, resource: &str, attempts: u32, busy: (Wanted, bool)) -> Error {
@@ -244,7 +253,6 @@ impl Core {
         };
         let report = slots.as_ref().map(|(_, permits, _)| *permits);
         let ttl = self.whole_ttl(ttl)?;
-        self.check_round_trip(&name, ttl)?;
         let name: Arc<str> = Arc::from(name);
         let started = metrics::Started::now();
         let cancelled = |attempts| {
@@ -413,11 +421,24 @@ impl Core {
                     ..
                 }
             );
+            // Too short for these nodes: no retry can do better (this
+            // round's answers, if any, are in the estimate already).
+            if matches!(failed, Failed::TooSlow { .. } | Failed::NoQuorum { .. })
+                && let Some(round_trip) = self.hopeless(ttl)
+            {
+                self.leave(&keys, ticket.as_ref(), report);
+                metrics::acquired(metrics::Acquired::TooSlow, attempts, &started);
+                return Err(Error::TooSlow {
+                    resource: name.to_string(),
+                    elapsed: round_trip,
+                    ttl,
+                });
+            }
             if permanent || patience.exhausted(attempts - splits - walked - restarts) {
                 self.leave(&keys, ticket.as_ref(), report);
                 metrics::acquired(failed.kind(), attempts, &started);
-                let held_here = matches!(failed, Failed::Busy { .. })
-                    && self.life.holds(|lease| same_lock(lease, &keys));
+                let held_here =
+                    failed.is_busy() && self.life.holds(|lease| same_lock(lease, &keys, wanted));
                 return Err(failed.into_error(&name, attempts, (wanted, held_here)));
             }
             if queues && matches!(failed, Failed::Busy { .. }) {
@@ -479,7 +500,8 @@ impl Core {
         // Sent however long the gate node's connection is busy: until the
         // member would have dropped out of the queue by itself.
         let expires = Instant::now() + QUEUE_ALIVE;
-        let mut request = self.request(Op::Leave, keys, &Arc::from(""), ttl, expires);
+        let timeout = self.node_timeout(ttl);
+        let mut request = self.request(Op::Leave, keys, &Arc::from(""), timeout, expires);
         request.queue = Some(member);
         request.report = report;
         self.transport.broadcast(request);
@@ -518,7 +540,7 @@ impl Core {
             },
             None => Op::Acquire { ttl_ms },
         };
-        let mut request = self.request(op, keys, &token, ttl, by);
+        let mut request = self.request(op, keys, &token, timeout, by);
         request.queue = member.clone();
         request.report = report;
         request.waits = waits;
@@ -679,16 +701,18 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
     }
 }
 
-/// The client's own keys, which no resource may be named after.
-/// Whether `lease` holds one of `keys`, or another key of the same lock: a
-/// slot of the same semaphore, the other side of the same reader-writer
-/// lock.
-fn same_lock(lease: &Lease, keys: &Keys) -> bool {
-    lease
-        .resources()
-        .any(|held| keys.iter().any(|key| gate_name(held) == gate_name(key)))
+/// Whether `lease` is what keeps `keys` (asked for as `wanted`) from
+/// this client: it holds one of them, or another key of the same lock — a
+/// slot of the same semaphore, or the writer's side of the same
+/// reader-writer lock (a read waits for a writer only; a write for both).
+fn same_lock(lease: &Lease, keys: &Keys, wanted: Wanted) -> bool {
+    lease.resources().any(|held| {
+        let blocks = wanted != Wanted::Read || matches!(rw_parts(held), Some((Role::Write, _)));
+        blocks && keys.iter().any(|key| gate_name(held) == gate_name(key))
+    })
 }
 
+/// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
     RESERVED.iter().any(|prefix| resource.starts_with(prefix)) || resource == "redlock:admitted"
 }

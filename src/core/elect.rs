@@ -78,8 +78,9 @@ impl Core {
     fn elect_round(&self, lease: &Lease, name: &str, op: Op, value: Option<&str>) -> Outcome {
         let ttl = lease.ttl();
         let start = Instant::now();
-        let by = answer_by(start, self.node_timeout(ttl), Some(lease.valid_until()));
-        let mut request = self.request(op, &elect_key_pair(name), lease.token(), ttl, by);
+        let timeout = self.node_timeout(ttl);
+        let by = answer_by(start, timeout, Some(lease.valid_until()));
+        let mut request = self.request(op, &elect_key_pair(name), lease.token(), timeout, by);
         request.value = value.map(Arc::from);
         self.transport.start_round(request).collect(by)
     }
@@ -105,9 +106,10 @@ impl Core {
     ) -> Result<(Seen, bool), Error> {
         super::acquire::checked_election(name)?;
         let start = Instant::now();
-        let by = answer_by(start, self.node_timeout(READ_TTL), None);
+        let timeout = self.node_timeout(READ_TTL);
+        let by = answer_by(start, timeout, None);
         let token: Arc<str> = Arc::from("");
-        let mut request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, READ_TTL, by);
+        let mut request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, timeout, by);
         request.queue = observer.cloned();
         let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
         let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;

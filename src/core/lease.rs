@@ -336,14 +336,15 @@ impl Lease {
         state.extending = true;
         let cap = state.valid_until;
         drop(state);
-        let by = answer_by(start, core.node_timeout(ttl), Some(cap));
+        let timeout = core.node_timeout(ttl);
+        let by = answer_by(start, timeout, Some(cap));
         let request = core.request(
             Op::Extend {
                 ttl_ms: millis(ttl),
             },
             &self.resources,
             &self.token,
-            ttl,
+            timeout,
             by,
         );
         // The keeper starts every due renewal before it collects any.
@@ -399,8 +400,10 @@ impl Lease {
         };
         self.signal();
         let start = Instant::now();
-        let by = answer_by(start, core.node_timeout(ttl), None);
-        let request = core.release_request(&self.resources, &self.token, ttl, keys_gone_by.max(by));
+        let timeout = core.node_timeout(ttl);
+        let by = answer_by(start, timeout, None);
+        let request =
+            core.release_request(&self.resources, &self.token, timeout, keys_gone_by.max(by));
         let round = if queued {
             core.transport.start_queued_round(request)
         } else {

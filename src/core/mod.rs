@@ -250,21 +250,19 @@ impl Core {
         self.settings.node_timeout(ttl).at_least(need)
     }
 
-    /// `TooSlow` at once for a TTL that the nodes' least round trip
-    /// leaves no validity of: every round would take it all.
-    fn check_round_trip(&self, name: &str, ttl: Duration) -> Result<(), Error> {
-        let Some(round_trip) = self.transport.round_trips().map(|trips| trips.least) else {
-            return Ok(());
-        };
+    /// The nodes' round trip (measured, of a majority) when it leaves a
+    /// lock with this TTL no chance: the quickest answer takes all its
+    /// validity, or — with the timeout derived from the TTL — a request
+    /// needs more than the third of the TTL the timeout may be. `None`
+    /// while it may work (or nothing was measured).
+    fn hopeless(&self, ttl: Duration) -> Option<Duration> {
+        let trips = self.transport.round_trips()?;
         let usable = ttl.saturating_sub(algorithm::drift(ttl, self.settings.drift_factor));
-        if round_trip < usable {
-            return Ok(());
+        if trips.least >= usable {
+            return Some(trips.least);
         }
-        Err(Error::TooSlow {
-            resource: name.to_owned(),
-            elapsed: round_trip,
-            ttl,
-        })
+        let derived = self.settings.node_timeout.is_none();
+        (derived && trips.need > ttl / 3).then_some(trips.need)
     }
 
     /// Checks a TTL and rounds it to the whole milliseconds Redis takes.
@@ -280,14 +278,14 @@ impl Core {
         op: Op,
         keys: &Keys,
         token: &Arc<str>,
-        ttl: Duration,
+        timeout: NodeTimeout,
         expires: Instant,
     ) -> Request {
         Request {
             op,
             keys: keys.clone(),
             token: token.clone(),
-            timeout: self.node_timeout(ttl),
+            timeout,
             expires,
             queue: None,
             report: None,
@@ -316,7 +314,9 @@ impl Core {
         (start, ttl): (Instant, Duration),
         member: Option<Arc<str>>,
     ) {
-        let mut request = self.release_request(keys, token, ttl, self.keys_gone_by(start, ttl));
+        let timeout = self.node_timeout(ttl);
+        let gone_by = self.keys_gone_by(start, ttl);
+        let mut request = self.release_request(keys, token, timeout, gone_by);
         // Not a lease's: it wakes the next waiter only where the key is free.
         request.held = false;
         if request.queue.is_some()
@@ -331,7 +331,7 @@ impl Core {
     /// every node and waits for no answer. The gate node wakes the next
     /// waiter.
     fn release_unawaited(&self, keys: &Keys, token: &Arc<str>, ttl: Duration, expires: Instant) {
-        let request = self.release_request(keys, token, ttl, expires);
+        let request = self.release_request(keys, token, self.node_timeout(ttl), expires);
         self.transport.broadcast(request);
     }
 
@@ -341,10 +341,10 @@ impl Core {
         &self,
         keys: &Keys,
         token: &Arc<str>,
-        ttl: Duration,
+        timeout: NodeTimeout,
         expires: Instant,
     ) -> Request {
-        let mut request = self.request(Op::Release, keys, token, ttl, expires);
+        let mut request = self.request(Op::Release, keys, token, timeout, expires);
         request.held = true;
         if self.settings.notifications {
             request.queue = Some(Arc::from(""));

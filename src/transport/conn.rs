@@ -23,6 +23,10 @@ use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::metrics;
 
+/// How long a node that answered with an error keeps out of the per-node
+/// timeout's reckoning (see [`NodeShared::times_rounds`]).
+const FAST_FAILURE_MEMORY: Duration = Duration::from_secs(10);
+
 /// A connection plus what the pool needs to know about it.
 pub(crate) struct NodeConn {
     pub(crate) conn: redis::Connection,
@@ -111,16 +115,13 @@ impl NodeShared {
         *self.last_failure.lock() = Some((failure.clone(), Instant::now()));
     }
 
-    /// Records the outcome of a batch: whether it failed, and its round trip.
-    pub(crate) fn note_batch(&self, failed: bool, round_trip: Duration) {
+    /// Records the outcome of a batch: whether it failed.
+    pub(crate) fn note_batch(&self, failed: bool) {
         self.failing.store(failed, Ordering::Relaxed);
-        if !failed {
-            self.note_round_trip(round_trip);
-        }
     }
 
-    /// Records one measured round trip (a batch, or a new connection's
-    /// first question).
+    /// Records one measured round trip (a batch's exchange, a new
+    /// connection's first question, or a timed-out exchange's bound).
     pub(crate) fn note_round_trip(&self, sample: Duration) {
         self.round_trip.lock().sample(sample);
     }
@@ -139,6 +140,25 @@ impl NodeShared {
         }
         let usual = self.round_trip().smoothed().unwrap_or_default();
         Some(usual.saturating_mul(4).max(GATE_WAIT_FLOOR))
+    }
+
+    /// Whether its round trips count toward the per-node timeout: it is up,
+    /// its votes count, and it did not fail with an error it answered fast
+    /// (out of memory, say) in the last [`FAST_FAILURE_MEMORY`]: such a
+    /// node looks near while a node the majority needs is far. (Its next
+    /// clean-up may well succeed, so whether its last batch failed says
+    /// little.) A node failing by timeouts counts: its estimate is how the
+    /// timeout learns that it is far.
+    pub(crate) fn times_rounds(&self) -> bool {
+        if self.is_down() || self.admission.refusal().is_some() {
+            return false;
+        }
+        self.last_failure
+            .lock()
+            .as_ref()
+            .is_none_or(|(failure, at)| {
+                failure.kind() == FailureKind::Timeout || at.elapsed() >= FAST_FAILURE_MEMORY
+            })
     }
 
     /// What `Redlock::node_health` reports for this node.

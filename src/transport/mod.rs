@@ -371,16 +371,17 @@ impl Transport {
     }
 
     /// The nodes' measured round trips (see `rtt.rs`), as a majority
-    /// sees them: among the nodes that are up, the quorum-th smallest need
-    /// (for the per-node timeout) and the quorum-th smallest least round
-    /// trip (no round is decided sooner). A stalled or distant minority
-    /// does not count. `None` before a majority's worth was measured (or
-    /// all that were, when fewer are up).
+    /// sees them: among the nodes whose round trips count (see
+    /// `NodeShared::times_rounds`), the quorum-th smallest need (for the
+    /// per-node timeout) and the quorum-th smallest least round trip (no
+    /// round is decided sooner) — or, when fewer were measured, the
+    /// largest. A stalled or distant minority does not count. `None` before
+    /// any node was measured.
     pub(crate) fn round_trips(&self) -> Option<RoundTrips> {
         let measured: Vec<_> = self
             .nodes
             .iter()
-            .filter(|node| !node.shared.is_down())
+            .filter(|node| node.shared.times_rounds())
             .map(|node| node.shared.round_trip())
             .collect();
         let quorum = crate::algorithm::quorum(self.nodes.len());

@@ -175,7 +175,7 @@ impl Link for RedisLink {
         let mut replies = if sent.is_empty() {
             Vec::new()
         } else {
-            exchange(&mut conn, &sent, timeout)
+            exchange(&mut conn, &sent, timeout, &self.shared)
         }
         .into_iter();
         let answers: Vec<Answer> = batch
@@ -219,6 +219,7 @@ fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
     timeout: Duration,
+    shared: &NodeShared,
 ) -> Vec<redis::RedisResult<redis::Value>> {
     let mut packed = Vec::with_capacity(batch.len() * 160);
     for req in batch {
@@ -233,15 +234,24 @@ fn exchange(
         replies.resize_with(batch.len(), || Err(err.clone()));
         return replies;
     }
+    // The round trip, as the node's estimate takes it: from the write to
+    // the last reply — or, when the replies did not come within the
+    // timeout, twice the timeout (a bound, backed off as TCP does: a node
+    // farther away than the timeout raises its estimate until it fits).
+    let started = std::time::Instant::now();
     for _ in batch {
         match conn.conn.recv_response() {
             Ok(value) => replies.push(Ok(value)),
             Err(err) => {
                 conn.broken = true;
+                if err.is_timeout() {
+                    shared.note_round_trip(timeout.saturating_mul(2));
+                }
                 replies.resize_with(batch.len(), || Err(err.clone()));
-                break;
+                return replies;
             }
         }
     }
+    shared.note_round_trip(started.elapsed());
     replies
 }

@@ -118,7 +118,7 @@ impl Served {
         });
         let failed = failure.is_some();
         // Health first: whoever wakes on these answers sees it up to date.
-        self.shared.note_batch(failed, took);
+        self.shared.note_batch(failed);
         self.note_health(failure);
         for (job, answer) in batch.iter().zip(answers) {
             let answer = answer.unwrap_or_else(|| {
