@@ -449,10 +449,15 @@ struct S2 {
 }
 
 fn s2_slice(c: &dyn Contender, time: Duration) -> usize {
+    s2_threads(c, time, 4)
+}
+
+/// Pairs on distinct keys by `threads` threads sharing `c`, for `time`.
+fn s2_threads(c: &dyn Contender, time: Duration, threads: usize) -> usize {
     let done = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
-        for t in 0..4 {
+        for t in 0..threads {
             let (done, stop) = (&done, &stop);
             s.spawn(move || {
                 let prefix = format!("s2:{t}");
@@ -808,6 +813,21 @@ fn main() {
             ""
         }
     ));
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "threads") {
+        // One client shared by 4 and by 32 threads, distinct keys: what the
+        // client's shared state costs under many callers (alternating
+        // 1 s slices, 5 each).
+        for threads in [4, 32] {
+            let (mut done, mut secs) = (0usize, 0.0);
+            for _ in 0..5 {
+                let started = Instant::now();
+                done += s2_threads(contenders[0].as_ref(), Duration::from_secs(1), threads);
+                secs += started.elapsed().as_secs_f64();
+            }
+            println!("threads {threads}: {:.0} pairs/s", done as f64 / secs);
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s4") {
         // Only S4 for this crate: node 3 paused against healthy, side by
         // side, and the paused run's success and tail.
