@@ -31,9 +31,11 @@
 //! * several resources ([`Redlock::lock_all`]): one Lua script per node that
 //!   sets every key or none; the same quorum and validity rules.
 //! * release / extend: atomic compare-and-delete / compare-and-pexpire Lua
-//!   scripts (sent as `EVAL` with their source, so a node that lost its script
-//!   cache never needs a second round trip), sent to every node; success needs
-//!   a majority.
+//!   scripts (each connection sends a script's source with its first call,
+//!   its hash after that; a node whose script cache was flushed gets the
+//!   source again at once), sent to every node; success needs a majority.
+//!   The scripts are in `src/transport/scripts/`, one file each, their
+//!   contract in a header.
 //!
 //! * waiting: a caller that finds the resource held is queued on the
 //!   resource's *gate node* (one of the nodes, the same in every client that

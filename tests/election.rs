@@ -140,7 +140,7 @@ fn a_proclamation_after_one_that_failed_lands_on_every_node() {
     // proclamation queued behind it expires unsent (seen once more, after
     // the wait above). Once both ran one more read (a script each), and
     // answered this INFO after it, its reply is on its way.
-    let evals = |n: &harness::Node| n.calls("eval");
+    let evals = |n: &harness::Node| n.scripts_run();
     let before = [evals(&cluster.nodes[1]), evals(&cluster.nodes[2])];
     let _ = redlock.election("late").leader();
     harness::settles("both ran the last read", || {

@@ -245,7 +245,7 @@ fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
         .build()
         .unwrap();
     let keys: Vec<String> = (0..6).map(|i| format!("full:{i}")).collect();
-    let scripts = cluster.nodes[0].calls("eval");
+    let scripts = cluster.nodes[0].scripts_run();
     cluster.nodes[0].pause();
     let guards: Vec<_> = keys
         .iter()
@@ -262,7 +262,7 @@ fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
     let node = &cluster.nodes[0];
     // Each release is one script (the gate node's or the plain one).
     harness::settles("node 0 ran the releases", || {
-        node.calls("eval") >= scripts + keys.len() as u64
+        node.scripts_run() >= scripts + keys.len() as u64
     });
     for key in &keys {
         assert_eq!(node.get(key), None, "{key} left on node 0");

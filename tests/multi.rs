@@ -172,7 +172,7 @@ fn bad_resource_lists_are_config_errors_before_touching_the_nodes() {
         cluster
             .nodes
             .iter()
-            .map(|n| n.calls("set") + n.calls("eval"))
+            .map(|n| n.calls("set") + n.scripts_run())
             .collect()
     };
     let before = sent(&cluster);

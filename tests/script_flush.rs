@@ -1,8 +1,8 @@
 //! Nodes whose script cache is flushed mid-run (`SCRIPT FLUSH`, as after a
-//! restart or by an operator): release and extend scripts go out as `EVAL`
-//! with their source, so no request ever fails with `NOSCRIPT` or runs out of
-//! order. Exclusion holds, every release and extension succeeds, and no key
-//! is left behind.
+//! restart or by an operator): a script the node answers `NOSCRIPT` goes out
+//! again with its source before anything else on its connection, so no
+//! request ever fails with `NOSCRIPT`. Exclusion holds, every release and
+//! extension succeeds, and no key is left behind.
 
 mod harness;
 
@@ -87,21 +87,26 @@ fn script_cache_flushes_mid_run_never_break_exclusion_or_leave_keys() {
         seen.acquisitions
     );
     seen.assert_exclusive(&witness, RESOURCE);
-    // Not one request was refused for a missing script or sent as EVALSHA.
+    // The flushes were met: scripts went out by hash, nodes answered
+    // NOSCRIPT, and every call above still succeeded (the source went out
+    // again).
+    let mut refused = 0;
     for node in &cluster.nodes {
         let mut conn = node.conn();
         let errors: String = redis::cmd("INFO")
             .arg("errorstats")
             .query(&mut conn)
             .unwrap();
-        assert!(!errors.contains("NOSCRIPT"), "{errors}");
-        let commands: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut conn)
-            .unwrap();
-        assert!(!commands.contains("cmdstat_evalsha"), "{commands}");
-        assert!(commands.contains("cmdstat_eval:"), "{commands}");
+        refused += errors
+            .lines()
+            .filter(|line| line.starts_with("errorstat_NOSCRIPT:"))
+            .count();
+        assert!(node.calls("evalsha") > 0, "scripts go out by hash");
     }
+    assert!(
+        refused > 0,
+        "no node ever answered NOSCRIPT: the test did not test"
+    );
     eventually("no key left", Duration::from_secs(2), || {
         cluster.count_key(RESOURCE) == 0 && cluster.count_key("flush:other") == 0
     });

@@ -255,7 +255,7 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
         .arg("replica")
         .query(&mut groups.groups[0].nodes[m].conn())
         .unwrap();
-    let asked = |node: &Node| node.calls("set") + node.calls("eval");
+    let asked = |node: &Node| node.calls("set") + node.scripts_run();
     let before = asked(groups.master(2));
     // Long enough to outlast every wait below on a slow machine.
     let guard = holder.lock(key, Duration::from_secs(180)).unwrap();

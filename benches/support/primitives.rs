@@ -100,7 +100,7 @@ pub(crate) fn s6(cluster: &Cluster, pairs: usize) -> S6 {
 /// `EVAL` counts: `r` rounds cost `5r` slot scripts, `5(r - 1)` clean-ups
 /// of the failed rounds, and 5 for the release: `10r` in all.
 fn last_permit_rounds(cluster: &Cluster, busy: &redlock_sync::Semaphore, n: usize) -> f64 {
-    let evals = || -> u64 { cluster.nodes.iter().map(|node| node.calls("eval")).sum() };
+    let evals = || -> u64 { cluster.nodes.iter().map(|node| node.scripts_run()).sum() };
     // Settle what earlier slices left queued.
     std::thread::sleep(Duration::from_millis(200));
     let before = evals();

@@ -1,6 +1,7 @@
 //! One node's connections: our `r2d2::ManageConnection`, the node's health as
 //! seen by the pool, and the mapping of Redis errors to [`FailureKind`]s.
-//! (Nothing is preloaded: scripts go out as `EVAL`, see `codec.rs`.)
+//! (Nothing is preloaded: a connection sends each script's source with its
+//! first call, see [`Sent`].)
 //!
 //! Traps of `redis`/`r2d2` handled here: `get_connection_with_timeout` switches
 //! I/O timeouts off (we set them back); a timed-out connection stays "open"
@@ -18,6 +19,7 @@ use parking_lot::Mutex;
 use super::admission::{Admission, examine};
 use super::failure::classify;
 use super::rtt::RoundTrip;
+use super::scripts::Sent;
 use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
@@ -41,6 +43,8 @@ pub(crate) struct NodeConn {
     /// The master incarnation it reaches, as its last examination found
     /// (`None`: unidentified); see `Admission::is_current`.
     pub(crate) identity: Option<String>,
+    /// The scripts this connection has sent with their source.
+    pub(crate) sent: Sent,
 }
 
 impl NodeConn {
@@ -276,6 +280,7 @@ impl NodeManager {
             io_timeout: Duration::ZERO,
             address,
             identity: None,
+            sent: Sent::none(),
         };
         conn.set_io_timeout(timeout)?;
         // Its first question is also the node's first round trip measured

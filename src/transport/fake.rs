@@ -54,7 +54,7 @@ struct Inner {
     /// arrival order, with until when each counts as alive.
     queues: HashMap<String, Vec<(String, Instant)>>,
     /// Until when each queue's last grant counts (its round's per-node
-    /// timeout; see `turn_fn` in `codec.rs`): the key it set is the
+    /// timeout; see `turn` in `scripts/prelude.lua`): the key it set is the
     /// queue's, not "held".
     granted: HashMap<String, Instant>,
     /// Called with every member this node wakes, and the operation that
@@ -351,7 +351,7 @@ impl Link for FakeLink {
 }
 
 /// What Redis does with one request (several keys: all or nothing, like
-/// the scripts in `codec.rs`).
+/// the scripts in `scripts/`).
 fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer {
     let now = Instant::now();
     let ours = |keys: &HashMap<String, (String, Instant)>, key: &str| {
@@ -503,7 +503,7 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
 }
 
 /// The largest fence value of `req`'s keys not below `proposed`, if any
-/// (as the fenced scripts in `codec.rs`).
+/// (as the fenced scripts in `scripts/`).
 fn stale(keys: &HashMap<String, (String, Instant)>, req: &Request, proposed: u64) -> Option<u64> {
     let now = Instant::now();
     req.keys
@@ -515,7 +515,7 @@ fn stale(keys: &HashMap<String, (String, Instant)>, req: &Request, proposed: u64
 }
 
 /// A slot acquisition's vote with the slots this node holds (as the slot
-/// scripts in `codec.rs`).
+/// scripts in `scripts/`).
 fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) -> Vote {
     let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op)
     else {
@@ -534,7 +534,7 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
 }
 
 /// What a gate node does with a request that takes part in the first key's
-/// queue (as the gate scripts in `codec.rs`); members it wakes go to
+/// queue (as the gate scripts in `scripts/`); members it wakes go to
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
     let now = Instant::now();

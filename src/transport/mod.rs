@@ -25,6 +25,7 @@ mod redis_link;
 mod request;
 mod round;
 mod rtt;
+mod scripts;
 mod source;
 mod worker;
 

@@ -21,6 +21,7 @@ use super::failure::classify;
 use super::link::Link;
 use super::request::Op;
 use super::request::Request;
+use super::scripts::Sent;
 use super::source::Source;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
@@ -212,18 +213,82 @@ impl Link for RedisLink {
     }
 }
 
-/// Writes all of `batch`'s commands at once and reads one reply per
-/// command. After an I/O error or timeout the connection is flagged broken
-/// and every request still unanswered gets that error.
+/// Runs `batch` on the node: every command written at once, and one reply
+/// read per command. A script goes out with its source on its
+/// connection's first call of it, by its hash after that (see [`Sent`]).
+/// Those the node refuses by hash go out once more with their source,
+/// before anything else is sent on the connection: `NOSCRIPT` (its script
+/// cache was flushed since; the source caches them again), or a user whose
+/// ACL does not allow `EVALSHA` (the connection then sends every script
+/// with its source). They ran nowhere, so sending
+/// them again is sending them once; only their order against the rest of
+/// their batch changes, and the requests of one batch were sent together,
+/// none waiting for another's answer.
 fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
     timeout: Duration,
     shared: &NodeShared,
 ) -> Vec<redis::RedisResult<redis::Value>> {
+    let mut sent = conn.sent;
+    let mut replies = send_and_read(conn, batch, &mut sent, timeout, shared);
+    conn.sent = sent;
+    let missing: Vec<usize> = (0..replies.len())
+        .filter(|&i| refused_by_hash(&replies[i]).is_some())
+        .collect();
+    if missing.is_empty() || conn.broken {
+        return replies;
+    }
+    if missing
+        .iter()
+        .any(|&i| refused_by_hash(&replies[i]) == Some(Refusal::NotAllowed))
+    {
+        conn.sent.no_hashes();
+    }
+    let again: Vec<&Request> = missing.iter().map(|&i| batch[i]).collect();
+    let resent = send_and_read(conn, &again, &mut Sent::none(), timeout, shared);
+    for (i, reply) in missing.into_iter().zip(resent) {
+        replies[i] = reply;
+    }
+    replies
+}
+
+/// Why a node refused a script by its hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// `NOSCRIPT`: not cached.
+    NotCached,
+    /// `NOPERM` for `evalsha`: the user's ACL does not allow it.
+    NotAllowed,
+}
+
+/// Whether, and why, the node refused a script by its hash.
+fn refused_by_hash(reply: &redis::RedisResult<redis::Value>) -> Option<Refusal> {
+    let Ok(redis::Value::ServerError(err)) = reply else {
+        return None;
+    };
+    match err.code() {
+        "NOSCRIPT" => Some(Refusal::NotCached),
+        "NOPERM" if err.details().is_some_and(|d| d.contains("'evalsha'")) => {
+            Some(Refusal::NotAllowed)
+        }
+        _ => None,
+    }
+}
+
+/// Writes all of `batch`'s commands at once and reads one reply per
+/// command. After an I/O error or timeout the connection is flagged broken
+/// and every request still unanswered gets that error.
+fn send_and_read(
+    conn: &mut NodeConn,
+    batch: &[&Request],
+    sent: &mut Sent,
+    timeout: Duration,
+    shared: &NodeShared,
+) -> Vec<redis::RedisResult<redis::Value>> {
     let mut packed = Vec::with_capacity(batch.len() * 160);
     for req in batch {
-        encode(req, &mut packed);
+        encode(req, sent, &mut packed);
     }
     let mut replies = Vec::with_capacity(batch.len());
     let sent = conn

@@ -11,8 +11,9 @@
 //! until a job is queued *without taking it* before it takes the lock.
 //!
 //! One worker per node runs each node's jobs in the order they were queued,
-//! and the link keeps that order on the node (scripts never need re-sending,
-//! see `codec.rs`). The crate relies on it only for speed, never for safety:
+//! and the link keeps that order on the node (within a batch, but for a
+//! script the node answered `NOSCRIPT`, sent again after its batch: see
+//! `redis_link.rs`). The crate relies on it only for speed, never for safety:
 //! a local waiter woken when a release is *queued* finds the key gone because
 //! its `SET` runs after the delete on every node.
 //!

@@ -1,0 +1,12 @@
+-- acquire_fenced.lua: a fenced acquisition in one round (after the prelude).
+--
+-- KEYS   [1..n] the lock keys, [n+1..2n] their fence keys
+-- ARGV   [1] the token, [2] ttl ms, [3] n, [4] the proposed fencing token,
+--        [5] the fence values' idle expiry, ms
+-- Reply  1 set: the lock keys hold the token, the fence keys the proposed
+--        token; the token of the first lock key held (-1: it holds no
+--        string); {v} the proposed token is stale, v the larger value
+--        stored; an error for a fence key that holds no fence value
+-- Keeps  all or nothing; a node grants a fencing token only above every
+--        token it stored before (a refusal sets nothing).
+return acquire_fenced(tonumber(ARGV[3]))
