@@ -7,7 +7,7 @@
 //! script cache was flushed answers `NOSCRIPT`, and the request goes out
 //! again with its source (`redis_link.rs`). Measured on one idle node
 //! (`cargo bench --bench scripts`): the gate scripts' sources are 2–8 kB
-//! with the prelude, and sending them by hash saves the node the reading
+//! with their libraries, and sending them by hash saves the node the reading
 //! and hashing of that source on every call.
 
 use std::sync::Arc;
@@ -165,7 +165,7 @@ fn encode_gate(req: &Request, first: &str, member: &str, sent: &mut Sent, out: &
 }
 
 /// How long the gate node counts a grant's key as the queue's (see
-/// `grant` in `scripts/prelude.lua`): the granted round's per-node timeout, in whole ms (at
+/// `grant` in `scripts/lib_queue.lua`): the granted round's per-node timeout, in whole ms (at
 /// least 1).
 fn grace_ms(req: &Request) -> u64 {
     u64::try_from(req.timeout.value.as_millis())
@@ -858,7 +858,7 @@ mod tests {
         // The alive period in the scripts is four refresh periods.
         let alive = QUEUE_ALIVE.as_millis();
         assert_eq!(alive, crate::settings::QUEUE_REFRESH.as_millis() * 4);
-        assert_eq!(scripts::prelude_alive_ms(), u64::try_from(alive).ok());
+        assert_eq!(scripts::queue_alive_ms(), u64::try_from(alive).ok());
         for script in [
             &scripts::GATE_ACQUIRE,
             &scripts::GATE_ACQUIRE_FENCED,

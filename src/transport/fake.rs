@@ -54,7 +54,7 @@ struct Inner {
     /// arrival order, with until when each counts as alive.
     queues: HashMap<String, Vec<(String, Instant)>>,
     /// Until when each queue's last grant counts (its round's per-node
-    /// timeout; see `turn` in `scripts/prelude.lua`): the key it set is the
+    /// timeout; see `turn` in `scripts/lib_queue.lua`): the key it set is the
     /// queue's, not "held".
     granted: HashMap<String, Instant>,
     /// Called with every member this node wakes, and the operation that

@@ -2,7 +2,7 @@
 //! channel, opened when a caller first waits.
 //!
 //! A queued waiter is woken by the resource's gate node when its turn comes
-//! (see `scripts/prelude.lua`): the node publishes the waiter's ticket on
+//! (see `scripts/lib_queue.lua`): the node publishes the waiter's ticket on
 //! `redlock-wake:{client id}`. The channel is this client's alone and never
 //! changes, so a subscriber subscribes once per connection, whatever the
 //! resources waited for, and a release wakes one client — never a herd.

@@ -1,4 +1,4 @@
--- acquire_fenced.lua: a fenced acquisition in one round (after the prelude).
+-- acquire_fenced.lua: a fenced acquisition in one round (after lib_fence.lua).
 --
 -- KEYS   [1..n] the lock keys, [n+1..2n] their fence keys
 -- ARGV   [1] the token, [2] ttl ms, [3] n, [4] the proposed fencing token,

@@ -1,5 +1,5 @@
 -- gate_acquire.lua: the gate node's acquisition of a lock's keys or a
--- semaphore's slot, in the queue of waiters (after the prelude).
+-- semaphore's slot, in the queue of waiters (after lib_queue.lua).
 --
 -- KEYS   [1..n] the lock keys, then the semaphore's k slot keys (none for a
 --        lock), then the queue keys q, a

@@ -1,5 +1,5 @@
 -- gate_acquire_fenced.lua: the gate node's fenced acquisition, in the queue
--- of waiters (after the prelude).
+-- of waiters (after lib_queue.lua and lib_fence.lua).
 --
 -- KEYS   [1..n] the lock keys, [n+1..2n] their fence keys, then a
 --        semaphore's k slot keys, then the queue keys q, a

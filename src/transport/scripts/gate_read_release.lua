@@ -1,5 +1,5 @@
 -- gate_read_release.lua: the gate node's reader release, which wakes the
--- waiting writer or the next waiter (after the prelude).
+-- waiting writer or the next waiter (after lib_queue.lua).
 --
 -- KEYS   [1] the readers' set, [2] the writer's key, [3] the waiting
 --        writer's mark, then the queue keys q, a

@@ -1,5 +1,5 @@
 -- gate_release.lua: the gate node's release, which wakes the next waiter
--- (after the prelude).
+-- (after lib_queue.lua).
 --
 -- KEYS   the lock keys, then the queue keys q, a
 -- ARGV   [1] the token, [2] the member ("" unless a queued waiter's round

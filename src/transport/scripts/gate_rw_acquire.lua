@@ -1,5 +1,5 @@
 -- gate_rw_acquire.lua: the gate node's reader or writer acquisition, in the
--- queue of waiters (after the prelude).
+-- queue of waiters (after lib_queue.lua and lib_fence.lua).
 --
 -- KEYS   [1] the writer's key, [2] the readers' set, [3] the waiting
 --        writer's mark, (on a fencing client's writer [4] the writer key's

@@ -1,4 +1,4 @@
--- leave.lua: a waiter gives up its place (after the prelude).
+-- leave.lua: a waiter gives up its place (after lib_queue.lua).
 --
 -- KEYS   the keys whose freedom lets the next waiter in (a lock's key, a
 --        semaphore's slots, a reader-writer lock's writer key), then the

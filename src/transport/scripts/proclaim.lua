@@ -1,4 +1,4 @@
--- proclaim.lua: a leader publishes its value (after the prelude).
+-- proclaim.lua: a leader publishes its value (after lib_queue.lua).
 --
 -- KEYS   [1] the election's lock key, [2] the value key ("token term seq
 --        value"), [3] the observers (member -> until when it counts)

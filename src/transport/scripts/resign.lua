@@ -1,4 +1,4 @@
--- resign.lua: a leader clears its value (after the prelude).
+-- resign.lua: a leader clears its value (after lib_queue.lua).
 --
 -- KEYS   [1] the election's lock key, [2] the value key, [3] the observers
 -- ARGV   [1] the leader's token

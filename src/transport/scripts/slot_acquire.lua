@@ -1,5 +1,5 @@
 -- slot_acquire.lua: a semaphore slot's acquisition on a node that is not
--- the semaphore's gate (after the prelude).
+-- the semaphore's gate (after lib_slots.lua).
 --
 -- KEYS   [1] the slot key, then every slot key of the semaphore (k of them)
 -- ARGV   [1] the token, [2] ttl ms, [3] k

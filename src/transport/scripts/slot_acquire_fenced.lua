@@ -1,5 +1,5 @@
 -- slot_acquire_fenced.lua: a fencing client's semaphore slot acquisition on
--- a node that is not the semaphore's gate (after the prelude).
+-- a node that is not the semaphore's gate (after lib_fence.lua and lib_slots.lua).
 --
 -- KEYS   [1] the slot key, [2] its fence key, then every slot key (k)
 -- ARGV   [1] the token, [2] ttl ms, [3] 1, [4] the proposed fencing token,

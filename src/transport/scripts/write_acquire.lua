@@ -1,5 +1,5 @@
 -- write_acquire.lua: a writer's acquisition of a reader-writer lock on a
--- node that is not its gate, plain or fenced (after the prelude).
+-- node that is not its gate, plain or fenced (after lib_fence.lua).
 --
 -- KEYS   [1] the writer's key, [2] the readers' set, [3] the waiting
 --        writer's mark, and on a fencing client [4] the writer key's fence
@@ -18,7 +18,8 @@
 local fenced=#KEYS==4
 local no=0
 if fenced then no=-1 end
-now=clock()
+local t=redis.call("time")
+local now=t[1]*1000+math.floor(t[2]/1000)
 if redis.call("exists",KEYS[1])==1 then
   local h=redis.pcall("get",KEYS[1])
   if type(h)=="string" then return h end
