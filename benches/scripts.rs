@@ -117,7 +117,7 @@ fn main() {
         calls * SLICES
     );
     println!(
-        "| script | source bytes | EVAL command µs | EVALSHA command µs | EVAL node CPU µs/call | EVALSHA node CPU µs/call | EVALSHA saves |"
+        "| script | bytes sent with EVAL | EVAL command µs | EVALSHA command µs | EVAL node CPU µs/call | EVALSHA node CPU µs/call | EVALSHA saves |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut saved_total = 0.0;

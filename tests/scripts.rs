@@ -1,8 +1,8 @@
 //! Every Lua script, on its own, against a real `redis-server`: for each
 //! script a table of the states it can meet, the reply it must give and the
-//! keys (and wake-ups) it must leave. This is where a script change is
-//! proven first; the rest of the suite drives the scripts through the
-//! client. The tables, and how a case reads, are in
+//! keys (those the case names) and wake-ups it must leave. This is where a
+//! script change is proven first; the rest of the suite drives the scripts
+//! through the client. The tables, and how a case reads, are in
 //! `script_tables/mod.rs`.
 
 #[path = "../src/transport/scripts/mod.rs"]
@@ -101,9 +101,9 @@ fn every_script_has_a_table() {
     let all: BTreeSet<&str> = scripts::ALL.iter().map(|s| s.name()).collect();
     assert_eq!(tabled, all);
     for script in scripts::ALL {
-        let header = script.body().lines().next().unwrap_or_default();
+        let header = script.source().lines().next().unwrap_or_default();
         let own = script
-            .body()
+            .source()
             .split(&format!("-- {}.lua:", script.name()))
             .nth(1)
             .unwrap_or_default();

@@ -131,6 +131,20 @@ fn a_user_without_evalsha_can_do_everything_too() {
         .build()
         .unwrap();
     exercise(&client);
+    // Calls of one script side by side, many to a batch. (That a refused
+    // batch goes again with every request's source, also two calls of
+    // one script, is `scripts::tests`' unit test.)
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let client = &client;
+            s.spawn(move || {
+                for i in 0..20 {
+                    let guard = client.lock(&format!("acl:many:{t}:{i}"), TTL).unwrap();
+                    guard.release().expect("every release succeeds");
+                }
+            });
+        }
+    });
     // Refused once per connection, never asked again on it.
     for node in &cluster.nodes {
         let stats: String = redis::cmd("INFO")

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::codec::fence_key;
+use super::keys::fence_key;
 use super::keys::{gate_name, slot_siblings};
 use super::link::Link;
 use super::request::{Op, Request};

@@ -30,6 +30,29 @@
 /// ([`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)).
 pub(crate) const QUEUE_ALIVE: std::time::Duration = std::time::Duration::from_millis(2000);
 
+/// The channel a client's queued waiters are woken on:
+/// `redlock-wake:{client id}`.
+pub(crate) fn wake_channel(client: &str) -> String {
+    format!("{WAKE_PREFIX}{client}")
+}
+
+/// What every wake channel's name starts with.
+pub(crate) const WAKE_PREFIX: &str = "redlock-wake:";
+
+/// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
+pub(crate) fn fence_key(key: &str) -> String {
+    format!("redlock-fence:{key}")
+}
+
+/// The gate node's queue keys for `key`: arrival order, and alive times.
+pub(crate) fn queue_keys(key: &str) -> [String; 2] {
+    let key = gate_name(key);
+    [
+        format!("redlock-queue:{key}"),
+        format!("redlock-alive:{key}"),
+    ]
+}
+
 /// What every semaphore slot key starts with.
 pub(crate) const SLOT_PREFIX: &str = "redlock-sem:";
 

@@ -40,9 +40,9 @@ use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
-#[cfg(test)]
-pub(crate) use codec::fence_key;
 use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
+#[cfg(test)]
+pub(crate) use keys::fence_key;
 pub(crate) use keys::{
     MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key,
     rw_parts, slot_key,

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::codec::wake_channel;
+use super::keys::wake_channel;
 use super::source::{Source, address_of};
 
 /// Where wake-ups go.

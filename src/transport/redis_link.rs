@@ -4,6 +4,8 @@
 //!
 //! Nothing here orders commands across a reconnect: a command still in
 //! flight on a dropped connection may reach Redis after the replacement's.
+//! Nor within a batch, for a script the node refused by its hash: it goes
+//! again after the rest of its batch (see [`exchange`]).
 //! Every command is harmless late: an acquisition's key expires by its TTL
 //! (and a failed round releases it; on a gate node, where a late one may
 //! also queue a waiter that already left, the key is one vote among N and
@@ -220,10 +222,14 @@ impl Link for RedisLink {
 /// before anything else is sent on the connection: `NOSCRIPT` (its script
 /// cache was flushed since; the source caches them again), or a user whose
 /// ACL does not allow `EVALSHA` (the connection then sends every script
-/// with its source). They ran nowhere, so sending
-/// them again is sending them once; only their order against the rest of
-/// their batch changes, and the requests of one batch were sent together,
-/// none waiting for another's answer.
+/// with its source). They ran nowhere, so sending them again is sending
+/// them once. Only requests whose caller still waits go again, within the
+/// time left to the latest of them (one timeout at most); the others keep
+/// the refusal, as a server failure their caller no longer reads. Only
+/// their order against the rest of their batch changes, which every
+/// request tolerates as it tolerates arriving late (see above): the
+/// requests of one batch were sent together, none waiting for another's
+/// answer.
 fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
@@ -245,9 +251,18 @@ fn exchange(
     {
         conn.sent.no_hashes();
     }
-    let again: Vec<&Request> = missing.iter().map(|&i| batch[i]).collect();
-    let resent = send_and_read(conn, &again, &mut Sent::none(), timeout, shared);
-    for (i, reply) in missing.into_iter().zip(resent) {
+    let now = Instant::now();
+    let live: Vec<usize> = missing
+        .into_iter()
+        .filter(|&i| batch[i].expires > now)
+        .collect();
+    let Some(until) = live.iter().map(|&i| batch[i].expires).max() else {
+        return replies;
+    };
+    let again: Vec<&Request> = live.iter().map(|&i| batch[i]).collect();
+    let left = timeout.min(until.saturating_duration_since(now));
+    let resent = send_and_read(conn, &again, &mut Sent::sources_only(), left, shared);
+    for (i, reply) in live.into_iter().zip(resent) {
         replies[i] = reply;
     }
     replies

@@ -440,13 +440,13 @@ impl Node {
         self.paused
     }
 
-    /// How many times this node has run `command` (from `INFO commandstats`;
-    /// a subcommand is written `client|kill`).
     /// How many scripts this node ran: `EVAL` and `EVALSHA` calls.
     pub fn scripts_run(&self) -> u64 {
         self.calls("eval") + self.calls("evalsha")
     }
 
+    /// How many times this node has run `command` (from `INFO commandstats`;
+    /// a subcommand is written `client|kill`).
     pub fn calls(&self, command: &str) -> u64 {
         let info: String = redis::cmd("INFO")
             .arg("commandstats")

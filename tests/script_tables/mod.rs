@@ -439,7 +439,8 @@ pub const GATE_ACQUIRE: &[Case] = &[
         reply: "1",
         then: &[
             ("GET l", "'tok'"),
-            ("ZSCORE a granted", ">0"),
+            ("ZSCORE a granted", ">$now+49"),
+            ("ZSCORE a granted", "<$now+1000"),
             ("ZCARD q", "0"),
         ],
         ..CASE
@@ -514,7 +515,7 @@ pub const GATE_ACQUIRE: &[Case] = &[
         ..CASE
     },
     Case {
-        what: "a semaphore grant that leaves a slot free wakes the next",
+        what: "a slot free but another is the head: 2, the head woken again",
         given: &[
             "ZADD q 1 c1:1 2 c3:3",
             "ZADD a $now+2000 c1:1 $now+2000 c3:3",
@@ -536,6 +537,23 @@ pub const GATE_ACQUIRE: &[Case] = &[
         reply: "1",
         then: &[("GET s#0", "'tok'"), ("ZRANGE q 0 -1", "['c3:3']")],
         woken: &["c3:3"],
+    },
+    Case {
+        what: "several lock keys, one held: 0, none set",
+        given: &["SET k2 other"],
+        keys: &["k1", "k2", "q", "a"],
+        argv: &["tok", "9000", "0", "50", ""],
+        reply: "0",
+        then: &[("EXISTS k1", "0")],
+        ..CASE
+    },
+    Case {
+        what: "several lock keys, all free: all set",
+        keys: &["k1", "k2", "q", "a"],
+        argv: &["tok", "9000", "0", "50", ""],
+        reply: "1",
+        then: &[("GET k1", "'tok'"), ("GET k2", "'tok'")],
+        ..CASE
     },
     Case {
         what: "the head's semaphore grant, no slot left: nobody woken",
@@ -908,7 +926,7 @@ pub const WRITE_ACQUIRE: &[Case] = &[
 
 pub const GATE_RW_ACQUIRE: &[Case] = &[
     Case {
-        what: "a reader, free: in, and the next in line woken",
+        what: "a reader, free, at the head: in, and out of the queue",
         given: &["ZADD q 2 c2:2", "ZADD a $now+2000 c2:2"],
         keys: &["w", "r", "m", "q", "a"],
         argv: &["tok", "9000", "2000", "0", "0", "r", "50", "c2:2"],
@@ -1006,6 +1024,32 @@ pub const GATE_RW_ACQUIRE: &[Case] = &[
         argv: &["tok", "9000", "2000", "0", "0", "w", "50", "c1:1"],
         reply: "1",
         then: &[("GET w", "'tok'"), ("EXISTS m", "0")],
+        ..CASE
+    },
+    Case {
+        what: "a writer key of another type counts as held: 0, queued",
+        given: &["RPUSH w x"],
+        keys: &["w", "r", "m", "q", "a"],
+        argv: &["tok", "9000", "2000", "0", "0", "r", "50", "c1:1"],
+        reply: "0",
+        then: &[("ZRANGE q 0 -1", "['c1:1']")],
+        ..CASE
+    },
+    Case {
+        what: "held while a grant is the queue's: 2, not the writer's token",
+        given: &["SET w other", "ZADD a $now+5000 granted"],
+        keys: &["w", "r", "m", "q", "a"],
+        argv: &["tok", "9000", "2000", "0", "0", "r", "50", "c1:1"],
+        reply: "2",
+        ..CASE
+    },
+    Case {
+        what: "a fenced writer held up by readers: -1, marks, fence untouched",
+        given: &["ZADD r $now+5000 rd"],
+        keys: &["w", "r", "m", "f", "q", "a"],
+        argv: &["tok", "9000", "2000", "7", "60000", "w", "50", "c1:1"],
+        reply: "-1",
+        then: &[("GET m", "'c1:1'"), ("EXISTS f", "0")],
         ..CASE
     },
     Case {

@@ -19,7 +19,7 @@
 //! `redlock-queue:{resource}` (a sorted set, member → arrival time) and
 //! `redlock-alive:{resource}` (member → until when it counts as alive). A
 //! member is `"{client id}:{ticket}"`; its client listens on
-//! `redlock-wake:{client id}` (see `codec::wake_channel`). On the gate node only:
+//! `redlock-wake:{client id}` (see `keys::wake_channel`). On the gate node only:
 //!
 //! * an acquisition that asks the gate node first (a queued waiter's, or a
 //!   client's that just woke one) sets the key only while the key is free
@@ -49,23 +49,26 @@
 
 use std::sync::OnceLock;
 
-/// One script: its name (the file's), its source and, once asked, its SHA-1
-/// (what `EVALSHA` names it by).
+/// One script: its name (the file's), its source and, once asked, the body
+/// sent (the source without its comments) and the body's SHA-1 (what
+/// `EVALSHA` names it by).
 pub(crate) struct Script {
     /// Its place in [`ALL`].
     id: u8,
     #[cfg_attr(not(test), allow(dead_code))]
     name: &'static str,
-    body: &'static str,
+    source: &'static str,
+    body: OnceLock<String>,
     hash: OnceLock<String>,
 }
 
 impl Script {
-    const fn new(id: u8, name: &'static str, body: &'static str) -> Script {
+    const fn new(id: u8, name: &'static str, source: &'static str) -> Script {
         Script {
             id,
             name,
-            body,
+            source,
+            body: OnceLock::new(),
             hash: OnceLock::new(),
         }
     }
@@ -77,20 +80,38 @@ impl Script {
         self.name
     }
 
-    /// The source, the libraries it uses included.
-    pub(crate) fn body(&self) -> &'static str {
-        self.body
+    /// The source as written, the libraries it uses included.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn source(&self) -> &'static str {
+        self.source
     }
 
-    /// The source's SHA-1 in hex, as Redis names a cached script.
+    /// What goes out with `EVAL`: the source without its comment lines,
+    /// blank lines and indentation (a third of the bytes; the headers are
+    /// for readers, not for every call of a user without `EVALSHA`).
+    pub(crate) fn body(&self) -> &str {
+        self.body.get_or_init(|| {
+            self.source
+                .lines()
+                .map(str::trim)
+                .filter(|line| !line.is_empty() && !line.starts_with("--"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    }
+
+    /// The body's SHA-1 in hex, as Redis names a cached script.
     pub(crate) fn hash(&self) -> &str {
         self.hash
-            .get_or_init(|| redis::Script::new(self.body).get_hash().to_owned())
+            .get_or_init(|| redis::Script::new(self.body()).get_hash().to_owned())
     }
 }
 
 /// The scripts a connection has sent with their source, so that the node
-/// has them cached (unless its cache was flushed since): the first call of
+/// has them cached (unless its cache was flushed since, or, from Redis 7.4,
+/// evicted among more than 500 scripts sent with `EVAL`; then the node
+/// answers `NOSCRIPT` and the script goes again with its source, see
+/// `redis_link.rs`): the first call of
 /// each script on a connection goes out as `EVAL` with the source, the next
 /// ones as `EVALSHA` with its hash — a few bytes, and no hashing on the
 /// node.
@@ -119,6 +140,15 @@ impl Sent {
     /// refused `EVALSHA` itself.
     pub(crate) fn no_hashes(&mut self) {
         self.by_hash = false;
+    }
+
+    /// Every script goes out with its source, every time (a request the
+    /// node refused by hash, sent again).
+    pub(crate) const fn sources_only() -> Sent {
+        Sent {
+            cached: 0,
+            by_hash: false,
+        }
     }
     /// Every script sent: each goes out by its hash.
     #[cfg(test)]
@@ -328,6 +358,47 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), ALL.len());
+    }
+
+    #[test]
+    fn a_request_sent_again_goes_with_its_source_every_time() {
+        let mut sent = Sent::sources_only();
+        for _ in 0..2 {
+            let mut cmd = redis::Cmd::new();
+            eval(&mut cmd, &RELEASE, &mut sent);
+            assert_eq!(cmd.args_iter().count(), 2);
+            assert!(matches!(
+                cmd.args_iter().next(),
+                Some(redis::Arg::Simple(b"EVAL"))
+            ));
+        }
+        let mut refused = Sent::none();
+        refused.no_hashes();
+        eval(&mut redis::Cmd::new(), &EXTEND, &mut refused);
+        let mut cmd = redis::Cmd::new();
+        eval(&mut cmd, &EXTEND, &mut refused);
+        assert!(matches!(
+            cmd.args_iter().next(),
+            Some(redis::Arg::Simple(b"EVAL"))
+        ));
+    }
+
+    #[test]
+    fn a_body_is_its_source_without_comments_and_indentation() {
+        for script in ALL {
+            let body = script.body();
+            assert!(
+                body.lines().all(|l| !l.trim_start().starts_with("--")),
+                "{}",
+                script.name()
+            );
+            assert!(
+                body.lines().all(|l| l == l.trim() && !l.is_empty()),
+                "{}",
+                script.name()
+            );
+            assert!(body.len() < script.source().len(), "{}", script.name());
+        }
     }
 
     #[test]
