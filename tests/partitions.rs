@@ -667,10 +667,20 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
             .collect::<Vec<_>>()
             .join("; ")
     };
+    // Two of the three at least: a node whose reply to the lock's `SET`
+    // (or the warm-up's release) the loaded proxy had not passed on yet
+    // when the cut came holds that reply instead, and the client's worker
+    // for it, still waiting, never writes the extension there (seen once
+    // in a BUSY=2 full-suite run; 12 of 12 alone). The checks below still
+    // cover all five nodes.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !(2..5).all(|i| {
-        cluster.nodes[i].scripts_run() > scripts[i] && cluster.nodes[i].calls("set") > sets[i]
-    }) {
+    while (2..5)
+        .filter(|&i| {
+            cluster.nodes[i].scripts_run() > scripts[i] && cluster.nodes[i].calls("set") > sets[i]
+        })
+        .count()
+        < 2
+    {
         assert!(
             Instant::now() < deadline,
             "late requests not run: {}",

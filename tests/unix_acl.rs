@@ -104,16 +104,22 @@ fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
 #[test]
 fn a_user_with_only_the_documented_commands_can_do_everything() {
     let cluster = Cluster::start(3);
+    let client = fencing_client_as(&cluster, ACL);
+    exercise(&client);
+}
+
+/// A fencing client with a restart quarantine, as a user with `rules`, over
+/// `cluster`'s nodes (admitted).
+fn fencing_client_as(cluster: &Cluster, rules: &str) -> Redlock {
     for node in &cluster.nodes {
         node.admit();
     }
-    let urls = acl_user(&cluster, "redlock", ACL);
-    let client = harness::builder(&urls)
+    let urls = acl_user(cluster, "redlock", rules);
+    harness::builder(&urls)
         .fencing(true)
         .restart_quarantine(Duration::from_secs(60))
         .build()
-        .unwrap();
-    exercise(&client);
+        .unwrap()
 }
 
 /// The ACL documented before scripts went out by hash: every script goes
@@ -121,15 +127,7 @@ fn a_user_with_only_the_documented_commands_can_do_everything() {
 #[test]
 fn a_user_without_evalsha_can_do_everything_too() {
     let cluster = Cluster::start(3);
-    for node in &cluster.nodes {
-        node.admit();
-    }
-    let urls = acl_user(&cluster, "redlock", &ACL.replace(" +evalsha", ""));
-    let client = harness::builder(&urls)
-        .fencing(true)
-        .restart_quarantine(Duration::from_secs(60))
-        .build()
-        .unwrap();
+    let client = fencing_client_as(&cluster, &ACL.replace(" +evalsha", ""));
     exercise(&client);
     // Calls of one script side by side, many to a batch. (That a refused
     // batch goes again with every request's source, also two calls of
