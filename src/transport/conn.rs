@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
-use super::failure::classify;
+use super::failure::{classify, with_advice};
 use super::rtt::RoundTrip;
 use super::scripts::Sent;
 use super::source::{Source, address_of};
@@ -227,11 +227,14 @@ impl NodeShared {
                 .detail()
                 .unwrap_or("no Sentinel knows the service")
                 .to_owned(),
-            _ => err
-                .to_string()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" "),
+            _ => {
+                let said = err
+                    .to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                with_advice(&said, err.code().unwrap_or(""))
+            }
         };
         NodeFailure::new(self.address.clone(), kind, detail)
     }

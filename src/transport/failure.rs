@@ -37,11 +37,23 @@ pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeF
     } else {
         classify_code(err.code())
     };
-    NodeFailure::new(
-        node.clone(),
-        kind,
-        format!("{} {details}", err.code()).trim_end().to_owned(),
-    )
+    let said = format!("{} {details}", err.code());
+    NodeFailure::new(node.clone(), kind, with_advice(said.trim_end(), err.code()))
+}
+
+/// What to do about a node that answers as a member of a Redis Cluster:
+/// `MOVED` / `ASK` (the key's slot is served elsewhere), `CROSSSLOT` (a
+/// script's keys lie in several slots).
+const CLUSTER_ADVICE: &str = "the node runs in Redis Cluster mode, which redlock-sync does not \
+     support yet: list standalone masters (or Sentinel-managed groups), one per node";
+
+/// `said` (a node's error), with what to do about it where the code calls
+/// for it.
+pub(crate) fn with_advice(said: &str, code: &str) -> String {
+    match code {
+        "MOVED" | "ASK" | "CROSSSLOT" => format!("{said}; {CLUSTER_ADVICE}"),
+        _ => said.to_owned(),
+    }
 }
 
 /// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
@@ -65,5 +77,31 @@ mod tests {
         assert_eq!(classify_code("READONLY"), FailureKind::NotWritable);
         assert_eq!(classify_code("LOADING"), FailureKind::NotWritable);
         assert_eq!(classify_code("ERR"), FailureKind::Server);
+    }
+
+    /// A node's error reply, as the `redis` crate reads it.
+    fn reply(line: &str) -> redis::ServerError {
+        match redis::parse_redis_value(format!("-{line}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(err)) => err,
+            other => panic!("not an error reply: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cluster_members_redirection_says_what_to_do() {
+        let node: Arc<str> = "n:1".into();
+        for line in [
+            "MOVED 866 127.0.0.1:30002",
+            "ASK 866 127.0.0.1:30002",
+            "CROSSSLOT Keys in request don't hash to the same slot",
+        ] {
+            let failure = server_failure(&node, &reply(line));
+            let text = failure.to_string();
+            assert!(text.contains(line), "{text}");
+            assert!(text.contains("Redis Cluster mode"), "{text}");
+            assert_eq!(failure.kind(), FailureKind::Server);
+        }
+        let plain = server_failure(&node, &reply("ERR boom"));
+        assert!(!plain.to_string().contains("Cluster"), "{plain}");
     }
 }
