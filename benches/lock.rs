@@ -718,6 +718,45 @@ fn main() {
         return;
     }
 
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cluster") {
+        // S1 and S2 with node 5 a 3-master Redis Cluster, beside five
+        // standalone nodes (the same 5 for both, alternated).
+        let redis_cluster = harness::redis_cluster::RedisCluster::start(3, 0, 5000);
+        let mut mixed = urls[..4].to_vec();
+        mixed.push(redis_cluster.url(3));
+        let contenders: Vec<Arc<dyn Contender>> = vec![
+            Arc::new(Ours {
+                label: "5 standalone nodes",
+                client: Redlock::new(&urls).unwrap(),
+            }),
+            Arc::new(Ours {
+                label: "4 standalone + a 3-master cluster",
+                client: Redlock::new(&mixed).unwrap(),
+            }),
+            Arc::new(Ours {
+                label: "the cluster alone",
+                client: Redlock::new([redis_cluster.url(3)]).unwrap(),
+            }),
+            Arc::new(Ours {
+                label: "one standalone node alone",
+                client: Redlock::new(&urls[..1]).unwrap(),
+            }),
+        ];
+        let runs = s1(&contenders, &plan);
+        let s2 = s2(&contenders, &plan, &cluster);
+        println!("| nodes | S1 pair p50 µs | S1 pair p99 µs | S2 pairs/s (4 threads) |");
+        println!("| --- | ---: | ---: | ---: |");
+        for ((c, (l, _)), s2) in contenders.iter().zip(&runs).zip(&s2) {
+            println!(
+                "| {} | {} | {} | {:.0} |",
+                c.name(),
+                us(l[0]),
+                us(l[1]),
+                s2.per_sec
+            );
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s7") {
         println!("{S7_HEADER}");
         println!("{}", s7_row(&primitives::s7_reload(&urls[..3], S7_RUN)));

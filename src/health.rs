@@ -30,6 +30,7 @@ pub struct NodeHealth {
     latency: Option<Duration>,
     resolved: Option<String>,
     refusal: Option<NodeFailure>,
+    masters: Vec<NodeHealth>,
 }
 
 impl NodeHealth {
@@ -46,6 +47,7 @@ impl NodeHealth {
             latency,
             resolved: None,
             refusal: None,
+            masters: Vec::new(),
         }
     }
 
@@ -79,6 +81,34 @@ impl NodeHealth {
     }
 
     /// With the address a Sentinel-managed node's last connection went to.
+    pub(crate) fn with_masters(mut self, mut masters: Vec<NodeHealth>) -> Self {
+        masters.sort_by(|a, b| a.address.cmp(&b.address));
+        self.masters = masters;
+        self
+    }
+
+    /// A Redis Cluster node's masters (`redis+cluster://`), each with its
+    /// own health and admission: the cluster's vote is made of their
+    /// answers, each master's counting only while it is admitted. Empty
+    /// for any other node, and for a cluster whose map was never read.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), redlock_sync::Error> {
+    /// let redlock = redlock_sync::Redlock::new([
+    ///     "redis+cluster://10.0.0.1:7000,10.0.0.2:7000",
+    ///     "redis://10.0.1.1:6379",
+    ///     "redis://10.0.2.1:6379",
+    /// ])?;
+    /// for master in redlock.node_health()[0].masters() {
+    ///     println!("{}: up {}, admitted {}", master.address(), master.is_up(), master.is_admitted());
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn masters(&self) -> &[NodeHealth] {
+        &self.masters
+    }
+
     pub(crate) fn with_resolved(mut self, resolved: Option<String>) -> Self {
         self.resolved = resolved;
         self

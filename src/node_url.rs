@@ -8,7 +8,7 @@ use redis::IntoConnectionInfo;
 
 use crate::error::Error;
 use crate::sentinel_url::{self, SentinelAuth};
-use crate::transport::{NodeSpec, Source};
+use crate::transport::{ClusterSource, NodeSpec, Source};
 
 /// Certificates for `rediss://` nodes. Debug shows only what is set: the
 /// client key is a secret.
@@ -45,9 +45,10 @@ pub(crate) fn parse_nodes(
         ));
     }
     if custom
-        && let Some(index) = urls
-            .iter()
-            .position(|u| !u.to_ascii_lowercase().starts_with("rediss://"))
+        && let Some(index) = urls.iter().position(|u| {
+            let u = u.to_ascii_lowercase();
+            !u.starts_with("rediss://") && !u.starts_with("rediss+cluster://")
+        })
     {
         return Err(Error::config(format!(
             "TLS certificates were given, but node #{index} ({}) is not a rediss:// URL; \
@@ -99,9 +100,10 @@ fn parse_node(
     };
     let scheme = Some(scheme.to_ascii_lowercase());
     match scheme.as_deref() {
-        Some("redis" | "unix" | "redis+unix" | sentinel_url::SCHEME) => {}
-        Some("rediss") if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
-        Some("rediss") => {
+        Some("redis" | "unix" | "redis+unix" | sentinel_url::SCHEME | CLUSTER) => {}
+        Some("rediss" | TLS_CLUSTER)
+            if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
+        Some("rediss" | TLS_CLUSTER) => {
             return Err(bad(
                 "rediss:// needs TLS support; enable the `tls-rustls` or `tls-native-tls` \
                  feature of redlock-sync",
@@ -110,7 +112,8 @@ fn parse_node(
         _ => {
             return Err(bad(
                 "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://…, \
-                 unix:///path/to/socket or redis+sentinel://host:port[,host:port…]/service",
+                 unix:///path/to/socket, redis+sentinel://host:port[,host:port…]/service or \
+                 redis+cluster://host:port[,host:port…]",
             ));
         }
     }
@@ -123,6 +126,11 @@ fn parse_node(
     }
     if scheme.as_deref() == Some(sentinel_url::SCHEME) {
         return sentinel_url::parse(rest, sentinel, bad);
+    }
+    if let Some(seed_scheme @ ("redis" | "rediss")) =
+        scheme.as_deref().and_then(|s| s.strip_suffix("+cluster"))
+    {
+        return parse_cluster(index, seed_scheme, rest, tls, sentinel, bad);
     }
     if !scheme.as_deref().is_some_and(|s| s.ends_with("unix")) {
         check_port(&rest[..head("redis", rest)]).map_err(|why| bad(&why))?;
@@ -183,6 +191,74 @@ fn parse_node(
     })
 }
 
+/// The scheme of a Redis Cluster node, and with TLS.
+const CLUSTER: &str = "redis+cluster";
+const TLS_CLUSTER: &str = "rediss+cluster";
+
+/// A Redis Cluster node, `redis+cluster://[user:password@]host:port[,host:port…]`
+/// (`rest`: after `://`): one node, whose seeds are each read as a
+/// `seed_scheme://` URL with the same user information.
+fn parse_cluster(
+    index: usize,
+    seed_scheme: &str,
+    rest: &str,
+    tls: &Tls,
+    sentinel: &SentinelAuth,
+    bad: impl Fn(&str) -> Error,
+) -> Result<NodeSpec, Error> {
+    let usage = "write redis+cluster://[user:password@]host:port[,host:port…] (some of the \
+                 cluster's masters)";
+    if rest.contains(['?', '#']) {
+        return Err(bad(&format!(
+            "takes no query or fragment (percent-encode '?' and '#' in the password); {usage}"
+        )));
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !matches!(path, "" | "0") {
+        return Err(bad(&format!(
+            "a cluster has only database 0: remove the path; {usage}"
+        )));
+    }
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
+        None => (String::new(), authority),
+    };
+    let mut seeds = Vec::new();
+    let mut addresses: Vec<String> = Vec::new();
+    for host in hosts.split(',') {
+        if host.is_empty() {
+            return Err(bad(&format!("lists an empty seed; {usage}")));
+        }
+        let seed = parse_node(
+            index,
+            &format!("{seed_scheme}://{userinfo}{host}"),
+            tls,
+            sentinel,
+        )
+        .map_err(|_| {
+            // Shown only when plainly `host:port`: anything else may be a
+            // password written without its `@`.
+            let shown = host_and_port(host).map_or(String::new(), |_| format!(" ({host})"));
+            bad(&format!("a seed's address{shown} is not usable; {usage}"))
+        })?;
+        let Source::Direct(client) = seed.source else {
+            return Err(bad(usage));
+        };
+        if addresses.contains(&seed.address) {
+            return Err(bad(&format!(
+                "lists seed {} twice; list each once",
+                seed.address
+            )));
+        }
+        addresses.push(seed.address);
+        seeds.push(*client);
+    }
+    Ok(NodeSpec {
+        address: format!("cluster:{}", addresses.join(",")),
+        source: Source::Cluster(ClusterSource::new(seeds)),
+    })
+}
+
 /// `text` as `(host, port)` when it is plainly `host:port`: `localhost` or
 /// an IPv4 address, and a port number. Anything else could be a user and a
 /// password (`admin:123456`, `john.doe:48291`): not shown.
@@ -212,6 +288,23 @@ fn check_port(authority: &str) -> Result<(), String> {
             Err("the port is not a number; write host:port, such as localhost:6379".to_owned())
         }
     }
+}
+
+/// Whether `head` (the authority of a URL without user information, or a
+/// socket path) is plainly hosts: each of its comma-separated parts a
+/// host, `[IPv6]`, or a host and a port number.
+fn plain_hosts(head: &str) -> bool {
+    head.split(',').all(|part| {
+        let port = match part.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((_, "")) => return true,
+                Some((_, rest)) => rest.strip_prefix(':'),
+                None => return false,
+            },
+            None => part.split_once(':').map(|(_, port)| port),
+        };
+        port.is_none_or(|p| p.chars().all(|c| c.is_ascii_digit()))
+    })
 }
 
 /// The `redis` crate's reason for rejecting a URL, without its detail part
@@ -279,11 +372,20 @@ pub(crate) fn redact(url: &str) -> String {
     } else {
         match head.rfind('@') {
             Some(at) => format!("***@{}", &head[at + 1..]),
-            None => head.to_owned(),
+            None if plain_hosts(head) => head.to_owned(),
+            // `user:password` written without its `@` reads as a host
+            // and a port that is no number: not shown.
+            None => "***".to_owned(),
         }
     };
     let scheme = match scheme.as_str() {
-        known @ ("redis" | "rediss" | "unix" | "redis+unix" | sentinel_url::SCHEME) => known,
+        known @ ("redis"
+        | "rediss"
+        | "unix"
+        | "redis+unix"
+        | sentinel_url::SCHEME
+        | CLUSTER
+        | TLS_CLUSTER) => known,
         _ => "<unknown scheme>",
     };
     format!("{scheme}://{shown}{tail}")
@@ -425,6 +527,8 @@ mod tests {
                 Just("redis+unix".to_owned()),
                 Just("redis+sentinel".to_owned()),
                 Just("REDIS+SENTINEL".to_owned()),
+                Just("redis+cluster".to_owned()),
+                Just("rediss+cluster".to_owned()),
                 Just("REDIS".to_owned()),
                 "\\PC{0,8}",
             ]
@@ -487,6 +591,31 @@ mod tests {
                 let mut secrets = words;
                 secrets.retain(|w| !scheme.contains(w.as_str()) && !place.contains(w.as_str()));
                 assert_hidden(&url, &secrets)?;
+            }
+        }
+
+        proptest! {
+            /// A cluster URL whose user information lacks its `@` (or
+            /// sits among the seeds) shows no part of the password.
+            #[test]
+            fn a_cluster_url_never_shows_a_password_among_its_seeds(
+                user in "[A-Za-z]{0,8}",
+                (pw, words) in password(),
+                more in "[a-z0-9.:,]{0,12}",
+            ) {
+                let mut secrets = words;
+                secrets.retain(|w| !more.contains(w.as_str()) && !user.contains(w.as_str()));
+                assert_hidden(&format!("rediss+cluster://{user}:{pw}@{more}"), &secrets)?;
+                // Without an `@` after it, a password's own `@` ends the user
+                // information (what follows is the host, as in any URL).
+                if !pw.contains('@') {
+                    for url in [
+                        format!("redis+cluster://{user}:{pw},{more}"),
+                        format!("redis+cluster://127.0.0.1:7000,{user}:{pw}"),
+                    ] {
+                        assert_hidden(&url, &secrets)?;
+                    }
+                }
             }
         }
 

@@ -1,6 +1,6 @@
-//! A node URL that reaches a member of a Redis Cluster (issue 38 will make
-//! a cluster one node; until then): the calls fail, and the failure says
-//! what the node is and what to list instead — not a bare `MOVED`.
+//! A member of a Redis Cluster listed as a plain `redis://` node: the calls
+//! fail, and the failure says what the node is and to list the cluster as
+//! one `redis+cluster://` node instead — not a bare `MOVED`.
 //!
 //! Two real `redis-server`s in cluster mode, each serving half of the
 //! slots, joined with `CLUSTER MEET`.
@@ -61,7 +61,7 @@ fn a_cluster_member_listed_as_a_node_is_named_with_what_to_do() {
     let text = err.to_string();
     println!("{text}");
     assert!(text.contains("Redis Cluster mode"), "{text}");
-    assert!(text.contains("list standalone masters"), "{text}");
+    assert!(text.contains("redis+cluster://"), "{text}");
     assert_eq!(
         query::<i64>(&b, &["DBSIZE"]),
         0,

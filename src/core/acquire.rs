@@ -241,6 +241,9 @@ impl Core {
                 (key, name.to_owned(), None)
             }
         };
+        if let Some(problem) = keys.iter().find_map(|k| self.transport.key_problem(k)) {
+            return Err(Error::argument(problem));
+        }
         let rw = matches!(target, Target::Rw { .. });
         let wanted = match target {
             Target::Resources(_) => Wanted::Lock,
@@ -673,7 +676,7 @@ fn checked_keys(resources: &[&str]) -> Result<Keys, Error> {
             "the resource name is empty; name what you lock",
         )),
         _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(format!(
-            "resource names starting with {}, and `redlock:admitted`, are reserved for the \
+            "resource names starting with {} or `redlock:admitted`, are reserved for the \
              client's own keys; choose another name",
             RESERVED.map(|prefix| format!("`{prefix}`")).join(", ")
         ))),
@@ -714,7 +717,8 @@ fn same_lock(lease: &Lease, keys: &Keys, wanted: Wanted) -> bool {
 
 /// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
-    RESERVED.iter().any(|prefix| resource.starts_with(prefix)) || resource == "redlock:admitted"
+    RESERVED.iter().any(|prefix| resource.starts_with(prefix))
+        || resource.starts_with("redlock:admitted")
 }
 
 /// An election's name, or a `Config` error.

@@ -157,6 +157,9 @@ impl Core {
         super::acquire::checked_election(name)?;
         let _busy = self.enter()?;
         let [lock, ..] = elect_keys(name);
+        if let Some(problem) = self.transport.key_problem(&lock) {
+            return Err(Error::argument(problem));
+        }
         let notified = self.settings.notifications;
         // The subscribers run while someone observes.
         let _watch = notified.then(|| self.transport.watch());

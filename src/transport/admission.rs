@@ -74,12 +74,16 @@ pub(crate) struct Rules {
 /// nodes count now (for the metrics gauge).
 #[derive(Debug)]
 pub(crate) struct Registry {
-    addresses: Vec<Arc<str>>,
+    /// How many nodes the client lists (the metrics gauge counts these; a
+    /// cluster's masters come after them).
+    listed: usize,
     claims: Mutex<Claims>,
 }
 
 #[derive(Debug)]
 struct Claims {
+    /// Each node's address, then each cluster master's.
+    addresses: Vec<Arc<str>>,
     /// Per node: the `run_id` it reached last, and when it first reached
     /// it (a sequence number).
     ids: Vec<Option<(String, u64)>>,
@@ -91,13 +95,38 @@ impl Registry {
     pub(crate) fn new(addresses: Vec<Arc<str>>) -> Arc<Registry> {
         let n = addresses.len();
         Arc::new(Registry {
-            addresses,
+            listed: n,
             claims: Mutex::new(Claims {
+                addresses,
                 ids: vec![None; n],
                 next: 0,
                 counting: vec![false; n],
             }),
         })
+    }
+
+    /// A cluster's master, `address`: a server whose admission is its own
+    /// (and which no other node or master may reach). Its index.
+    pub(crate) fn add(&self, address: Arc<str>) -> usize {
+        let mut claims = self.claims.lock();
+        claims.addresses.push(address);
+        claims.ids.push(None);
+        claims.counting.push(false);
+        claims.addresses.len() - 1
+    }
+
+    /// A cluster's master `index` is no longer used (its link is gone): it
+    /// claims no server until it is used again.
+    pub(crate) fn forget(&self, index: usize) {
+        let mut claims = self.claims.lock();
+        if let Some(id) = claims.ids.get_mut(index) {
+            *id = None;
+        }
+    }
+
+    /// The address of node (or master) `index`.
+    fn address(&self, index: usize) -> Arc<str> {
+        self.claims.lock().addresses[index].clone()
     }
 
     /// Node `index` reached server `run_id`.
@@ -123,7 +152,7 @@ impl Registry {
             .filter_map(|(j, id)| id.as_ref().map(|(r, s)| (j, r, *s)))
             .filter(|(j, r, s)| *j != index && *r == run_id && s < seq)
             .min_by_key(|(_, _, s)| *s)
-            .map(|(j, _, _)| self.addresses[j].clone())
+            .map(|(j, _, _)| claims.addresses[j].clone())
     }
 
     /// Whether node `index` counts now (reachable and admitted).
@@ -131,14 +160,16 @@ impl Registry {
         let mut claims = self.claims.lock();
         if claims.counting[index] != counts {
             claims.counting[index] = counts;
-            metrics::node_admitted(counts);
+            if index < self.listed {
+                metrics::node_admitted(counts);
+            }
         }
     }
 }
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        for &counts in &self.claims.get_mut().counting {
+        for &counts in &self.claims.get_mut().counting[..self.listed] {
             if counts {
                 metrics::node_admitted(false);
             }
@@ -153,6 +184,9 @@ pub(crate) struct Admission {
     address: Arc<str>,
     rules: Rules,
     registry: Arc<Registry>,
+    /// The key of its marker: [`MARKER`], or on a cluster's master, one in
+    /// a hash slot it serves (see [`Admission::with_marker`]).
+    marker: Arc<str>,
     state: Mutex<State>,
 }
 
@@ -198,14 +232,23 @@ impl Admission {
     pub(crate) fn new(index: usize, rules: Rules, registry: Arc<Registry>) -> Self {
         Admission {
             index,
-            address: registry.addresses[index].clone(),
+            address: registry.address(index),
             rules,
             registry,
+            marker: Arc::from(MARKER),
             state: Mutex::new(State::default()),
         }
     }
 
     /// A node of its own, with no rules (the fake nodes of unit tests).
+    /// The same admission, its marker kept at `key` (a cluster's master:
+    /// the marker must be in a hash slot the master serves; it replicates
+    /// with that slot's data, so a replica promoted in its place finds it).
+    pub(crate) fn with_marker(mut self, key: String) -> Self {
+        self.marker = Arc::from(key);
+        self
+    }
+
     #[cfg(test)]
     pub(crate) fn standalone(address: &str) -> Self {
         Admission::new(0, Rules::default(), Registry::new(vec![address.into()]))
@@ -357,12 +400,14 @@ impl Admission {
         if !state.said_marker {
             state.said_marker = true;
             log::warn!(
-                "redlock: node {} refused to record its admission in {MARKER} ({}): clients \
+                "redlock: node {} refused to record its admission in {} ({}): clients \
                  started later cannot tell it was admitted, and wait its quarantine (retried \
-                 every {}; with an ACL, allow +set on {MARKER})",
+                 every {}; with an ACL, allow +set on {})",
                 self.address,
+                self.marker,
                 err.code().unwrap_or("error"),
-                Human(RECHECK)
+                Human(RECHECK),
+                self.marker
             );
         }
     }
@@ -510,10 +555,13 @@ pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,
 ) -> redis::RedisResult<Option<String>> {
-    let facts = facts::ask(conn)?;
+    let facts = facts::ask(conn, &admission.marker)?;
     let identity = facts.as_ref().map(Facts::identity);
     if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
-        let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(MARKER).arg(value).query(conn);
+        let wrote: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&*admission.marker)
+            .arg(value)
+            .query(conn);
         match wrote {
             Ok(()) => admission.marked(identity),
             Err(err) if err.code().is_some() => admission.marker_refused(&err),

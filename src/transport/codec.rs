@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use super::failure::server_failure;
-use super::keys::{QUEUE_ALIVE, Role, fence_key, queue_keys, rw_parts, slot_siblings};
+use super::keys::{Layout, QUEUE_ALIVE, Role, fence_key, queue_keys, rw_parts, slot_siblings};
 use super::request::{Op, Request};
 use super::scripts::{self, Sent, eval};
 use crate::algorithm::{Answer, Vote};
@@ -26,34 +26,36 @@ use crate::error::{FailureKind, NodeFailure};
 /// between rounds).
 pub(crate) const WRITER_MARK: std::time::Duration = QUEUE_ALIVE;
 
-/// Appends the RESP encoding of `req` to `out`.
-pub(crate) fn encode(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) {
+/// Appends the RESP encoding of `req` to `out`, its keys as `l` lays
+/// them out.
+pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
     if super::elect::is_elect_op(req.op) {
-        return super::elect::encode(req, sent, out);
+        return super::elect::encode(req, l, sent, out);
     }
-    if super::elect::encode_extend(req, sent, out).is_some() {
+    if super::elect::encode_extend(req, l, sent, out).is_some() {
         return;
     }
     let first = req.keys.first().map_or("", |k| &**k);
     if req.queue.is_some() || req.op == Op::Leave {
         let member = req.queue.as_deref().unwrap_or("");
-        return encode_gate(req, first, member, sent, out);
+        return encode_gate(req, l, first, member, sent, out);
     }
     if let Some((role, keys)) = rw_parts(first)
-        && encode_rw(req, role, &keys, sent, out)
+        && encode_rw(req, l, role, &keys, sent, out)
     {
         return;
     }
     if let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op) {
-        return encode_slot(req, first, permits, sent, out);
+        return encode_slot(req, l, first, permits, sent, out);
     }
     if let Op::AcquireFenced { .. } = req.op {
-        return encode_fenced(req, None, sent, out);
+        return encode_fenced(req, l, None, sent, out);
     }
     if req.keys.len() > 1 {
-        return encode_all(req, sent, out);
+        return encode_all(req, l, sent, out);
     }
-    let key = first.as_bytes();
+    let key = l.key(first);
+    let key = key.as_bytes();
     let token = req.token.as_bytes();
     let mut cmd = redis::Cmd::new();
     match req.op {
@@ -82,7 +84,7 @@ pub(crate) fn encode(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) {
                 .arg(token)
                 .arg(ttl_ms);
         }
-        Op::AcquireFenced { .. } => return encode_fenced(req, None, sent, out),
+        Op::AcquireFenced { .. } => return encode_fenced(req, l, None, sent, out),
         // Only ever sent to the gate node (see `encode_gate`); an
         // election's commands never come here (see `encode`).
         Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
@@ -94,8 +96,15 @@ pub(crate) fn encode(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) {
 
 /// The gate node's copy of a request that takes part in the queue of
 /// `first` (the first key), for the waiter `member` (`""`: not waiting).
-fn encode_gate(req: &Request, first: &str, member: &str, sent: &mut Sent, out: &mut Vec<u8>) {
-    let [queue, alive] = queue_keys(first);
+fn encode_gate(
+    req: &Request,
+    l: Layout,
+    first: &str,
+    member: &str,
+    sent: &mut Sent,
+    out: &mut Vec<u8>,
+) {
+    let [queue, alive] = queue_keys(first).map(|k| l.key(&k).into_owned());
     let mut cmd = redis::Cmd::new();
     let token = req.token.as_bytes();
     let rw = rw_parts(first);
@@ -114,11 +123,11 @@ fn encode_gate(req: &Request, first: &str, member: &str, sent: &mut Sent, out: &
             let fenced = proposed > 0;
             eval(&mut cmd, &scripts::GATE_RW_ACQUIRE, sent)
                 .arg(if fenced { 6 } else { 5 })
-                .arg(&writer)
-                .arg(readers)
-                .arg(mark);
+                .arg(&*l.key(&writer))
+                .arg(&*l.key(&readers))
+                .arg(&*l.key(&mark));
             if fenced {
-                cmd.arg(fence_key(&writer));
+                cmd.arg(&*l.key(&fence_key(&writer)));
             }
             cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
             cmd.arg(mark_for(req)).arg(proposed).arg(idle_ms);
@@ -128,16 +137,16 @@ fn encode_gate(req: &Request, first: &str, member: &str, sent: &mut Sent, out: &
         (Op::Release, Some((Role::Read, [writer, readers, mark]))) => {
             eval(&mut cmd, &scripts::GATE_READ_RELEASE, sent)
                 .arg(5)
-                .arg(readers)
-                .arg(writer)
-                .arg(mark)
+                .arg(&*l.key(&readers))
+                .arg(&*l.key(&writer))
+                .arg(&*l.key(&mark))
                 .arg(queue)
                 .arg(alive)
                 .arg(token)
                 .arg(member)
                 .arg(u8::from(req.held));
         }
-        _ => return encode_gate_lock(req, first, (queue, alive), member, sent, out),
+        _ => return encode_gate_lock(req, l, first, (queue, alive), member, sent, out),
     }
     cmd.write_packed_command(out);
 }
@@ -155,6 +164,7 @@ fn grace_ms(req: &Request) -> u64 {
 /// leave, which are a lock's).
 fn encode_gate_lock(
     req: &Request,
+    l: Layout,
     first: &str,
     (queue, alive): (String, String),
     member: &str,
@@ -164,20 +174,20 @@ fn encode_gate_lock(
     let mut cmd = redis::Cmd::new();
     let token = req.token.as_bytes();
     let keys = req.keys.len() + 2;
-    let slots = siblings(req, first);
+    let slots = siblings(req, l, first);
     match req.op {
         Op::Acquire { ttl_ms } => {
             eval(&mut cmd, &scripts::GATE_ACQUIRE, sent).arg(keys + slots.len());
-            all_keys(&mut cmd, req).arg(&slots).arg(queue).arg(alive);
+            all_keys(&mut cmd, req, l).arg(&slots).arg(queue).arg(alive);
             cmd.arg(token).arg(ttl_ms).arg(slots.len());
             cmd.arg(grace_ms(req)).arg(member);
         }
         Op::AcquireFenced { .. } => {
-            return encode_fenced(req, Some((queue, alive, member)), sent, out);
+            return encode_fenced(req, l, Some((queue, alive, member)), sent, out);
         }
         Op::Release => {
             eval(&mut cmd, &scripts::GATE_RELEASE, sent).arg(keys);
-            all_keys(&mut cmd, req)
+            all_keys(&mut cmd, req, l)
                 .arg(queue)
                 .arg(alive)
                 .arg(token)
@@ -189,8 +199,8 @@ fn encode_gate_lock(
             // a reader-writer lock's writer key, a lock's (first) key.
             let watched = match rw_parts(first) {
                 _ if !slots.is_empty() => slots,
-                Some((_, [writer, _, _])) => vec![writer],
-                None => vec![first.to_owned()],
+                Some((_, [writer, _, _])) => vec![l.key(&writer).into_owned()],
+                None => vec![l.key(first).into_owned()],
             };
             eval(&mut cmd, &scripts::LEAVE, sent)
                 .arg(watched.len() + 2)
@@ -205,7 +215,7 @@ fn encode_gate_lock(
                 queue: None,
                 ..req.clone()
             };
-            return encode(&plain, sent, out);
+            return encode(&plain, l, sent, out);
         }
     }
     cmd.write_packed_command(out);
@@ -213,16 +223,20 @@ fn encode_gate_lock(
 
 /// A semaphore slot's request (one with `report`): every slot key of the
 /// semaphore; else none.
-fn siblings(req: &Request, first: &str) -> Vec<String> {
+fn siblings(req: &Request, l: Layout, first: &str) -> Vec<String> {
     req.report
-        .map(|permits| slot_siblings(first, permits).collect())
+        .map(|permits| {
+            slot_siblings(first, permits)
+                .map(|k| l.key(&k).into_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Adds every lock key to `cmd`.
-fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request) -> &'c mut redis::Cmd {
+fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request, l: Layout) -> &'c mut redis::Cmd {
     for key in req.keys.iter() {
-        cmd.arg(key.as_bytes());
+        cmd.arg(l.key(key).as_bytes());
     }
     cmd
 }
@@ -231,6 +245,7 @@ fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request) -> &'c mut redis::Cmd {
 /// node, the queue keys and the member).
 fn encode_fenced(
     req: &Request,
+    l: Layout,
     gate: Option<(String, String, &str)>,
     sent: &mut Sent,
     out: &mut Vec<u8>,
@@ -249,14 +264,14 @@ fn encode_fenced(
         None => &scripts::ACQUIRE_FENCED,
     };
     let slots = match gate {
-        Some(_) => siblings(req, req.keys.first().map_or("", |k| &**k)),
+        Some(_) => siblings(req, l, req.keys.first().map_or("", |k| &**k)),
         None => Vec::new(),
     };
     let queue_keys = if gate.is_some() { 2 } else { 0 };
     eval(&mut cmd, script, sent).arg(req.keys.len() * 2 + slots.len() + queue_keys);
-    all_keys(&mut cmd, req);
+    all_keys(&mut cmd, req, l);
     for key in req.keys.iter() {
-        cmd.arg(fence_key(key));
+        cmd.arg(&*l.key(&fence_key(key)));
     }
     if let Some((queue, alive, _)) = &gate {
         cmd.arg(&slots).arg(queue).arg(alive);
@@ -273,7 +288,14 @@ fn encode_fenced(
 }
 
 /// A semaphore slot's acquisition that also reports the slots held.
-fn encode_slot(req: &Request, slot: &str, permits: u32, sent: &mut Sent, out: &mut Vec<u8>) {
+fn encode_slot(
+    req: &Request,
+    l: Layout,
+    slot: &str,
+    permits: u32,
+    sent: &mut Sent,
+    out: &mut Vec<u8>,
+) {
     let mut cmd = redis::Cmd::new();
     let (script, ttl_ms, fence) = match req.op {
         Op::AcquireFenced {
@@ -292,6 +314,7 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, sent: &mut Sent, out: &m
                     report: None,
                     ..req.clone()
                 },
+                l,
                 sent,
                 out,
             );
@@ -300,12 +323,12 @@ fn encode_slot(req: &Request, slot: &str, permits: u32, sent: &mut Sent, out: &m
     let lock_keys = if fence.is_some() { 2 } else { 1 };
     eval(&mut cmd, script, sent)
         .arg(lock_keys + usize::try_from(permits).unwrap_or(0))
-        .arg(slot);
+        .arg(&*l.key(slot));
     if fence.is_some() {
-        cmd.arg(fence_key(slot));
+        cmd.arg(&*l.key(&fence_key(slot)));
     }
     for sibling in slot_siblings(slot, permits) {
-        cmd.arg(sibling);
+        cmd.arg(&*l.key(&sibling));
     }
     cmd.arg(req.token.as_bytes()).arg(ttl_ms);
     if let Some((proposed, idle_ms)) = fence {
@@ -331,12 +354,14 @@ fn mark_ms() -> u64 {
 /// of an ordinary lock on the writer's key). `keys` as [`rw_parts`].
 fn encode_rw(
     req: &Request,
+    l: Layout,
     role: Role,
     keys: &[String; 3],
     sent: &mut Sent,
     out: &mut Vec<u8>,
 ) -> bool {
-    let [writer, readers, mark] = keys;
+    let fence = l.key(&fence_key(&keys[0])).into_owned();
+    let [writer, readers, mark] = keys.each_ref().map(|k| l.key(k).into_owned());
     let token = req.token.as_bytes();
     let mut cmd = redis::Cmd::new();
     match (role, req.op) {
@@ -387,7 +412,7 @@ fn encode_rw(
                 .arg(writer)
                 .arg(readers)
                 .arg(mark)
-                .arg(fence_key(writer));
+                .arg(fence);
             cmd.arg(token).arg(ttl_ms).arg(mark_for(req));
             cmd.arg(proposed).arg(idle_ms);
         }
@@ -398,17 +423,17 @@ fn encode_rw(
 }
 
 /// Several keys: one script that acts on all of them or on none.
-fn encode_all(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) {
+fn encode_all(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
     let (script, ttl_ms) = match req.op {
         Op::Acquire { ttl_ms } => (&scripts::ACQUIRE_ALL, Some(ttl_ms)),
         Op::Extend { ttl_ms } => (&scripts::EXTEND_ALL, Some(ttl_ms)),
         Op::Release => (&scripts::RELEASE_ALL, None),
-        Op::AcquireFenced { .. } => return encode_fenced(req, None, sent, out),
+        Op::AcquireFenced { .. } => return encode_fenced(req, l, None, sent, out),
         Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => (&scripts::NO, None),
     };
     let mut cmd = redis::Cmd::new();
     eval(&mut cmd, script, sent).arg(req.keys.len());
-    all_keys(&mut cmd, req).arg(req.token.as_bytes());
+    all_keys(&mut cmd, req, l).arg(req.token.as_bytes());
     if let Some(ttl_ms) = ttl_ms {
         cmd.arg(ttl_ms);
     }
@@ -552,7 +577,7 @@ mod tests {
 
     fn encoded_req(r: &Request) -> String {
         let mut out = Vec::new();
-        encode(r, &mut Sent::none(), &mut out);
+        encode(r, Layout::Plain, &mut Sent::none(), &mut out);
         String::from_utf8(out).unwrap()
     }
 
@@ -575,7 +600,7 @@ mod tests {
     #[test]
     fn scripts_go_out_by_hash_or_with_their_source() {
         let mut out = Vec::new();
-        encode(&req(Op::Release), &mut Sent::all(), &mut out);
+        encode(&req(Op::Release), Layout::Plain, &mut Sent::all(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&["EVALSHA", scripts::RELEASE.hash(), "1", "res", "tok"])
@@ -641,7 +666,7 @@ mod tests {
         let mut all = req(Op::Acquire { ttl_ms: 70 });
         all.keys = Arc::from([Arc::from("a"), Arc::from("b")]);
         let mut out = Vec::new();
-        encode(&all, &mut Sent::none(), &mut out);
+        encode(&all, Layout::Plain, &mut Sent::none(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&[
@@ -656,14 +681,14 @@ mod tests {
         );
         all.op = Op::Release;
         let mut out = Vec::new();
-        encode(&all, &mut Sent::none(), &mut out);
+        encode(&all, Layout::Plain, &mut Sent::none(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&["EVAL", scripts::RELEASE_ALL.body(), "2", "a", "b", "tok"])
         );
         all.op = Op::Extend { ttl_ms: 9 };
         let mut out = Vec::new();
-        encode(&all, &mut Sent::none(), &mut out);
+        encode(&all, Layout::Plain, &mut Sent::none(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&[
@@ -685,7 +710,7 @@ mod tests {
             r.keys = keys.iter().map(|k| Arc::from(*k)).collect();
             r.queue = Some(Arc::from("c:7"));
             let mut out = Vec::new();
-            encode(&r, &mut Sent::none(), &mut out);
+            encode(&r, Layout::Plain, &mut Sent::none(), &mut out);
             String::from_utf8(out).unwrap()
         };
         let (q, a) = ("redlock-queue:res", "redlock-alive:res");
@@ -773,7 +798,7 @@ mod tests {
         slot.queue = Some(Arc::from("c:7"));
         slot.report = Some(2);
         let mut out = Vec::new();
-        encode(&slot, &mut Sent::none(), &mut out);
+        encode(&slot, Layout::Plain, &mut Sent::none(), &mut out);
         let (sq, sa) = ("redlock-queue:redlock-sem:s", "redlock-alive:redlock-sem:s");
         assert_eq!(
             String::from_utf8(out).unwrap(),

@@ -81,6 +81,8 @@ pub(crate) struct NodeShared {
     /// A Sentinel-managed node: the master's address its last connection
     /// went to.
     resolved: Mutex<Option<String>>,
+    /// A cluster node: its masters (set by its link as its map changes).
+    masters: Mutex<Vec<Arc<NodeShared>>>,
 }
 
 /// The shortest wait for a gate node's answer. Unit tests make it long:
@@ -106,6 +108,7 @@ impl NodeShared {
             last_failure: Mutex::new(None),
             round_trip: Mutex::new(RoundTrip::default()),
             resolved: Mutex::new(None),
+            masters: Mutex::new(Vec::new()),
             admission,
         }
     }
@@ -179,6 +182,12 @@ impl NodeShared {
         )
         .with_resolved(self.resolved.lock().clone())
         .with_refusal(refusal)
+        .with_masters(self.masters.lock().iter().map(|m| m.health()).collect())
+    }
+
+    /// A cluster node's masters now.
+    pub(crate) fn set_masters(&self, masters: Vec<Arc<NodeShared>>) {
+        *self.masters.lock() = masters;
     }
 
     /// Whether the last connection attempt failed (and none succeeded

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use super::keys::QUEUE_ALIVE;
+use super::keys::{Layout, QUEUE_ALIVE};
 use super::request::{Op, Request};
 use super::scripts::{self, Sent, eval};
 use crate::algorithm::{Answer, Proclaimed, Vote};
@@ -20,7 +20,12 @@ use crate::error::{FailureKind, NodeFailure};
 
 /// Appends an election lock's extension (`elect_extend.lua`) to `out`:
 /// `None` if `req` is not one.
-pub(crate) fn encode_extend(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) -> Option<()> {
+pub(crate) fn encode_extend(
+    req: &Request,
+    l: Layout,
+    sent: &mut Sent,
+    out: &mut Vec<u8>,
+) -> Option<()> {
     let Op::Extend { ttl_ms } = req.op else {
         return None;
     };
@@ -28,8 +33,8 @@ pub(crate) fn encode_extend(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) -
     let value = super::keys::elect_value_key(lock)?;
     eval(&mut redis::Cmd::new(), &scripts::ELECT_EXTEND, sent)
         .arg(2)
-        .arg(&**lock)
-        .arg(value)
+        .arg(&*l.key(lock))
+        .arg(&*l.key(&value))
         .arg(req.token.as_bytes())
         .arg(ttl_ms)
         .write_packed_command(out);
@@ -42,9 +47,10 @@ pub(crate) fn is_elect_op(op: Op) -> bool {
 }
 
 /// Appends the RESP encoding of an election command to `out`.
-pub(crate) fn encode(req: &Request, sent: &mut Sent, out: &mut Vec<u8>) {
+pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
     let mut cmd = redis::Cmd::new();
-    let keys: Vec<&str> = req.keys.iter().map(|k| &**k).collect();
+    let keys: Vec<_> = req.keys.iter().map(|k| l.key(k)).collect();
+    let keys: Vec<&str> = keys.iter().map(|k| &**k).collect();
     let script = match req.op {
         Op::Proclaim { .. } => &scripts::PROCLAIM,
         Op::Resign => &scripts::RESIGN,

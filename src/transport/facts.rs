@@ -175,7 +175,7 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// no `GET` on the marker) or its answer lacks a field: it cannot be
 /// identified. Any other error reply (`LOADING`, say) fails the connection,
 /// which is retried.
-pub(crate) fn ask(conn: &mut redis::Connection) -> redis::RedisResult<Option<Facts>> {
+pub(crate) fn ask(conn: &mut redis::Connection, marker: &str) -> redis::RedisResult<Option<Facts>> {
     // The marker as bytes: one that is not UTF-8 is no marker, not a
     // conversion error (which the `redis` crate reports as a parse error,
     // read as "not a Redis server"). `INFO` as a string: over RESP3 it is
@@ -188,7 +188,7 @@ pub(crate) fn ask(conn: &mut redis::Connection) -> redis::RedisResult<Option<Fac
         .cmd("INFO")
         .arg("memory")
         .cmd("GET")
-        .arg(MARKER)
+        .arg(marker)
         .query(conn);
     match asked {
         Ok((server, replication, memory, marker)) => Ok(Facts::parse(

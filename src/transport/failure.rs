@@ -44,8 +44,8 @@ pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeF
 /// What to do about a node that answers as a member of a Redis Cluster:
 /// `MOVED` / `ASK` (the key's slot is served elsewhere), `CROSSSLOT` (a
 /// script's keys lie in several slots).
-const CLUSTER_ADVICE: &str = "the node runs in Redis Cluster mode, which redlock-sync does not \
-     support yet: list standalone masters (or Sentinel-managed groups), one per node";
+const CLUSTER_ADVICE: &str = "the node runs in Redis Cluster mode: list the whole cluster as one \
+     node, redis+cluster://host:port[,host:port…] (some of its masters)";
 
 /// `said` (a node's error), with what to do about it where the code calls
 /// for it.

@@ -161,6 +161,122 @@ pub(crate) fn gate_name(key: &str) -> &str {
     key
 }
 
+/// How a node lays the client's keys out: as named above (a standalone
+/// master, a Sentinel service's), or so that every key of one resource
+/// lives in one Redis Cluster hash slot.
+///
+/// On a cluster node a lock key stays the resource's name, so other
+/// Redlock clients still exclude and are excluded. Every key the client
+/// derives from a name keeps that name's hash slot: the name's hash part
+/// (its `{tag}`, or the whole name) goes in braces first, followed by the
+/// name itself when it had a tag of its own. So resource `orders:42`
+/// keeps its fence value in `redlock-fence:{orders:42}`, resource
+/// `{user1}:a` in `redlock-fence:{user1}{user1}:a`, and slot 0 of the
+/// semaphore `jobs` is `redlock-sem:{jobs}#0`. A name without a tag that
+/// contains `}` cannot be put in braces ([`Layout::problem`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// The names above, unchanged.
+    Plain,
+    /// Every resource's keys in the slot of its name (see above).
+    Cluster,
+}
+
+/// The prefixes of the keys that belong to one key (its fence value) or to
+/// one gate name (its queue of waiters).
+const COMPANIONS: [&str; 3] = ["redlock-fence:", "redlock-queue:", "redlock-alive:"];
+
+/// The prefixes of keys that hold a name and then `#` and a suffix.
+const STRUCTURED: [&str; 3] = [SLOT_PREFIX, RW_PREFIX, ELECT_PREFIX];
+
+impl Layout {
+    /// The key this node uses for `key`, one of the names above.
+    pub(crate) fn key<'k>(self, key: &'k str) -> std::borrow::Cow<'k, str> {
+        use std::borrow::Cow;
+        if self == Layout::Plain {
+            return Cow::Borrowed(key);
+        }
+        for prefix in COMPANIONS {
+            if let Some(owner) = key.strip_prefix(prefix) {
+                let owner = match prefix {
+                    "redlock-fence:" => self.key(owner).into_owned(),
+                    _ => gate_key(owner),
+                };
+                return Cow::Owned(format!("{prefix}{}", braced(&owner)));
+            }
+        }
+        for prefix in STRUCTURED {
+            if let Some((name, suffix)) = key
+                .strip_prefix(prefix)
+                .and_then(|rest| rest.rsplit_once('#'))
+            {
+                return Cow::Owned(format!("{prefix}{}#{suffix}", braced(name)));
+            }
+        }
+        Cow::Borrowed(key)
+    }
+
+    /// The hash slot every key of `key`'s request lives in (cluster), the
+    /// slot of its name.
+    pub(crate) fn slot(key: &str) -> u16 {
+        super::hash_slot::slot(owner_name(key).as_bytes())
+    }
+
+    /// Why a resource name cannot be laid out on a cluster node: one
+    /// without a hash tag that contains `}`. The hash tag's text would end
+    /// at it.
+    pub(crate) fn problem(key: &str) -> Option<String> {
+        let name = owner_name(key);
+        let tagged = super::hash_slot::tag(name.as_bytes()).is_some();
+        (!tagged && name.contains('}')).then(|| {
+            format!(
+                "the name {name:?} contains '}}' without a hash tag before it, so a cluster node \
+                 cannot keep its keys in one hash slot; remove the '}}', or give the name a tag \
+                 such as {{{}}}",
+                name.replace('}', "")
+            )
+        })
+    }
+}
+
+/// The user's name inside one of a request's keys: a lock key's own, a
+/// semaphore's, a reader-writer lock's or an election's.
+fn owner_name(key: &str) -> &str {
+    for prefix in STRUCTURED {
+        if let Some((name, _)) = key
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.rsplit_once('#'))
+        {
+            return name;
+        }
+    }
+    key
+}
+
+/// A gate name's key on a cluster node (see [`gate_name`]): a semaphore's
+/// or a reader-writer lock's name braced, an election's lock key laid
+/// out, a lock key as it is.
+fn gate_key(gate: &str) -> String {
+    for prefix in [SLOT_PREFIX, RW_PREFIX] {
+        if let Some(name) = gate.strip_prefix(prefix) {
+            return format!("{prefix}{}", braced(name));
+        }
+    }
+    Layout::Cluster.key(gate).into_owned()
+}
+
+/// `name`'s hash part in braces, then `name` itself if it has a tag (so
+/// that no two names give one text): the text keeps `name`'s hash slot.
+fn braced(name: &str) -> String {
+    match super::hash_slot::tag(name.as_bytes()) {
+        Some(_) => format!(
+            "{{{}}}{name}",
+            String::from_utf8_lossy(super::hash_slot::hash_part(name.as_bytes()))
+        ),
+        None => format!("{{{name}}}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +339,111 @@ mod rw_tests {
         }
         assert!(rw_parts("redlock-rw:l#wait").is_none());
         assert!(rw_parts("l#r").is_none());
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+    use crate::transport::hash_slot::slot;
+
+    /// Every key one request's script touches, for the request key `key`.
+    fn family(key: &str) -> Vec<String> {
+        let mut all = vec![key.to_owned(), fence_key(key)];
+        all.extend(queue_keys(key));
+        if let Some((_, keys)) = rw_parts(key) {
+            all.extend(keys.iter().map(|k| fence_key(k)));
+            all.extend(keys);
+        }
+        if key.starts_with(SLOT_PREFIX) {
+            all.extend(slot_siblings(key, 3));
+        }
+        if let Some(value) = elect_value_key(key) {
+            all.push(value);
+        }
+        all
+    }
+
+    #[test]
+    fn a_cluster_node_keeps_every_key_of_a_resource_in_its_names_slot() {
+        let names = [
+            "orders:42",
+            "{user1}:a",
+            "a{b",
+            "a{b}{}",
+            "x#1",
+            "{",
+            "é{ü}",
+        ];
+        for name in names {
+            let [elect, ..] = elect_keys(name);
+            for key in [
+                name.to_owned(),
+                slot_key(name, 2),
+                rw_key(name, Role::Read),
+                rw_key(name, Role::Write),
+                elect,
+            ] {
+                for logical in family(&key) {
+                    let laid = Layout::Cluster.key(&logical);
+                    assert_eq!(
+                        slot(laid.as_bytes()),
+                        slot(name.as_bytes()),
+                        "{name}: {logical} as {laid}"
+                    );
+                    assert_eq!(Layout::slot(&key), slot(name.as_bytes()), "{key}");
+                    assert_eq!(Layout::Plain.key(&logical), logical);
+                }
+            }
+            assert_eq!(Layout::problem(name), None, "{name}");
+        }
+        assert_eq!(Layout::Cluster.key("orders:42"), "orders:42");
+        assert_eq!(
+            Layout::Cluster.key(&fence_key("orders:42")),
+            "redlock-fence:{orders:42}"
+        );
+        assert_eq!(
+            Layout::Cluster.key(&fence_key("{user1}:a")),
+            "redlock-fence:{user1}{user1}:a"
+        );
+        assert_eq!(
+            Layout::Cluster.key(&slot_key("jobs", 0)),
+            "redlock-sem:{jobs}#0"
+        );
+        assert_eq!(
+            Layout::Cluster.key(&queue_keys(&slot_key("jobs", 0))[0]),
+            "redlock-queue:{jobs}redlock-sem:{jobs}"
+        );
+    }
+
+    #[test]
+    fn two_names_never_share_a_cluster_key() {
+        let names = ["k", "{k}", "{k}{k}", "a{k}", "k#0", "{k}#0", "redlock-semx"];
+        let mut all = std::collections::HashMap::new();
+        for name in names {
+            let [elect, ..] = elect_keys(name);
+            for key in [
+                name.to_owned(),
+                slot_key(name, 0),
+                rw_key(name, Role::Read),
+                elect,
+            ] {
+                for logical in family(&key) {
+                    let laid = Layout::Cluster.key(&logical).into_owned();
+                    if let Some(other) = all.insert(laid.clone(), logical.clone()) {
+                        assert_eq!(other, logical, "{laid}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_name_whose_braces_would_move_its_slot_is_refused() {
+        for name in ["a}b", "}", "x{}y", "{}", "a{}b{c}"] {
+            let problem = Layout::problem(name).expect(name);
+            assert!(problem.contains("hash tag"), "{problem}");
+            assert!(Layout::problem(&slot_key(name, 1)).is_some(), "{name}");
+        }
     }
 }

@@ -11,6 +11,8 @@
 //! (see `worker.rs`).
 
 mod admission;
+mod cluster;
+mod cluster_link;
 mod codec;
 mod conn;
 mod elect;
@@ -18,9 +20,11 @@ mod facts;
 mod failure;
 #[cfg(test)]
 pub(crate) mod fake;
+mod hash_slot;
 mod keys;
 mod link;
 mod notify;
+mod opening;
 mod redis_link;
 mod request;
 mod round;
@@ -40,7 +44,8 @@ use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
-use conn::{HealthErrors, HealthEvents, NodeManager, NodeShared};
+pub(crate) use cluster::ClusterSource;
+use conn::{NodeManager, NodeShared};
 #[cfg(test)]
 pub(crate) use keys::fence_key;
 pub(crate) use keys::{
@@ -50,7 +55,8 @@ pub(crate) use keys::{
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};
-use redis_link::RedisLink;
+use opening::{Opened, Opening};
+use redis_link::Pools;
 pub(crate) use request::{Keys, Op, Request};
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
@@ -167,7 +173,9 @@ pub(crate) struct Transport {
     client_id: Arc<str>,
     /// Per node, a way to open a fresh connection for
     /// [`verify`](Self::verify) (none for fake nodes).
-    probes: Vec<NodeManager>,
+    probes: Vec<Option<NodeManager>>,
+    /// Some node is a Redis Cluster (whose key layout refuses some names).
+    clustered: bool,
 }
 
 /// Picks a resource's gate node: by a hash of its name (FNV-1a) among the
@@ -246,55 +254,62 @@ impl Transport {
             allow_eviction: settings.allow_eviction,
         };
         let registry = Registry::new(specs.iter().map(|s| s.address.as_str().into()).collect());
+        let pools = Pools {
+            connect_timeout: settings.connect_timeout,
+            helpers: Arc::new(
+                scheduled_thread_pool::ScheduledThreadPool::builder()
+                    .num_threads(CONNECT_HELPERS.min(specs.len()).max(1))
+                    .thread_name_pattern("redlock-conn-{}")
+                    .build(),
+            ),
+        };
         let mut probes = Vec::with_capacity(specs.len());
-        let managers: Vec<(Arc<NodeShared>, NodeManager, Option<Source>)> = specs
+        let clustered = specs
+            .iter()
+            .any(|spec| matches!(spec.source, Source::Cluster(_)));
+        let nodes: Vec<(Arc<NodeShared>, Opening)> = specs
             .into_iter()
             .enumerate()
             .map(|(index, spec)| {
                 let admission = Admission::new(index, rules, registry.clone());
                 let shared = Arc::new(NodeShared::admitted_by(&spec.address, admission));
-                let follow = spec.source.is_sentinel().then(|| spec.source.clone());
                 let manager =
                     |source| NodeManager::new(source, settings.connect_timeout, shared.clone());
-                probes.push(manager(spec.source.clone()));
-                (shared.clone(), manager(spec.source), follow)
+                let opening = match spec.source {
+                    // A cluster's masters are examined by its link, each
+                    // on its own connections.
+                    Source::Cluster(cluster) => {
+                        probes.push(None);
+                        Opening::Cluster(cluster)
+                    }
+                    source => {
+                        probes.push(Some(manager(source.clone())));
+                        let follow = source.is_sentinel().then(|| source.clone());
+                        Opening::Node(Box::new(manager(source)), follow)
+                    }
+                };
+                (shared, opening)
             })
             .collect();
-        let unknown: Vec<String> = std::thread::scope(|scope| {
-            let opening: Vec<_> = managers
-                .iter()
-                .map(|(shared, manager, _)| {
-                    scope.spawn(move || match manager.open() {
-                        Ok(conn) => {
-                            manager.keep_for_pool(conn);
-                            None
-                        }
-                        Err(err) => {
-                            shared.mark_down(&err);
-                            (err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel).then(
-                                || {
-                                    format!(
-                                        "node {}: {}",
-                                        shared.address,
-                                        shared.failure(&err).detail()
-                                    )
-                                },
-                            )
-                        }
-                    })
+        let (opened, unknown): (Vec<_>, Vec<Option<String>>) = std::thread::scope(|scope| {
+            let opening: Vec<_> = nodes
+                .into_iter()
+                .map(|(shared, opening)| {
+                    let (pools, registry) = (&pools, registry.clone());
+                    scope.spawn(move || opening.open(shared, pools, rules, registry))
                 })
                 .collect();
-            opening
-                .into_iter()
-                .filter_map(|h| h.join().ok().flatten())
-                .collect()
+            opening.into_iter().filter_map(|h| h.join().ok()).unzip()
         });
         // What keeps a node out for good is a mistake in the deployment or
         // the node list: said now, not at the first lock.
-        let problems: Vec<String> = managers
+        let problems: Vec<String> = opened
             .iter()
-            .filter_map(|(shared, _, _)| shared.admission.permanent_problem())
-            .chain(unknown)
+            .flat_map(|(shared, link)| match link {
+                Opened::Cluster(cluster) => cluster.problems(),
+                Opened::Node(..) => shared.admission.permanent_problem().into_iter().collect(),
+            })
+            .chain(unknown.into_iter().flatten())
             .collect();
         if !problems.is_empty() {
             return Err(Error::config(format!(
@@ -302,29 +317,18 @@ impl Transport {
                 problems.join("; ")
             )));
         }
-        let helpers = Arc::new(
-            scheduled_thread_pool::ScheduledThreadPool::builder()
-                .num_threads(CONNECT_HELPERS.min(managers.len()).max(1))
-                .thread_name_pattern("redlock-conn-{}")
-                .build(),
-        );
-        let links = managers.into_iter().map(|(shared, manager, follow)| {
-            let pool = r2d2::Pool::builder()
-                .max_size(1)
-                .min_idle(Some(1))
-                .test_on_check_out(false)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connection_timeout(settings.connect_timeout)
-                .thread_pool(helpers.clone())
-                .error_handler(Box::new(HealthErrors(shared.clone())))
-                .event_handler(Box::new(HealthEvents(shared.clone())))
-                .build_unchecked(manager);
-            let link = RedisLink::new(shared.clone(), pool, settings.connect_timeout, follow);
-            (shared, Box::new(link) as Box<dyn Link>)
+        let links = opened.into_iter().map(|(shared, opened)| {
+            let link: Box<dyn Link> = match opened {
+                Opened::Node(manager, follow) => {
+                    Box::new(pools.link(shared.clone(), *manager, follow))
+                }
+                Opened::Cluster(cluster) => cluster,
+            };
+            (shared, link)
         });
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         transport.probes = probes;
+        transport.clustered = clustered;
         if settings.notifications {
             transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
         }
@@ -377,6 +381,7 @@ impl Transport {
             gate_of,
             client_id,
             probes: Vec::new(),
+            clustered: false,
         })
     }
 
@@ -438,7 +443,7 @@ impl Transport {
         self.closing.store(STOPPED, Ordering::SeqCst);
         drop(self.stop.lock().take());
         self.hub.stop();
-        for probe in &self.probes {
+        for probe in self.probes.iter().flatten() {
             probe.close();
         }
         matches!(
@@ -449,13 +454,15 @@ impl Transport {
 
     /// Contacts every node now, in parallel (each within the connect
     /// timeout), on a fresh connection that asks it what it is, and returns
-    /// every node's health with its admission as of that answer.
+    /// every node's health with its admission as of that answer. A cluster
+    /// node's masters are shown as their connections last examined them
+    /// (on connecting, and every few seconds while requests go to them).
     pub(crate) fn verify(&self) -> Vec<NodeHealth> {
         let probed: Vec<Option<NodeFailure>> = std::thread::scope(|scope| {
             let probing: Vec<_> = self
                 .probes
                 .iter()
-                .map(|probe| scope.spawn(move || probe.probe()))
+                .map(|probe| scope.spawn(move || probe.as_ref().and_then(NodeManager::probe)))
                 .collect();
             probing
                 .into_iter()
@@ -485,6 +492,13 @@ impl Transport {
     /// connection or thread exists before the first watch.
     pub(crate) fn watch(&self) -> Watch {
         self.hub.watch()
+    }
+
+    /// Why the request key `key` (a lock key, a semaphore slot's, a
+    /// reader-writer lock's or an election's) cannot be used on these
+    /// nodes: a name a cluster node cannot keep in one hash slot.
+    pub(crate) fn key_problem(&self, key: &str) -> Option<String> {
+        self.clustered.then(|| keys::Layout::problem(key)).flatten()
     }
 
     /// The index of `key`'s gate node.

@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use super::admission::examine;
 use super::codec::{encode, interpret};
-use super::conn::{NodeConn, NodeManager, NodeShared};
+use super::conn::{HealthErrors, HealthEvents, NodeConn, NodeManager, NodeShared};
 use super::failure::classify;
+use super::keys::Layout;
 use super::link::Link;
 use super::request::Op;
 use super::request::Request;
@@ -39,6 +40,8 @@ pub(crate) struct RedisLink {
     /// A Sentinel-managed node's source: a connection to another address
     /// than the master it names now is replaced.
     follow: Option<Source>,
+    /// How its keys are laid out (a cluster master's: by hash slot).
+    layout: Layout,
 }
 
 impl RedisLink {
@@ -54,6 +57,7 @@ impl RedisLink {
             connect_timeout,
             conn: None,
             follow,
+            layout: Layout::Plain,
         }
     }
 
@@ -94,10 +98,96 @@ impl RedisLink {
     }
 }
 
-impl Link for RedisLink {
-    fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
+/// How a node's (or a cluster master's) connection pool is built: one
+/// connection, kept open, reconnected in the background by the client's
+/// shared helper threads.
+#[derive(Clone)]
+pub(crate) struct Pools {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) helpers: Arc<scheduled_thread_pool::ScheduledThreadPool>,
+}
+
+impl Pools {
+    /// A link over a pool of `manager`'s connections for the node `shared`.
+    pub(crate) fn link(
+        &self,
+        shared: Arc<NodeShared>,
+        manager: NodeManager,
+        follow: Option<Source>,
+    ) -> RedisLink {
+        let pool = r2d2::Pool::builder()
+            .max_size(1)
+            .min_idle(Some(1))
+            .test_on_check_out(false)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connection_timeout(self.connect_timeout)
+            .thread_pool(self.helpers.clone())
+            .error_handler(Box::new(HealthErrors(shared.clone())))
+            .event_handler(Box::new(HealthEvents(shared.clone())))
+            .build_unchecked(manager);
+        RedisLink::new(shared, pool, self.connect_timeout, follow)
+    }
+}
+
+/// What a node did with one request of a batch, before it is read as a
+/// vote: its reply, or why there is none.
+pub(crate) enum Raw {
+    Reply(redis::Value),
+    Failed(NodeFailure),
+}
+
+/// A batch between [`RedisLink::send`] and [`RedisLink::receive`].
+pub(crate) struct Sending {
+    /// The connection, once it was written to.
+    conn: Option<r2d2::PooledConnection<NodeManager>>,
+    /// Every request's outcome so far: `None` for those written.
+    early: Vec<Option<NodeFailure>>,
+    /// The failure of the write, if it failed.
+    write: Option<redis::RedisError>,
+    timeout: Duration,
+    started: Instant,
+    asking: bool,
+}
+
+impl RedisLink {
+    /// The node's shared state (health, admission).
+    pub(crate) fn shared(&self) -> &Arc<NodeShared> {
+        &self.shared
+    }
+
+    /// How this link lays keys out.
+    pub(crate) fn with_layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Writes `batch` to the node (each command after `ASKING` with
+    /// `asking`: a cluster's redirection during a slot's migration), after
+    /// the checks of a batch: the connection still goes where the node is,
+    /// the node was examined lately, its votes count. Read the replies
+    /// with [`receive`](Self::receive). Nothing here waits for the node
+    /// but the write.
+    pub(crate) fn send(&mut self, batch: &[&Request], asking: bool) -> Sending {
+        let timeout = batch
+            .iter()
+            .map(|req| req.timeout.value)
+            .max()
+            .unwrap_or(Duration::from_millis(1));
+        let mut sending = Sending {
+            conn: None,
+            early: vec![None; batch.len()],
+            write: None,
+            timeout,
+            started: Instant::now(),
+            asking,
+        };
+        let fail_all = |mut sending: Sending, failure: NodeFailure| {
+            sending.early = vec![Some(failure); batch.len()];
+            sending
+        };
         let Some(until) = batch.iter().map(|req| req.expires).max() else {
-            return Vec::new();
+            return sending;
         };
         if let (Some(conn), Some(source)) = (self.conn.as_mut(), &self.follow)
             && source.moved_from(&conn.address)
@@ -110,7 +200,7 @@ impl Link for RedisLink {
             Some(conn) => conn,
             None => match self.checkout(until) {
                 Ok(conn) => conn,
-                Err(failure) => return batch.iter().map(|_| Err(failure.clone())).collect(),
+                Err(failure) => return fail_all(sending, failure),
             },
         };
         if let Some(source) = &self.follow
@@ -125,13 +215,8 @@ impl Link for RedisLink {
                 FailureKind::Connection,
                 "the Sentinels name another master now; reconnecting",
             );
-            return batch.iter().map(|_| Err(failure.clone())).collect();
+            return fail_all(sending, failure);
         }
-        let timeout = batch
-            .iter()
-            .map(|req| req.timeout.value)
-            .max()
-            .unwrap_or(Duration::from_millis(1));
         // Asked now and then what it is (a policy changed at run time, a
         // quarantine ended: the marker to write), within the connect
         // timeout: connection work, not a request's.
@@ -144,7 +229,7 @@ impl Link for RedisLink {
                 Err(err) => {
                     conn.broken = true;
                     let failure = self.shared.failure(&err);
-                    return batch.iter().map(|_| Err(failure.clone())).collect();
+                    return fail_all(sending, failure);
                 }
             }
         }
@@ -156,7 +241,7 @@ impl Link for RedisLink {
         let refused = match self.shared.admission.refusal_for(conn.identity.as_deref()) {
             Err(failure) => {
                 conn.broken = true;
-                return batch.iter().map(|_| Err(failure.clone())).collect();
+                return fail_all(sending, failure);
             }
             Ok(refused) => refused.or_else(|| {
                 self.follow
@@ -171,28 +256,90 @@ impl Link for RedisLink {
         // acquisition there would not count, and on a server another
         // listed address reaches (a duplicate) it would take the key from
         // the node that counts.
-        let goes = |req: &Request| {
-            refused.is_none() || matches!(req.op, Op::Release | Op::Leave | Op::Resign)
+        if let Some(failure) = refused {
+            for (early, req) in sending.early.iter_mut().zip(batch) {
+                if !matches!(req.op, Op::Release | Op::Leave | Op::Resign) {
+                    *early = Some(failure.clone());
+                }
+            }
+        }
+        let sent: Vec<&Request> = batch
+            .iter()
+            .zip(&sending.early)
+            .filter(|(_, early)| early.is_none())
+            .map(|(req, _)| *req)
+            .collect();
+        if !sent.is_empty() {
+            let mut scripts = conn.sent;
+            sending.started = Instant::now();
+            sending.write =
+                write(&mut conn, &sent, self.layout, &mut scripts, timeout, asking).err();
+            conn.sent = scripts;
+        }
+        sending.conn = Some(conn);
+        sending
+    }
+
+    /// Reads the replies to what [`send`](Self::send) wrote, one per
+    /// request of `batch` (the same batch), sending again what the node
+    /// refused by a script's hash (see [`exchange`]).
+    pub(crate) fn receive(&mut self, sending: Sending, batch: &[&Request]) -> Vec<Raw> {
+        let Sending {
+            conn,
+            early,
+            write,
+            timeout,
+            started,
+            asking,
+        } = sending;
+        let Some(mut conn) = conn else {
+            return early
+                .into_iter()
+                .map(|e| Raw::Failed(e.unwrap_or_else(|| self.no_reply())))
+                .collect();
         };
-        let sent: Vec<&Request> = batch.iter().copied().filter(|req| goes(req)).collect();
-        let mut replies = if sent.is_empty() {
-            Vec::new()
-        } else {
-            exchange(&mut conn, &sent, timeout, &self.shared)
+        let sent: Vec<&Request> = batch
+            .iter()
+            .zip(&early)
+            .filter(|(_, early)| early.is_none())
+            .map(|(req, _)| *req)
+            .collect();
+        let mut replies = match write {
+            Some(err) => {
+                conn.broken = true;
+                vec![Err(err); sent.len()]
+            }
+            None if sent.is_empty() => Vec::new(),
+            None => {
+                let replies = read(
+                    &mut conn,
+                    sent.len(),
+                    timeout,
+                    &self.shared,
+                    asking,
+                    started,
+                );
+                exchange(
+                    &mut conn,
+                    &sent,
+                    replies,
+                    timeout,
+                    &self.shared,
+                    self.layout,
+                    asking,
+                )
+            }
         }
         .into_iter();
-        let answers: Vec<Answer> = batch
+        let raws: Vec<Raw> = batch
             .iter()
-            .map(|req| match (&refused, goes(req)) {
-                (Some(failure), false) => Err(failure.clone()),
-                _ => match replies.next() {
-                    Some(Ok(value)) => interpret(req, value, &self.shared.address),
-                    Some(Err(err)) => Err(self.failure(&err, req)),
-                    None => Err(NodeFailure::new(
-                        self.shared.address.clone(),
-                        FailureKind::Server,
-                        "no reply for this request",
-                    )),
+            .zip(early)
+            .map(|(req, early)| match early {
+                Some(failure) => Raw::Failed(failure),
+                None => match replies.next() {
+                    Some(Ok(value)) => Raw::Reply(value),
+                    Some(Err(err)) => Raw::Failed(self.failure(&err, req)),
+                    None => Raw::Failed(self.no_reply()),
                 },
             })
             .collect();
@@ -200,45 +347,77 @@ impl Link for RedisLink {
         // became a replica in a failover: the next connection goes to
         // whichever server the Sentinels name as master now. (A fixed
         // address would reconnect to the same server: no point.)
-        if self.follow.is_some()
-            && answers.iter().any(|a| {
-                a.as_ref()
-                    .is_err_and(|f| f.kind() == FailureKind::NotWritable)
-            })
-        {
+        if self.follow.is_some() && raws.iter().any(|raw| self.not_writable(raw)) {
             conn.broken = true;
         }
         if !conn.broken {
             self.conn = Some(conn);
         }
-        answers
+        raws
+    }
+
+    /// Reads `raw` as a vote on `req`.
+    pub(crate) fn interpret(&self, req: &Request, raw: Raw) -> Answer {
+        match raw {
+            Raw::Reply(value) => interpret(req, value, &self.shared.address),
+            Raw::Failed(failure) => Err(failure),
+        }
+    }
+
+    fn not_writable(&self, raw: &Raw) -> bool {
+        match raw {
+            Raw::Failed(failure) => failure.kind() == FailureKind::NotWritable,
+            Raw::Reply(redis::Value::ServerError(err)) => {
+                super::failure::classify_code(err.code()) == FailureKind::NotWritable
+            }
+            Raw::Reply(_) => false,
+        }
+    }
+
+    fn no_reply(&self) -> NodeFailure {
+        NodeFailure::new(
+            self.shared.address.clone(),
+            FailureKind::Server,
+            "no reply for this request",
+        )
     }
 }
 
-/// Runs `batch` on the node: every command written at once, and one reply
-/// read per command. A script goes out with its source on its
-/// connection's first call of it, by its hash after that (see [`Sent`]).
-/// Those the node refuses by hash go out once more with their source,
-/// before anything else is sent on the connection: `NOSCRIPT` (its script
-/// cache was flushed since; the source caches them again), or a user whose
-/// ACL does not allow `EVALSHA` (the connection then sends every script
-/// with its source). They ran nowhere, so sending them again is sending
-/// them once. Only requests whose caller still waits go again, within the
-/// time left to the latest of them (one timeout at most); the others keep
-/// the refusal, as a server failure their caller no longer reads. Only
-/// their order against the rest of their batch changes, which every
-/// request tolerates as it tolerates arriving late (see above): the
-/// requests of one batch were sent together, none waiting for another's
-/// answer.
+impl Link for RedisLink {
+    fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
+        let sending = self.send(batch, false);
+        let raws = self.receive(sending, batch);
+        batch
+            .iter()
+            .zip(raws)
+            .map(|(req, raw)| self.interpret(req, raw))
+            .collect()
+    }
+}
+
+/// Completes the `replies` of `batch`, read on `conn`: a script goes out
+/// with its source on its connection's first call of it, by its hash
+/// after that (see [`Sent`]). Those the node refuses by hash go out once
+/// more with their source, before anything else is sent on the
+/// connection: `NOSCRIPT` (its script cache was flushed since; the source
+/// caches them again), or a user whose ACL does not allow `EVALSHA` (the
+/// connection then sends every script with its source). They ran
+/// nowhere, so sending them again is sending them once. Only requests
+/// whose caller still waits go again, within the time left to the latest
+/// of them (one timeout at most); the others keep the refusal, as a
+/// server failure their caller no longer reads. Only their order against
+/// the rest of their batch changes, which every request tolerates as it
+/// tolerates arriving late (see above): the requests of one batch were
+/// sent together, none waiting for another's answer.
 fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
+    mut replies: Vec<redis::RedisResult<redis::Value>>,
     timeout: Duration,
     shared: &NodeShared,
+    layout: Layout,
+    asking: bool,
 ) -> Vec<redis::RedisResult<redis::Value>> {
-    let mut sent = conn.sent;
-    let mut replies = send_and_read(conn, batch, &mut sent, timeout, shared);
-    conn.sent = sent;
     let missing: Vec<usize> = (0..replies.len())
         .filter(|&i| refused_by_hash(&replies[i]).is_some())
         .collect();
@@ -261,7 +440,14 @@ fn exchange(
     };
     let again: Vec<&Request> = live.iter().map(|&i| batch[i]).collect();
     let left = timeout.min(until.saturating_duration_since(now));
-    let resent = send_and_read(conn, &again, &mut Sent::sources_only(), left, shared);
+    let sources = &mut Sent::sources_only();
+    let resent = match write(conn, &again, layout, sources, left, asking) {
+        Ok(()) => read(conn, again.len(), left, shared, asking, Instant::now()),
+        Err(err) => {
+            conn.broken = true;
+            vec![Err(err); again.len()]
+        }
+    };
     for (i, reply) in live.into_iter().zip(resent) {
         replies[i] = reply;
     }
@@ -291,46 +477,73 @@ fn refused_by_hash(reply: &redis::RedisResult<redis::Value>) -> Option<Refusal> 
     }
 }
 
-/// Writes all of `batch`'s commands at once and reads one reply per
-/// command. After an I/O error or timeout the connection is flagged broken
-/// and every request still unanswered gets that error.
-fn send_and_read(
+/// Writes all of `batch`'s commands at once (each after `ASKING` with
+/// `asking`), their keys as `layout` lays them out.
+fn write(
     conn: &mut NodeConn,
     batch: &[&Request],
+    layout: Layout,
     sent: &mut Sent,
     timeout: Duration,
-    shared: &NodeShared,
-) -> Vec<redis::RedisResult<redis::Value>> {
+    asking: bool,
+) -> redis::RedisResult<()> {
     let mut packed = Vec::with_capacity(batch.len() * 160);
     for req in batch {
-        encode(req, sent, &mut packed);
+        if asking {
+            redis::cmd("ASKING").write_packed_command(&mut packed);
+        }
+        encode(req, layout, sent, &mut packed);
     }
-    let mut replies = Vec::with_capacity(batch.len());
-    let sent = conn
-        .set_io_timeout(timeout)
-        .and_then(|()| conn.conn.send_packed_command(&packed));
-    if let Err(err) = sent {
+    conn.set_io_timeout(timeout)?;
+    conn.conn.send_packed_command(&packed)
+}
+
+/// Reads one reply per command of a batch of `count` written at
+/// `started` (and drops the `ASKING` replies, with `asking`, unless one
+/// is an error: then it is the command's). After an I/O error or timeout
+/// the connection is flagged broken and every request still unanswered
+/// gets that error.
+fn read(
+    conn: &mut NodeConn,
+    count: usize,
+    timeout: Duration,
+    shared: &NodeShared,
+    asking: bool,
+    started: Instant,
+) -> Vec<redis::RedisResult<redis::Value>> {
+    let mut replies = Vec::with_capacity(count);
+    if let Err(err) = conn.set_io_timeout(timeout) {
         conn.broken = true;
-        replies.resize_with(batch.len(), || Err(err.clone()));
+        replies.resize_with(count, || Err(err.clone()));
         return replies;
     }
     // The round trip, as the node's estimate takes it: from the write to
     // the last reply — or, when the replies did not come within the
     // timeout, twice the timeout (a bound, backed off as TCP does: a node
     // farther away than the timeout raises its estimate until it fits).
-    let started = std::time::Instant::now();
-    for _ in batch {
-        match conn.conn.recv_response() {
-            Ok(value) => replies.push(Ok(value)),
-            Err(err) => {
-                conn.broken = true;
-                if err.is_timeout() {
-                    shared.note_round_trip(timeout.saturating_mul(2));
+    let per_request = if asking { 2 } else { 1 };
+    for _ in 0..count {
+        let mut reply = None;
+        for _ in 0..per_request {
+            match conn.conn.recv_response() {
+                Ok(value) => {
+                    let asked = reply.take();
+                    reply = Some(match asked {
+                        Some(redis::Value::ServerError(err)) => redis::Value::ServerError(err),
+                        _ => value,
+                    });
                 }
-                replies.resize_with(batch.len(), || Err(err.clone()));
-                return replies;
+                Err(err) => {
+                    conn.broken = true;
+                    if err.is_timeout() {
+                        shared.note_round_trip(timeout.saturating_mul(2));
+                    }
+                    replies.resize_with(count, || Err(err.clone()));
+                    return replies;
+                }
             }
         }
+        replies.extend(reply.map(Ok));
     }
     shared.note_round_trip(started.elapsed());
     replies

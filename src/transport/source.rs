@@ -63,6 +63,8 @@ pub(crate) enum Source {
     Direct(Box<redis::Client>),
     /// A Sentinel service's current master.
     Sentinel(Arc<SentinelSource>),
+    /// A Redis Cluster, reached through its seeds (see `cluster.rs`).
+    Cluster(Arc<super::cluster::ClusterSource>),
 }
 
 impl std::fmt::Debug for Source {
@@ -71,6 +73,7 @@ impl std::fmt::Debug for Source {
         match self {
             Source::Direct(_) => f.write_str("Direct"),
             Source::Sentinel(s) => write!(f, "Sentinel({:?})", s.service),
+            Source::Cluster(c) => write!(f, "{c:?}"),
         }
     }
 }
@@ -121,13 +124,14 @@ impl Source {
         match self {
             Source::Direct(client) => Ok((**client).clone()),
             Source::Sentinel(sentinel) => sentinel.lookup(timeout),
+            Source::Cluster(cluster) => Ok(cluster.client()),
         }
     }
 
     /// The address the last lookup found (a Sentinel-managed node only).
     pub(crate) fn resolved(&self) -> Option<String> {
         match self {
-            Source::Direct(_) => None,
+            Source::Direct(_) | Source::Cluster(_) => None,
             Source::Sentinel(sentinel) => {
                 sentinel.resolved.lock().as_ref().map(|f| f.address.clone())
             }

@@ -12,6 +12,7 @@ mod fenced;
 pub mod partition;
 mod proxy;
 pub mod pubsub;
+pub mod redis_cluster;
 pub mod sentinel;
 mod tls;
 mod witness;
@@ -117,6 +118,17 @@ impl Node {
     /// A direct connection for assertions (bypasses the lock client).
     pub fn conn(&self) -> redis::Connection {
         self.conn_db(0)
+    }
+
+    /// A direct connection, or `None` when the node does not answer
+    /// within a second (killed, paused).
+    pub fn conn_quiet(&self) -> Option<redis::Connection> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let conn = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+        Some(conn)
     }
 
     /// A direct connection to this node, in database `db`.

@@ -1,0 +1,292 @@
+//! A Redis Cluster as one node (`redis+cluster://`), against real
+//! clusters the tests create (`redis-server --cluster-enabled yes`,
+//! `redis-cli --cluster create`): locks on every master, `lock_all` over
+//! many hash slots, a slot migrated while its lock is held, the other
+//! primitives and a wake-up through the cluster, and a failover inside it.
+
+mod harness;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use harness::pubsub::{WakeRecorder, wake_listeners};
+use harness::redis_cluster::{RedisCluster, query};
+use harness::{Cluster, builder, eventually};
+use redlock_sync::{Error, Redlock};
+
+const TTL: Duration = Duration::from_secs(30);
+
+/// A client over the cluster only: its vote is the whole answer.
+fn over(cluster: &RedisCluster) -> Redlock {
+    builder([cluster.url(3)])
+        .retry_count(0)
+        .build()
+        .expect("client")
+}
+
+/// `count` names whose hash slots differ, from `prefix`.
+fn names_in_distinct_slots(cluster: &RedisCluster, prefix: &str, count: usize) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    (0..)
+        .map(|i| format!("{prefix}:{i}"))
+        .filter(|name| seen.insert(cluster.slot(name)))
+        .take(count)
+        .collect()
+}
+
+#[test]
+fn locks_on_every_master_need_and_get_the_clusters_vote() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let mut standalone = Cluster::start(2);
+    let mut urls = vec![cluster.url(1)];
+    urls.extend(standalone.urls());
+    let client = builder(&urls).retry_count(0).build().expect("client");
+    let other = builder(&urls).retry_count(0).build().expect("client");
+    // One standalone node paused: no majority without the cluster's vote.
+    standalone.nodes[0].pause();
+    let mut per_master: HashMap<u16, usize> = HashMap::new();
+    let mut guards = Vec::new();
+    for i in 0..200 {
+        let name = format!("cluster-lock:{i}");
+        let guard = client
+            .try_lock(&name, TTL)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+            .unwrap_or_else(|| panic!("{name}: refused"));
+        assert!(cluster.get(&name).is_some(), "{name} is on its master");
+        *per_master.entry(cluster.master_of(&name).port).or_default() += 1;
+        guards.push(guard);
+    }
+    assert_eq!(per_master.len(), 3, "names on every master: {per_master:?}");
+    for guard in guards.iter().step_by(20) {
+        let taken = other.try_lock(guard.resource(), TTL).expect("an answer");
+        assert!(taken.is_none(), "{} is held", guard.resource());
+    }
+    let health = &client.node_health()[0];
+    assert_eq!(health.masters().len(), 3, "{health:?}");
+    assert!(
+        health
+            .masters()
+            .iter()
+            .all(|m| m.is_admitted() && m.is_up())
+    );
+    for guard in guards {
+        guard.release().expect("released");
+    }
+    eventually("every key is gone", Duration::from_secs(10), || {
+        cluster.keys() == 0
+    });
+    standalone.nodes[0].resume();
+}
+
+#[test]
+fn lock_all_over_ten_slots_is_all_or_nothing() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let client = over(&cluster);
+    let other = over(&cluster);
+    let names = names_in_distinct_slots(&cluster, "all", 10);
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let guard = client
+        .try_lock_all(&refs, TTL)
+        .expect("an answer")
+        .expect("all ten granted");
+    for name in &names {
+        assert!(cluster.get(name).is_some(), "{name} held");
+        assert!(other.try_lock(name, TTL).expect("an answer").is_none());
+    }
+    guard.release().expect("released");
+    assert_eq!(cluster.keys(), 0, "all released");
+    // One taken by another: none of the ten is granted, nothing is left.
+    let taken = other.try_lock(&names[6], TTL).unwrap().expect("free");
+    let refused = client.try_lock_all(&refs, TTL).expect("an answer");
+    assert!(refused.is_none(), "one of them is held");
+    assert_eq!(cluster.keys(), 1, "only the other's key");
+    taken.release().unwrap();
+    let fenced = builder([cluster.url(2)])
+        .retry_count(0)
+        .fencing(true)
+        .build()
+        .unwrap();
+    let guard = fenced
+        .try_lock_all(&refs, TTL)
+        .unwrap()
+        .expect("granted, fenced");
+    assert!(guard.fencing_token().is_some());
+    guard.release().unwrap();
+}
+
+#[test]
+fn a_slot_migrated_while_its_lock_is_held_keeps_extend_and_release_working() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let client = over(&cluster);
+    let other = over(&cluster);
+    let name = "migrating:1";
+    let mut guard = client.try_lock(name, TTL).unwrap().expect("granted");
+    let slot = cluster.slot(name).to_string();
+    let from = cluster.master_of(name);
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port != from.port)
+        .expect("another master");
+    let (from_id, to_id) = (RedisCluster::id(from), RedisCluster::id(to));
+    let _: () = query(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+    let _: () = query(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+    // Migrating, the key still on its old master.
+    assert!(other.try_lock(name, TTL).unwrap().is_none(), "held");
+    guard.extend(TTL).expect("extended on the old master");
+    // The key moved, the slot not yet: ASK.
+    let keys: Vec<String> = query(from, &["CLUSTER", "GETKEYSINSLOT", &slot, "100"]);
+    assert!(!keys.is_empty());
+    let mut migrate = vec!["MIGRATE", "127.0.0.1"];
+    let port = to.port.to_string();
+    migrate.extend([port.as_str(), "", "0", "5000", "KEYS"]);
+    migrate.extend(keys.iter().map(String::as_str));
+    let _: String = query(from, &migrate);
+    assert!(RedisCluster::exists_asking(to, name), "moved");
+    assert!(other.try_lock(name, TTL).unwrap().is_none(), "held, asked");
+    guard
+        .extend(TTL)
+        .expect("extended on the new master, asked");
+    // The slot moved: MOVED.
+    for node in &cluster.nodes {
+        let _: () = query(node, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+    }
+    cluster.settled();
+    assert!(other.try_lock(name, TTL).unwrap().is_none(), "held, moved");
+    guard.extend(TTL).expect("extended after the move");
+    guard.release().expect("released on the new master");
+    assert_eq!(to.get(name), None);
+    let again = other.try_lock(name, TTL).unwrap().expect("free again");
+    again.release().unwrap();
+}
+
+#[test]
+fn semaphores_rw_locks_elections_and_wake_ups_go_through_a_cluster() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let client = over(&cluster);
+    let other = over(&cluster);
+    // Semaphore.
+    let sem = client.semaphore("jobs", 2);
+    let a = sem.try_lock(TTL).unwrap().expect("permit 1");
+    let b = other
+        .semaphore("jobs", 2)
+        .try_lock(TTL)
+        .unwrap()
+        .expect("permit 2");
+    assert!(sem.try_lock(TTL).unwrap().is_none(), "no permit left");
+    b.release().unwrap();
+    let c = sem.try_lock(TTL).unwrap().expect("a permit again");
+    drop((a, c));
+    // Reader-writer lock.
+    let rw = client.rw_lock("table");
+    let r1 = rw.try_read(TTL).unwrap().expect("reader 1");
+    let r2 = other
+        .rw_lock("table")
+        .try_read(TTL)
+        .unwrap()
+        .expect("reader 2");
+    assert!(rw.try_write(TTL).unwrap().is_none(), "readers hold it");
+    r1.release().unwrap();
+    r2.release().unwrap();
+    let w = rw.try_write(TTL).unwrap().expect("writer");
+    assert!(other.rw_lock("table").try_read(TTL).unwrap().is_none());
+    w.release().unwrap();
+    // Election, seen by another client.
+    let leadership = client
+        .election("chief")
+        .campaign("node-a", TTL)
+        .try_win()
+        .unwrap()
+        .expect("leader");
+    let leader = other.election("chief").leader().unwrap().expect("a leader");
+    assert_eq!(leader.value(), "node-a");
+    assert_eq!(leader.term(), leadership.term());
+    leadership.resign().unwrap();
+    // A waiter in another client is woken by the release.
+    let held = client.try_lock("woken", TTL).unwrap().expect("free");
+    let waiter = std::thread::spawn(move || {
+        let started = Instant::now();
+        let guard = other.lock_for("woken", TTL, Duration::from_secs(20));
+        (guard.map(|g| g.resource().to_owned()), started.elapsed())
+    });
+    // A member that does not serve the name hears its wake-ups too: the
+    // cluster's pub/sub reaches every member.
+    let gate = cluster.master_of("woken").port;
+    let elsewhere = cluster.nodes.iter().find(|n| n.port != gate).unwrap();
+    let recorder = WakeRecorder::start(elsewhere);
+    eventually(
+        "the waiter queued and listens",
+        Duration::from_secs(10),
+        || {
+            query::<i64>(
+                cluster.master_of("woken"),
+                &["EXISTS", "redlock-queue:{woken}"],
+            ) == 1
+                && cluster.nodes.iter().map(wake_listeners).sum::<usize>() == 1
+        },
+    );
+    held.release().unwrap();
+    let (got, _) = waiter.join().unwrap();
+    assert_eq!(got.expect("woken and granted"), "woken");
+    eventually(
+        "the wake-up reached another member",
+        Duration::from_secs(10),
+        || !recorder.woken().is_empty(),
+    );
+}
+
+#[test]
+fn a_name_a_cluster_cannot_keep_in_one_slot_is_refused() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let client = over(&cluster);
+    let err = client.try_lock("a}b", TTL).expect_err("refused");
+    assert!(matches!(err, Error::Config { .. }), "{err:?}");
+    assert!(err.to_string().contains("hash tag"), "{err}");
+    let tagged = client
+        .try_lock("{user7}:a}b", TTL)
+        .unwrap()
+        .expect("a tag keeps it");
+    assert_eq!(cluster.slot("{user7}:a}b"), cluster.slot("user7"));
+    tagged.release().unwrap();
+}
+
+#[test]
+fn a_master_failed_over_lets_no_second_holder_in() {
+    let cluster = RedisCluster::start(3, 1, 1000);
+    let standalone = Cluster::start(2);
+    let mut urls = vec![cluster.url(3)];
+    urls.extend(standalone.urls());
+    let client = builder(&urls).retry_count(0).build().expect("client");
+    let other = builder(&urls).retry_count(0).build().expect("client");
+    let name = "failover:1";
+    let mut guard = client.try_lock(name, TTL).unwrap().expect("granted");
+    let port = cluster.master_of(name).port;
+    let mut cluster = cluster;
+    let master = cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.port == port)
+        .expect("its master");
+    master.kill();
+    let slot = cluster.slot(name);
+    eventually("a replica took over", Duration::from_secs(30), || {
+        cluster.serving(slot).is_some_and(|m| m.port != port)
+    });
+    cluster.settled();
+    assert!(
+        other.try_lock(name, TTL).unwrap().is_none(),
+        "the standalone majority still holds it"
+    );
+    guard.extend(TTL).expect("extended on a majority");
+    eventually(
+        "the new master is in the map",
+        Duration::from_secs(10),
+        || {
+            client.node_health()[0].masters().iter().any(|m| {
+                m.address()
+                    .ends_with(&format!(":{}", cluster.master_of(name).port))
+            })
+        },
+    );
+    guard.release().unwrap();
+}
