@@ -290,3 +290,76 @@ fn a_master_failed_over_lets_no_second_holder_in() {
     );
     guard.release().unwrap();
 }
+
+/// Two clients (four workers) contend for one resource on a mixed
+/// deployment — a cluster with a replica per master beside two standalone
+/// nodes — while the master serving the resource is killed and its
+/// replica promoted, then a standalone node is paused: one node's fault at
+/// a time, as Redlock assumes. A witness outside the lock nodes counts
+/// overlaps and lost updates.
+#[test]
+fn a_failover_under_contention_lets_no_two_holders_in() {
+    const RESOURCE: &str = "cluster-chaos:shared";
+    let ttl = Duration::from_secs(1);
+    let mut cluster = RedisCluster::start(3, 1, 1000);
+    let mut standalone = Cluster::start(2);
+    let mut urls = vec![cluster.url(3)];
+    urls.extend(standalone.urls());
+    let clients: Vec<Redlock> = (0..2)
+        .map(|_| {
+            builder(&urls)
+                .connect_timeout(Duration::from_millis(200))
+                .build()
+                .expect("client")
+        })
+        .collect();
+    let witness = harness::Node::start(&harness::NodeOptions::default());
+    let progress = std::sync::atomic::AtomicUsize::new(0);
+    // Room for a slow failover on a loaded machine: the faults must come
+    // while the workers run.
+    let until = Instant::now() + Duration::from_secs(20);
+    let total = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..4)
+            .map(|i| {
+                let (client, witness, progress) = (&clients[i % 2], witness.url(), &progress);
+                s.spawn(move || {
+                    harness::contend_counting(client, &witness, RESOURCE, ttl, until, progress)
+                })
+            })
+            .collect();
+        let acquired = |n: usize| {
+            let progress = &progress;
+            eventually("acquisitions go on", Duration::from_secs(10), move || {
+                progress.load(std::sync::atomic::Ordering::Relaxed) >= n
+            });
+        };
+        acquired(20);
+        let slot = cluster.slot(RESOURCE);
+        let port = cluster.master_of_slot(slot).port;
+        cluster
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("its master")
+            .kill();
+        eventually("a replica took over", Duration::from_secs(30), || {
+            cluster.serving(slot).is_some_and(|m| m.port != port)
+        });
+        let after_failover = progress.load(std::sync::atomic::Ordering::Relaxed);
+        acquired(after_failover + 20);
+        standalone.nodes[0].pause();
+        let paused = progress.load(std::sync::atomic::Ordering::Relaxed);
+        acquired(paused + 20);
+        standalone.nodes[0].resume();
+        let mut total = harness::Contention::default();
+        for w in workers {
+            total += w.join().unwrap();
+        }
+        total
+    });
+    println!(
+        "cluster chaos: {} acquisitions, overlaps {}, overran {}",
+        total.acquisitions, total.overlaps, total.overran
+    );
+    total.assert_exclusive(&witness, RESOURCE);
+}
