@@ -202,6 +202,19 @@ fn semaphores_rw_locks_elections_and_wake_ups_go_through_a_cluster() {
     assert_eq!(leader.value(), "node-a");
     assert_eq!(leader.term(), leadership.term());
     leadership.resign().unwrap();
+    // Keep-alive: a lock with a short TTL outlives it many times over.
+    let short = Duration::from_millis(400);
+    let mut kept = client.try_lock("kept", short).unwrap().expect("free");
+    kept.keep_alive();
+    let master = cluster.master_of("kept");
+    let started = Instant::now();
+    while started.elapsed() < short * 5 {
+        assert!(kept.is_valid(), "kept valid");
+        assert!(master.pttl("kept") > 0, "the key is still on its master");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    kept.release().unwrap();
+    assert_eq!(master.get("kept"), None);
     // A waiter in another client is woken by the release.
     let held = client.try_lock("woken", TTL).unwrap().expect("free");
     let waiter = std::thread::spawn(move || {
