@@ -255,6 +255,13 @@ fn a_name_a_cluster_cannot_keep_in_one_slot_is_refused() {
     let err = client.try_lock("a}b", TTL).expect_err("refused");
     assert!(matches!(err, Error::Config { .. }), "{err:?}");
     assert!(err.to_string().contains("hash tag"), "{err}");
+    let err = client.election("x}y").leader().expect_err("refused");
+    assert!(err.to_string().contains("hash tag"), "{err}");
+    let err = client
+        .semaphore("x}y", 2)
+        .try_lock(TTL)
+        .expect_err("refused");
+    assert!(err.to_string().contains("hash tag"), "{err}");
     let tagged = client
         .try_lock("{user7}:a}b", TTL)
         .unwrap()

@@ -105,6 +105,9 @@ impl Core {
         observer: Option<&Arc<str>>,
     ) -> Result<(Seen, bool), Error> {
         super::acquire::checked_election(name)?;
+        if let Some(problem) = self.transport.key_problem(&elect_keys(name)[0]) {
+            return Err(Error::argument(problem));
+        }
         let start = Instant::now();
         let timeout = self.node_timeout(READ_TTL);
         let by = answer_by(start, timeout, None);
