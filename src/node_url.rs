@@ -220,6 +220,14 @@ fn parse_cluster(
         )));
     }
     let (userinfo, hosts) = match authority.rsplit_once('@') {
+        // A seed list cut at an `@` (`host:port,user:password@host:port`)
+        // would read the first seeds as the user name.
+        Some((userinfo, _)) if userinfo.contains(',') => {
+            return Err(bad(&format!(
+                "the user information holds a ',' (percent-encode it as %2C, and give the user \
+                 and password once, before every seed); {usage}"
+            )));
+        }
         Some((userinfo, hosts)) => (format!("{userinfo}@"), hosts),
         None => (String::new(), authority),
     };
@@ -292,7 +300,7 @@ fn check_port(authority: &str) -> Result<(), String> {
 
 /// Whether `head` (the authority of a URL without user information, or a
 /// socket path) is plainly hosts: each of its comma-separated parts a
-/// host, `[IPv6]`, or a host and a port number.
+/// host, `[IPv6]`, or a host and a port number (at most 65535).
 fn plain_hosts(head: &str) -> bool {
     head.split(',').all(|part| {
         let port = match part.strip_prefix('[') {
@@ -303,7 +311,7 @@ fn plain_hosts(head: &str) -> bool {
             },
             None => part.split_once(':').map(|(_, port)| port),
         };
-        port.is_none_or(|p| p.chars().all(|c| c.is_ascii_digit()))
+        port.is_none_or(|p| p.is_empty() || p.parse::<u16>().is_ok())
     })
 }
 
@@ -478,6 +486,35 @@ mod tests {
             panic!("a direct node");
         };
         assert!(client.get_connection_info().tcp_settings().nodelay());
+    }
+
+    #[test]
+    fn a_cluster_url_is_one_node_named_by_its_seeds() {
+        let nodes = parse_nodes_plain(&urls(&[
+            "redis+cluster://u:pw@127.0.0.1:7000,127.0.0.1:7001",
+            "REDIS+CLUSTER://127.0.0.1:7002/0",
+        ]))
+        .unwrap();
+        assert_eq!(nodes[0].address, "cluster:127.0.0.1:7000,127.0.0.1:7001");
+        assert_eq!(nodes[1].address, "cluster:127.0.0.1:7002");
+        assert!(matches!(nodes[0].source, Source::Cluster(_)));
+        assert!(!format!("{:?}", nodes[0]).contains("pw"));
+        for (url, says) in [
+            ("redis+cluster://127.0.0.1:7000/2", "only database 0"),
+            ("redis+cluster://127.0.0.1:7000,127.0.0.1:7000", "twice"),
+            ("redis+cluster://127.0.0.1:7000,", "empty seed"),
+            (
+                "redis+cluster://h:1,u:secret@h:2",
+                "percent-encode it as %2C",
+            ),
+            ("redis+cluster://h:1?pw=secret", "no query"),
+            ("redis+cluster://admin:secret", "not usable"),
+            ("redis+cluster://admin:123456", "not usable"),
+        ] {
+            let err = parse_nodes_plain(&urls(&[url])).unwrap_err().to_string();
+            assert!(err.contains(says), "{url}: {err}");
+            assert!(!err.contains("secret") && !err.contains("123456"), "{err}");
+        }
     }
 
     #[test]

@@ -270,45 +270,208 @@ fn a_name_a_cluster_cannot_keep_in_one_slot_is_refused() {
     tagged.release().unwrap();
 }
 
+/// The cluster's vote decides: with one standalone node paused, the lock
+/// is extended (and a contender refused) through the replica promoted
+/// after its master is killed. `WAIT` makes sure the key reached the
+/// replica first (without it, a failover may lose the key: Redis
+/// replicates asynchronously).
 #[test]
-fn a_master_failed_over_lets_no_second_holder_in() {
+fn a_master_failed_over_keeps_the_clusters_vote() {
     let cluster = RedisCluster::start(3, 1, 1000);
-    let standalone = Cluster::start(2);
+    let mut standalone = Cluster::start(2);
     let mut urls = vec![cluster.url(3)];
     urls.extend(standalone.urls());
     let client = builder(&urls).retry_count(0).build().expect("client");
     let other = builder(&urls).retry_count(0).build().expect("client");
     let name = "failover:1";
     let mut guard = client.try_lock(name, TTL).unwrap().expect("granted");
-    let port = cluster.master_of(name).port;
+    let slot = cluster.slot(name);
+    let port = cluster.master_of_slot(slot).port;
+    let replicated: i64 = query(cluster.master_of_slot(slot), &["WAIT", "1", "5000"]);
+    assert_eq!(replicated, 1, "the key reached the replica");
     let mut cluster = cluster;
-    let master = cluster
+    cluster
         .nodes
         .iter_mut()
         .find(|n| n.port == port)
-        .expect("its master");
-    master.kill();
-    let slot = cluster.slot(name);
+        .expect("its master")
+        .kill();
     eventually("a replica took over", Duration::from_secs(30), || {
         cluster.serving(slot).is_some_and(|m| m.port != port)
     });
     cluster.settled();
+    standalone.nodes[1].pause();
+    // Node 0 and the cluster are the majority now: the cluster decides.
     assert!(
         other.try_lock(name, TTL).unwrap().is_none(),
-        "the standalone majority still holds it"
+        "the promoted replica holds the key: refused"
     );
-    guard.extend(TTL).expect("extended on a majority");
-    eventually(
-        "the new master is in the map",
-        Duration::from_secs(10),
-        || {
-            client.node_health()[0].masters().iter().any(|m| {
-                m.address()
-                    .ends_with(&format!(":{}", cluster.master_of(name).port))
-            })
-        },
+    guard
+        .extend(TTL)
+        .expect("extended through the promoted replica");
+    let new_master = cluster.master_of_slot(slot).port;
+    assert!(
+        client.node_health()[0]
+            .masters()
+            .iter()
+            .any(|m| m.address().ends_with(&format!(":{new_master}"))),
+        "the new master is in the map"
     );
+    standalone.nodes[1].resume();
     guard.release().unwrap();
+}
+
+/// `count` names that `master` serves.
+fn names_on(cluster: &RedisCluster, master: u16, prefix: &str, count: usize) -> Vec<String> {
+    (0..)
+        .map(|i| format!("{prefix}:{i}"))
+        .filter(|name| cluster.master_of(name).port == master)
+        .take(count)
+        .collect()
+}
+
+/// Locks on `names` through `client` for `run` (each released): how many
+/// failed, and whether the last ten succeeded.
+fn keep_locking(client: &Redlock, names: &[String], run: Duration) -> (usize, bool) {
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    while started.elapsed() < run {
+        for name in names {
+            let ok = match client.try_lock(name, TTL) {
+                Ok(Some(guard)) => guard.release().is_ok(),
+                Ok(None) => false,
+                Err(err) => {
+                    println!("{name}: {err}");
+                    false
+                }
+            };
+            outcomes.push(ok);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let failed = outcomes.iter().filter(|ok| !**ok).count();
+    let last_ok = outcomes.iter().rev().take(10).all(|ok| *ok);
+    (failed, last_ok)
+}
+
+/// A reshard that moves a master's first slot away (where its marker is
+/// kept) and a manual failover leave every master counting: the marker
+/// follows the map, and the next examination (every 5 s) finds it.
+#[test]
+fn a_reshard_and_a_manual_failover_keep_every_master_counting() {
+    let cluster = RedisCluster::start(3, 1, 1000);
+    let client = over(&cluster);
+    let first = cluster.master_of_slot(0);
+    let (port, first_id) = (first.port, RedisCluster::id(first));
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|m| m.port != port)
+        .expect("another master");
+    let to_id = RedisCluster::id(to);
+    let names = names_on(&cluster, port, "reshard", 5);
+    assert_eq!(keep_locking(&client, &names, Duration::ZERO).0, 0);
+    // Slot 0 (empty: nothing locked there) moves to another master.
+    let _: () = query(to, &["CLUSTER", "SETSLOT", "0", "IMPORTING", &first_id]);
+    let _: () = query(first, &["CLUSTER", "SETSLOT", "0", "MIGRATING", &to_id]);
+    for node in cluster.masters() {
+        let _: () = query(node, &["CLUSTER", "SETSLOT", "0", "NODE", &to_id]);
+    }
+    cluster.settled();
+    let (failed, last_ok) = keep_locking(&client, &names, Duration::from_secs(7));
+    assert!(failed <= 2 && last_ok, "after the reshard: {failed} failed");
+    assert!(
+        client.node_health()[0]
+            .masters()
+            .iter()
+            .all(|m| m.is_admitted())
+    );
+    // A manual failover of the same master.
+    let replica = cluster
+        .nodes
+        .iter()
+        .find(|n| {
+            query::<String>(n, &["INFO", "replication"]).contains(&format!("master_port:{port}"))
+        })
+        .expect("its replica");
+    let _: () = query(replica, &["CLUSTER", "FAILOVER"]);
+    let replica_port = replica.port;
+    eventually("the replica took over", Duration::from_secs(30), || {
+        cluster.master_of(&names[0]).port == replica_port
+    });
+    cluster.settled();
+    let (failed, last_ok) = keep_locking(&client, &names, Duration::from_secs(7));
+    assert!(
+        failed <= 1 && last_ok,
+        "after the failover: {failed} failed"
+    );
+    assert!(
+        client.node_health()[0]
+            .masters()
+            .iter()
+            .all(|m| m.is_admitted())
+    );
+}
+
+/// A master that stops answering (SIGSTOP) while its slots are busy keeps
+/// the other masters' slots working through the same cluster node.
+#[test]
+fn a_silent_master_does_not_hold_up_the_others() {
+    let mut cluster = RedisCluster::start(3, 0, 60_000);
+    let client = over(&cluster);
+    let silent = cluster.master_of_slot(0).port;
+    let others: Vec<u16> = cluster
+        .masters()
+        .iter()
+        .map(|m| m.port)
+        .filter(|p| *p != silent)
+        .collect();
+    let stuck = names_on(&cluster, silent, "stuck", 3);
+    let healthy: Vec<String> = others
+        .iter()
+        .flat_map(|&p| names_on(&cluster, p, "healthy", 3))
+        .collect();
+    cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.port == silent)
+        .expect("the master of slot 0")
+        .pause();
+    let until = Instant::now() + Duration::from_secs(4);
+    let (failed, total) = std::thread::scope(|s| {
+        // Requests for the silent master's slots all along.
+        s.spawn(|| {
+            while Instant::now() < until {
+                for name in &stuck {
+                    let _ = client.try_lock(name, TTL);
+                }
+            }
+        });
+        let mut failed = 0;
+        let mut total = 0;
+        while Instant::now() < until {
+            for name in &healthy {
+                total += 1;
+                let ok = match client.try_lock(name, TTL) {
+                    Ok(Some(guard)) => guard.release().is_ok(),
+                    _ => false,
+                };
+                failed += usize::from(!ok);
+            }
+        }
+        (failed, total)
+    });
+    println!("healthy masters' locks beside a silent one: {failed} of {total} failed");
+    assert!(
+        failed * 4 < total,
+        "most locks on the healthy masters succeed: {failed} of {total} failed"
+    );
+    cluster
+        .nodes
+        .iter_mut()
+        .find(|n| n.port == silent)
+        .unwrap()
+        .resume();
 }
 
 /// Two clients (four workers) contend for one resource on a mixed

@@ -185,8 +185,8 @@ pub(crate) struct Admission {
     rules: Rules,
     registry: Arc<Registry>,
     /// The key of its marker: [`MARKER`], or on a cluster's master, one in
-    /// a hash slot it serves (see [`Admission::with_marker`]).
-    marker: Arc<str>,
+    /// a hash slot it serves (see [`Admission::set_marker`]).
+    marker: Mutex<Arc<str>>,
     state: Mutex<State>,
 }
 
@@ -209,6 +209,8 @@ struct State {
     tried: bool,
     /// When the node last said what it is.
     examined: Option<Instant>,
+    /// It takes another server's place (see [`Admission::succeeds`]).
+    successor: bool,
     /// Connected now (for the gauge).
     up: bool,
     /// What the log last said (with the quarantine's end): `None` while
@@ -235,18 +237,41 @@ impl Admission {
             address: registry.address(index),
             rules,
             registry,
-            marker: Arc::from(MARKER),
+            marker: Mutex::new(Arc::from(MARKER)),
             state: Mutex::new(State::default()),
         }
     }
 
     /// A node of its own, with no rules (the fake nodes of unit tests).
-    /// The same admission, its marker kept at `key` (a cluster's master:
-    /// the marker must be in a hash slot the master serves; it replicates
-    /// with that slot's data, so a replica promoted in its place finds it).
-    pub(crate) fn with_marker(mut self, key: String) -> Self {
-        self.marker = Arc::from(key);
-        self
+    /// Keeps its marker at `key` from now on: a cluster's master keeps it in
+    /// a hash slot it serves (it replicates with that slot's data, so a
+    /// replica promoted in its place finds it), which changes when slots
+    /// move. A marker written at the old key is written again at the new.
+    /// Whether the key changed.
+    pub(crate) fn set_marker(&self, key: String) -> bool {
+        let mut marker = self.marker.lock();
+        if **marker == *key {
+            return false;
+        }
+        *marker = Arc::from(key);
+        drop(marker);
+        let mut state = self.state.lock();
+        state.marked = false;
+        state.tried = false;
+        true
+    }
+
+    /// The key of its marker now.
+    fn marker(&self) -> Arc<str> {
+        self.marker.lock().clone()
+    }
+
+    /// Takes the place of another server (a cluster's master that took
+    /// over slots another served): the first incarnation examined counts
+    /// as one that replaced a server this client saw, and so waits the
+    /// whole quarantine (only an operator's marker ends it).
+    pub(crate) fn succeeds(&self) {
+        self.state.lock().successor = true;
     }
 
     #[cfg(test)]
@@ -331,7 +356,7 @@ impl Admission {
         let replaced = state
             .seen
             .as_ref()
-            .is_some_and(|seen| !facts.continues(seen));
+            .map_or(state.successor, |seen| !facts.continues(seen));
         if state.seen.as_deref() != Some(&identity) {
             // A new incarnation, or the same one under a reset replication
             // ID (what markers and connections are compared with).
@@ -404,10 +429,10 @@ impl Admission {
                  started later cannot tell it was admitted, and wait its quarantine (retried \
                  every {}; with an ACL, allow +set on {})",
                 self.address,
-                self.marker,
+                self.marker(),
                 err.code().unwrap_or("error"),
                 Human(RECHECK),
-                self.marker
+                self.marker()
             );
         }
     }
@@ -555,13 +580,11 @@ pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,
 ) -> redis::RedisResult<Option<String>> {
-    let facts = facts::ask(conn, &admission.marker)?;
+    let marker = admission.marker();
+    let facts = facts::ask(conn, &marker)?;
     let identity = facts.as_ref().map(Facts::identity);
     if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
-        let wrote: redis::RedisResult<()> = redis::cmd("SET")
-            .arg(&*admission.marker)
-            .arg(value)
-            .query(conn);
+        let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(&*marker).arg(value).query(conn);
         match wrote {
             Ok(()) => admission.marked(identity),
             Err(err) if err.code().is_some() => admission.marker_refused(&err),
@@ -678,6 +701,39 @@ mod tests {
         assert!(admitted(&a));
         a.marked("r5:x");
         assert!(!a.due(), "marked");
+    }
+
+    #[test]
+    fn a_successor_waits_the_whole_period_however_long_it_has_run() {
+        let a = quarantined(60);
+        a.succeeds();
+        see(&a, facts("r2:y", 400_000, None));
+        assert!(left(&a) > Duration::from_secs(60), "no marker, up for days");
+        let a = quarantined(60);
+        a.succeeds();
+        see(&a, facts("r2:y", 400_000, Some("r2:y client 60000")));
+        assert!(left(&a) > Duration::from_secs(60), "a client's marker");
+        let a = quarantined(60);
+        a.succeeds();
+        see(&a, facts("r2:y", 400_000, Some("r2:y operator")));
+        assert!(admitted(&a), "an operator's marker admits it");
+        let a = quarantined(60);
+        see(&a, facts("r2:y", 400_000, None));
+        assert!(admitted(&a), "not a successor: admitted by its uptime");
+    }
+
+    #[test]
+    fn a_marker_that_moves_is_written_again() {
+        let a = quarantined(60);
+        assert_eq!(
+            see(&a, facts("r5:x", 61, None)),
+            Some("r5:x client 60000".to_owned())
+        );
+        a.marked("r5:x");
+        assert!(!a.due());
+        a.set_marker("redlock:admitted{7}".to_owned());
+        assert_eq!(&*a.marker(), "redlock:admitted{7}");
+        assert!(a.due(), "the marker is written at its new key");
     }
 
     #[test]

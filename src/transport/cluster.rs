@@ -191,9 +191,9 @@ impl SlotMap {
     }
 }
 
-/// Asks the cluster for its map through `seeds`, each connection and
-/// answer bounded by `bound`, and no later than `until` altogether: the
-/// first that answers with a map is the answer. `Err`: why none did (the
+/// Asks the cluster for its map through `candidates` in order, each
+/// (connection and answer together) within `bound` and all by `until`:
+/// the first that answers with a map is the answer. `Err`: why none did (the
 /// last failure).
 pub(crate) fn ask_map(
     candidates: &[redis::Client],
@@ -216,11 +216,16 @@ pub(crate) fn ask_map(
             }
             _ => String::new(),
         };
+        // Connecting and asking together within `timeout`.
+        let by = Instant::now() + timeout;
         let answer = client
             .get_connection_with_timeout(timeout)
             .and_then(|mut conn| {
-                conn.set_read_timeout(Some(timeout))?;
-                conn.set_write_timeout(Some(timeout))?;
+                let left = by
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1));
+                conn.set_read_timeout(Some(left))?;
+                conn.set_write_timeout(Some(left))?;
                 redis::cmd("CLUSTER")
                     .arg("SLOTS")
                     .query::<redis::Value>(&mut conn)

@@ -5,8 +5,13 @@
 //! vote for the whole cluster, made of its masters' answers.
 //!
 //! A batch's requests for several masters are written to all of them
-//! first and read after, so they take the slowest master's time, not the
-//! sum.
+//! first and read after, so while at most one master is slow they take
+//! its time, not the sum (each master read after it waits up to its own
+//! timeout: several stalled masters add up). One worker serves the whole
+//! cluster, so a batch that includes a silent master waits its timeout
+//! for every answer: a master that did not answer in time gets no request
+//! for [`SILENT_FOR`] of its timeouts (they fail at once), then the next
+//! batch probes it.
 //!
 //! # Redirections
 //!
@@ -19,20 +24,33 @@
 //!   migration for a moment): sent again after a pause of a millisecond.
 //!
 //! Each only while the request's caller still waits, and at most
-//! [`PASSES`] times. A master that fails by connection or timeout (dead,
-//! or failed over) also has the map read again, at most every
-//! [`REFRESH_GAP`]; reading it is bounded by the batch's per-node timeout
-//! and its deadline.
+//! [`PASSES`] sends of one request. Any other failure (a master
+//! unreachable, silent, refusing writes, or `CLUSTERDOWN`) also has the map
+//! read again, at most every [`REFRESH_GAP`], through the masters that
+//! answer first, then the seeds; a request a master could not be sent
+//! goes to the master that serves its slot after that reading (a failover
+//! shows at the first request that meets it). Reading the map takes at
+//! most one per-node timeout of the batch.
 //!
 //! # Several hash slots in one request
 //!
 //! A lock on several resources whose names hash to several slots cannot be
 //! one script. Each slot's keys go as one all-or-nothing script of their
-//! own, and the node's vote is yes only if every one of them is: when one
-//! refuses (or fails), the others that were granted are released before
-//! the node answers no. Another client may meanwhile find some of these
-//! keys taken on this node and be refused there: a refusal that needs no
-//! lock, never a second holder.
+//! own, and the node's vote is yes only if every one of them is. When one
+//! refuses, the others may have granted their keys: the round's clean-up
+//! (every failed round releases its token on every node) removes them, as
+//! it removes what a round left on nodes that voted no for any reason.
+//! Meanwhile another client may find part of these keys taken on this node
+//! and be refused there: a refusal, never a second holder.
+//!
+//! # Masters
+//!
+//! Each master has its own admission and its own marker key, in the first
+//! hash slot it serves now (the key moves with the map: a reshard that
+//! moves that slot away moves the marker to the next). A master that takes
+//! over slots another master served (a promoted replica, or a reshard) is
+//! a new incarnation for those keys: with the restart quarantine on, it
+//! waits the whole period, as a restarted master does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,7 +60,7 @@ use super::admission::{Admission, Registry, Rules};
 use super::cluster::{ClusterSource, SlotMap, ask_map};
 use super::conn::{NodeManager, NodeShared};
 use super::facts::MARKER;
-use super::hash_slot::tag_for;
+use super::hash_slot::{SLOTS, tag_for};
 use super::keys::Layout;
 use super::link::Link;
 use super::redis_link::{Pools, Raw, RedisLink};
@@ -60,6 +78,14 @@ const REFRESH_GAP: Duration = Duration::from_millis(100);
 /// A master's address.
 type Master = (String, u16);
 
+/// How many of its per-node timeouts a master that did not answer in time
+/// gets no request (each request for it fails at once, as from a node
+/// known to be down), before the next batch probes it. One worker serves
+/// every master of a cluster, and every batch that includes a silent
+/// master waits its timeout: this keeps the other masters' answers from
+/// waiting behind it more than a fifth of the time.
+const SILENT_FOR: u32 = 4;
+
 /// A cluster, as one node.
 pub(crate) struct ClusterLink {
     /// The cluster node's shared state (its masters' are their links').
@@ -74,10 +100,23 @@ pub(crate) struct ClusterLink {
     /// Each master's place in the client's registry of servers (kept for
     /// an address met again: its claim is replaced, not doubled).
     indices: HashMap<Master, usize>,
+    /// A text hashing to each slot a marker was kept in (found once).
+    tags: HashMap<u16, String>,
+    /// Masters that did not answer in time, and until when they get no
+    /// request but a probe (see [`SILENT_FOR`]).
+    silent: HashMap<Master, Instant>,
     /// When the map was last read.
     read_at: Option<Instant>,
     /// A redirection or a master's failure says the map is out of date.
     stale: bool,
+}
+
+/// How a master's link is made: its place in the registry, whether it
+/// takes over slots another master served, its marker key.
+struct Met {
+    index: usize,
+    successor: bool,
+    marker: Option<String>,
 }
 
 /// One request (or, of a request on several hash slots, one slot's part)
@@ -90,10 +129,10 @@ struct Part {
 }
 
 impl ClusterLink {
-    /// A cluster node: reads the map within `timeout` (through any seed)
-    /// and opens a connection to each master, each within the connect
-    /// timeout, in parallel. A cluster that cannot be reached now is
-    /// marked down: the map is read again with the first batch.
+    /// A cluster node: reads the map within the connect timeout (through
+    /// any seed) and opens a connection to each master, each within the
+    /// connect timeout, in parallel. A cluster that cannot be reached now
+    /// is marked down: the map is read again with the first batch.
     pub(crate) fn open(
         shared: Arc<NodeShared>,
         source: Arc<ClusterSource>,
@@ -110,6 +149,8 @@ impl ClusterLink {
             map: SlotMap::empty(),
             masters: HashMap::new(),
             indices: HashMap::new(),
+            tags: HashMap::new(),
+            silent: HashMap::new(),
             read_at: None,
             stale: true,
         };
@@ -129,10 +170,10 @@ impl ClusterLink {
     }
 
     /// Reads the map when it is out of date (at most every
-    /// [`REFRESH_GAP`]), within `timeout` and `until`, through the masters
-    /// known and then the seeds; keeps the old map when none answers.
-    /// With `connect`, opens the masters' first connections before it
-    /// returns (start-up).
+    /// [`REFRESH_GAP`]), by `until`, each step within `timeout`: through
+    /// the masters that answer lately, then the seeds, then the other
+    /// masters. Keeps the old map when none answers. With `connect`, opens
+    /// the masters' first connections before it returns (start-up).
     fn refresh(&mut self, timeout: Duration, until: Instant, connect: bool) {
         if !self.stale
             || self
@@ -142,20 +183,26 @@ impl ClusterLink {
             return;
         }
         self.read_at = Some(Instant::now());
-        let mut candidates: Vec<redis::Client> = self
-            .map
-            .masters
-            .iter()
-            .filter_map(|(host, port)| self.source.master(host, *port).ok())
+        let (healthy, silent): (Vec<&Master>, Vec<&Master>) =
+            self.map.masters.iter().partition(|m| {
+                self.masters
+                    .get(*m)
+                    .is_some_and(|l| l.shared().gate_wait().is_some())
+            });
+        let client = |(host, port): &Master| self.source.master(host, *port).ok();
+        let candidates: Vec<redis::Client> = healthy
+            .into_iter()
+            .filter_map(client)
+            .chain(self.source.seeds().iter().cloned())
+            .chain(silent.into_iter().filter_map(client))
             .collect();
-        candidates.extend(self.source.seeds().iter().cloned());
         let bound = timeout.min(self.pools.connect_timeout);
         match ask_map(&candidates, bound, until) {
             Ok(map) => {
                 self.stale = false;
                 self.shared.mark_up();
-                self.map = map;
-                self.keep_masters(connect);
+                let before = std::mem::replace(&mut self.map, map);
+                self.keep_masters(&before, connect);
             }
             Err(err) => {
                 if self.map.masters.is_empty() {
@@ -165,10 +212,12 @@ impl ClusterLink {
         }
     }
 
-    /// Opens a link to every master of the map that has none and drops
+    /// Opens a link to every master of the map that has none (a successor
+    /// where it takes over slots another master served `before`), drops
     /// those of masters it no longer names (their connections close, and
-    /// they claim no server in the registry).
-    fn keep_masters(&mut self, connect: bool) {
+    /// they claim no server in the registry), and keeps each master's
+    /// marker in the first slot it serves now.
+    fn keep_masters(&mut self, before: &SlotMap, connect: bool) {
         let named: Vec<Master> = self.map.masters.clone();
         let gone: Vec<Master> = self
             .masters
@@ -183,22 +232,27 @@ impl ClusterLink {
             }
         }
         let new: Vec<Master> = named
-            .into_iter()
-            .filter(|m| !self.masters.contains_key(m))
+            .iter()
+            .filter(|m| !self.masters.contains_key(*m))
+            .cloned()
             .collect();
-        let new: Vec<(Master, usize)> = new
+        let new: Vec<(Master, Met)> = new
             .into_iter()
             .map(|m| {
-                let index = self.index(&m);
-                (m, index)
+                let met = Met {
+                    index: self.index(&m),
+                    successor: self.takes_over(&m, before),
+                    marker: self.marker(&m),
+                };
+                (m, met)
             })
             .collect();
         let this = &*self;
         let made: Vec<(Master, RedisLink)> = std::thread::scope(|scope| {
             let making: Vec<_> = new
                 .into_iter()
-                .map(|(master, index)| {
-                    scope.spawn(move || (this.make(&master, index, connect), master))
+                .map(|(master, met)| {
+                    scope.spawn(move || (this.make(&master, met, connect), master))
                 })
                 .collect();
             making
@@ -208,7 +262,46 @@ impl ClusterLink {
                 .collect()
         });
         self.masters.extend(made);
+        for master in named {
+            let Some(marker) = self.marker(&master) else {
+                continue;
+            };
+            let Some(link) = self.masters.get(&master) else {
+                continue;
+            };
+            if link.shared().admission.set_marker(marker.clone()) && link.shared().is_down() {
+                // Its last connection failed on the old key (a `MOVED`),
+                // and its pool would try again only after a pause: a new
+                // link connects now, on the new key.
+                let met = Met {
+                    index: self.index(&master),
+                    successor: false,
+                    marker: Some(marker),
+                };
+                if let Some(link) = self.make(&master, met, true) {
+                    self.masters.insert(master, link);
+                }
+            }
+        }
         self.publish_masters();
+    }
+
+    /// Whether `master` serves a slot another master served `before`.
+    fn takes_over(&self, master: &Master, before: &SlotMap) -> bool {
+        (0..SLOTS).any(|slot| {
+            self.map.master(slot) == Some(master)
+                && before.master(slot).is_some_and(|was| was != master)
+        })
+    }
+
+    /// The key of `master`'s marker: in the first slot it serves now.
+    fn marker(&mut self, master: &Master) -> Option<String> {
+        let slot = self.map.first_slot(master)?;
+        let tag = match self.tags.entry(slot) {
+            std::collections::hash_map::Entry::Occupied(tag) => tag.into_mut(),
+            std::collections::hash_map::Entry::Vacant(room) => room.insert(tag_for(slot)?),
+        };
+        Some(format!("{MARKER}{{{tag}}}"))
     }
 
     /// Tells the node's health which masters it has now.
@@ -228,15 +321,18 @@ impl ClusterLink {
         index
     }
 
-    /// A link to `master`, registry entry `index` (with `connect`, its
-    /// first connection opened now, within the connect timeout).
-    fn make(&self, master: &Master, index: usize, connect: bool) -> Option<RedisLink> {
+    /// A link to `master`, as `met` says (with `connect`, its first
+    /// connection opened now, within the connect timeout).
+    fn make(&self, master: &Master, met: Met, connect: bool) -> Option<RedisLink> {
         let address: Arc<str> = Arc::from(format!("{}:{}", master.0, master.1).as_str());
         let client = self.source.master(&master.0, master.1).ok()?;
-        // Its marker in the first slot it serves: its replicas have it.
-        let tag = self.map.first_slot(master).and_then(tag_for)?;
-        let admission = Admission::new(index, self.rules, self.registry.clone())
-            .with_marker(format!("{MARKER}{{{tag}}}"));
+        let admission = Admission::new(met.index, self.rules, self.registry.clone());
+        if met.successor {
+            admission.succeeds();
+        }
+        if let Some(marker) = met.marker {
+            admission.set_marker(marker);
+        }
         let shared = Arc::new(NodeShared::admitted_by(&address, admission));
         let manager = NodeManager::new(
             Source::Direct(Box::new(client)),
@@ -257,11 +353,16 @@ impl ClusterLink {
     }
 
     /// The link to `master`, made if the map did not name it (a
-    /// redirection to a master not yet known).
+    /// redirection to a master not yet known: a successor, as it serves a
+    /// slot the map gave another).
     fn master(&mut self, master: &Master) -> Option<&mut RedisLink> {
         if !self.masters.contains_key(master) {
-            let index = self.index(master);
-            let link = self.make(master, index, false)?;
+            let met = Met {
+                index: self.index(master),
+                successor: true,
+                marker: self.marker(master),
+            };
+            let link = self.make(master, met, false)?;
             self.masters.insert(master.clone(), link);
             self.publish_masters();
         }
@@ -279,84 +380,116 @@ impl ClusterLink {
             .collect();
         let started = Instant::now();
         for pass in 0..PASSES {
-            let mut groups: Vec<(Master, bool, Vec<usize>)> = Vec::new();
+            let last = pass + 1 == PASSES;
+            let now = Instant::now();
+            // Per master, its parts and whether each goes after `ASKING`.
+            let mut groups: Vec<(Master, Vec<(usize, bool)>)> = Vec::new();
             for (i, master, asking) in route.drain(..) {
+                if pass > 0 && parts[i].req.expires <= now {
+                    answers[i] = Some(Err(self.gave_up(&parts[i])));
+                    continue;
+                }
                 let Some(master) = master else {
                     answers[i] = Some(Err(self.unserved(parts[i].slot)));
                     continue;
                 };
-                match groups
-                    .iter_mut()
-                    .find(|(m, a, _)| *m == master && *a == asking)
-                {
-                    Some((_, _, members)) => members.push(i),
-                    None => groups.push((master, asking, vec![i])),
+                if let Some(until) = self.silent.get(&master).filter(|until| **until > now) {
+                    answers[i] = Some(Err(NodeFailure::timed_out(
+                        self.shared.address.clone(),
+                        parts[i].req.timeout.value,
+                        format!(
+                            "master {}:{} of the cluster did not answer in time; it is asked \
+                             again in {}",
+                            master.0,
+                            master.1,
+                            crate::human::Human(until.saturating_duration_since(now))
+                        ),
+                    )));
+                    continue;
+                }
+                match groups.iter_mut().find(|(m, _)| *m == master) {
+                    Some((_, members)) => members.push((i, asking)),
+                    None => groups.push((master, vec![(i, asking)])),
                 }
             }
             let mut sendings = Vec::with_capacity(groups.len());
-            for (master, asking, members) in &groups {
-                let batch: Vec<&Request> = members.iter().map(|&i| &parts[i].req).collect();
-                let sending = self.master(master).map(|link| link.send(&batch, *asking));
-                sendings.push(sending);
+            for (master, members) in &groups {
+                let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
+                let asking: Vec<bool> = members.iter().map(|&(_, a)| a).collect();
+                sendings.push(self.master(master).map(|link| link.send(&batch, &asking)));
             }
             let mut next = Vec::new();
             let mut unreachable: Vec<(usize, Master)> = Vec::new();
             let mut pause = false;
-            for ((master, _, members), sending) in groups.iter().zip(sendings) {
-                let batch: Vec<&Request> = members.iter().map(|&i| &parts[i].req).collect();
+            for ((master, members), sending) in groups.iter().zip(sendings) {
+                let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
                 let Some((link, sending)) = self.masters.get_mut(master).zip(sending) else {
-                    // Not even a link (no tag for its marker): say so.
-                    for &i in members {
-                        answers[i] = Some(Err(self.unreachable(master)));
+                    for &(i, _) in members {
+                        answers[i] = Some(Err(unreachable_master(&self.shared.address, master)));
                     }
                     continue;
                 };
                 let raws = link.receive(sending, &batch);
-                for (&i, raw) in members.iter().zip(raws) {
-                    match redirection(&raw) {
-                        Some(Redirect::Moved(slot, to)) if pass + 1 < PASSES => {
+                let silent = raws
+                    .iter()
+                    .any(|raw| matches!(raw, Raw::Failed(f) if f.kind() == FailureKind::Timeout));
+                if silent {
+                    let timeout = batch
+                        .iter()
+                        .map(|r| r.timeout.value)
+                        .max()
+                        .unwrap_or_default();
+                    let quiet = timeout.saturating_mul(SILENT_FOR).max(REFRESH_GAP);
+                    self.silent.insert(master.clone(), Instant::now() + quiet);
+                } else {
+                    self.silent.remove(master);
+                }
+                let mut failed = false;
+                for (&(i, _), raw) in members.iter().zip(raws) {
+                    match redirection(&raw, &master.0) {
+                        Some(Redirect::Moved(slot, to)) if !last => {
                             self.map.moved(slot, to.clone());
                             self.stale = true;
                             next.push((i, Some(to), false));
                         }
-                        Some(Redirect::Ask(to)) if pass + 1 < PASSES => {
-                            next.push((i, Some(to), true));
-                        }
-                        Some(Redirect::TryAgain) if pass + 1 < PASSES => {
+                        Some(Redirect::Ask(to)) if !last => next.push((i, Some(to), true)),
+                        Some(Redirect::TryAgain) if !last => {
                             pause = true;
                             next.push((i, Some(master.clone()), false));
                         }
                         _ => {
-                            if let Raw::Failed(failure) = &raw {
-                                let kind = failure.kind();
-                                if kind == FailureKind::Connection {
-                                    unreachable.push((i, master.clone()));
-                                }
-                                if matches!(kind, FailureKind::Connection | FailureKind::Timeout) {
-                                    self.stale = true;
-                                }
+                            if let Raw::Failed(failure) = &raw
+                                && failure.kind() == FailureKind::Connection
+                            {
+                                unreachable.push((i, master.clone()));
                             }
-                            answers[i] = Some(link.interpret(&parts[i].req, raw));
+                            let answer = link.interpret(&parts[i].req, raw);
+                            if answer.as_ref().is_err_and(|f| !f.kind().is_admission()) {
+                                failed = true;
+                                self.stale = true;
+                            }
+                            answers[i] = Some(answer);
                         }
                     }
                 }
+                link.shared().note_batch(failed);
             }
-            // A master that cannot be reached may have been failed over:
-            // read the map again, and send what it did not get to the
+            // A master that could not be sent a request may have been
+            // failed over: read the map again, and send the request to the
             // master that serves its slot now. (Not after a timeout: the
             // request may have run there.)
-            if !unreachable.is_empty() && pass + 1 < PASSES {
+            if !unreachable.is_empty() && !last {
                 let until = unreachable
                     .iter()
                     .map(|(i, _)| parts[*i].req.expires)
                     .max()
-                    .unwrap_or_else(Instant::now);
+                    .unwrap_or(now);
                 let timeout = unreachable
                     .iter()
                     .map(|(i, _)| parts[*i].req.timeout.value)
                     .max()
                     .unwrap_or_default();
-                self.refresh(timeout, until, false);
+                self.refresh(timeout, until.min(Instant::now() + timeout), false);
                 for (i, was) in unreachable {
                     if let Some(now) = self.map.master(parts[i].slot).filter(|m| **m != was) {
                         answers[i] = None;
@@ -364,17 +497,6 @@ impl ClusterLink {
                     }
                 }
             }
-            let now = Instant::now();
-            for (i, _, _) in &next {
-                if parts[*i].req.expires <= now {
-                    answers[*i] = Some(Err(NodeFailure::timed_out(
-                        self.shared.address.clone(),
-                        parts[*i].req.timeout.value,
-                        "redirected by the cluster until its deadline passed",
-                    )));
-                }
-            }
-            next.retain(|(i, _, _)| answers[*i].is_none());
             if next.is_empty() {
                 break;
             }
@@ -386,8 +508,19 @@ impl ClusterLink {
         self.shared.note_round_trip(started.elapsed());
         answers
             .into_iter()
-            .map(|a| a.unwrap_or_else(|| Err(self.unserved(0))))
+            .zip(parts)
+            .map(|(answer, part)| answer.unwrap_or_else(|| Err(self.gave_up(part))))
             .collect()
+    }
+
+    /// A part still redirected when its caller stopped waiting (or after
+    /// [`PASSES`] sends).
+    fn gave_up(&self, part: &Part) -> NodeFailure {
+        NodeFailure::timed_out(
+            self.shared.address.clone(),
+            part.req.timeout.value,
+            "redirected by the cluster until its deadline passed",
+        )
     }
 
     fn unserved(&self, slot: u16) -> NodeFailure {
@@ -401,17 +534,18 @@ impl ClusterLink {
             ),
         )
     }
+}
 
-    fn unreachable(&self, master: &Master) -> NodeFailure {
-        NodeFailure::new(
-            self.shared.address.clone(),
-            FailureKind::Connection,
-            format!(
-                "master {}:{} of the cluster could not be reached",
-                master.0, master.1
-            ),
-        )
-    }
+/// A master no link could be made for.
+fn unreachable_master(node: &Arc<str>, master: &Master) -> NodeFailure {
+    NodeFailure::new(
+        node.clone(),
+        FailureKind::Connection,
+        format!(
+            "master {}:{} of the cluster could not be reached",
+            master.0, master.1
+        ),
+    )
 }
 
 impl Link for ClusterLink {
@@ -431,27 +565,16 @@ impl Link for ClusterLink {
             .flat_map(|(of, req)| split(of, req))
             .collect();
         let mut answers = self.exchange(&parts).into_iter();
-        let mut out = Vec::with_capacity(batch.len());
-        let mut undo = Vec::new();
         let mut at = 0;
-        for (of, req) in batch.iter().enumerate() {
-            let count = parts[at..].iter().take_while(|p| p.of == of).count();
-            let mine: Vec<Answer> = answers.by_ref().take(count).collect();
-            let (answer, granted) = combine(req, mine);
-            undo.extend(
-                granted
-                    .into_iter()
-                    .map(|i| rollback(&parts[at + i], timeout)),
-            );
-            out.push(answer);
-            at += count;
-        }
-        if !undo.is_empty() {
-            // Their votes are given (no); the keys they took expire by
-            // their TTL if this fails.
-            let _ = self.exchange(&undo);
-        }
-        out
+        batch
+            .iter()
+            .enumerate()
+            .map(|(of, _)| {
+                let count = parts[at..].iter().take_while(|p| p.of == of).count();
+                at += count;
+                combine(&self.shared.address, answers.by_ref().take(count).collect())
+            })
+            .collect()
     }
 }
 
@@ -462,7 +585,9 @@ enum Redirect {
     TryAgain,
 }
 
-fn redirection(raw: &Raw) -> Option<Redirect> {
+/// The redirection `raw` asks for, if any; `asked` is the host of the
+/// master that answered (a redirection to `:port` means that host).
+fn redirection(raw: &Raw, asked: &str) -> Option<Redirect> {
     let Raw::Reply(redis::Value::ServerError(err)) = raw else {
         return None;
     };
@@ -470,6 +595,7 @@ fn redirection(raw: &Raw) -> Option<Redirect> {
         let mut words = err.details()?.split_whitespace();
         let slot = words.next()?.parse::<u16>().ok()?;
         let (host, port) = words.next()?.rsplit_once(':')?;
+        let host = if host.is_empty() { asked } else { host };
         Some((slot, (host.to_owned(), port.parse::<u16>().ok()?)))
     };
     match err.code() {
@@ -520,59 +646,29 @@ fn split(of: usize, req: &Request) -> Vec<Part> {
         .collect()
 }
 
-/// One request's answer from its parts' (in [`split`]'s order), and which
-/// parts granted what must now be given back: an acquisition not granted
-/// by every part.
-fn combine(req: &Request, parts: Vec<Answer>) -> (Answer, Vec<usize>) {
-    if parts.len() <= 1 {
-        let answer = parts.into_iter().next().unwrap_or_else(|| {
-            Err(NodeFailure::new(
-                Arc::from("cluster"),
-                FailureKind::Server,
-                "no answer for this request",
-            ))
-        });
-        return (answer, Vec::new());
-    }
-    let acquiring = matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
-    let granted: Vec<usize> = parts
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.as_ref().is_ok_and(|v| v.yes))
-        .map(|(i, _)| i)
-        .collect();
-    let all = granted.len() == parts.len();
-    let undo = if acquiring && !all {
-        granted
-    } else {
-        Vec::new()
-    };
+/// One request's answer from its parts' (in [`split`]'s order): yes only
+/// if every part's is; a failure if any part failed; with the largest
+/// fence value any part reported, the holder a refusing part named, and
+/// the queue's word from any part.
+fn combine(node: &Arc<str>, parts: Vec<Answer>) -> Answer {
     if let Some(failure) = parts.iter().find_map(|a| a.as_ref().err()) {
-        return (Err(failure.clone()), undo);
+        return Err(failure.clone());
     }
     let votes: Vec<Vote> = parts.into_iter().filter_map(Result::ok).collect();
     let Some(mut vote) = votes.first().cloned() else {
-        return (Ok(Vote::NO), undo);
+        return Err(NodeFailure::new(
+            node.clone(),
+            FailureKind::Server,
+            "no answer for this request",
+        ));
     };
-    vote.yes = all;
-    vote.fence = votes.iter().filter_map(|v| v.fence).max();
-    vote.queued = votes.iter().any(|v| v.queued);
-    vote.holder = votes.iter().find(|v| !v.yes).and_then(|v| v.holder);
-    (Ok(vote), undo)
-}
-
-/// The release of what `part` was granted, as a failed round's clean-up.
-fn rollback(part: &Part, timeout: Duration) -> Part {
-    Part {
-        of: part.of,
-        req: Request {
-            op: Op::Release,
-            held: false,
-            expires: Instant::now() + timeout,
-            ..part.req.clone()
-        },
-        slot: part.slot,
+    if votes.len() > 1 {
+        vote.yes = votes.iter().all(|v| v.yes);
+        vote.fence = votes.iter().filter_map(|v| v.fence).max();
+        vote.queued = votes.iter().any(|v| v.queued);
+        vote.holder = votes.iter().find(|v| !v.yes).and_then(|v| v.holder);
     }
+    Ok(vote)
 }
 
 #[cfg(test)]
@@ -623,41 +719,32 @@ mod tests {
     }
 
     #[test]
-    fn the_node_says_yes_only_if_every_slot_does_and_gives_back_the_rest() {
-        let acquire = req(Op::Acquire { ttl_ms: 1000 }, &["b", "c", "d"], None);
-        let (answer, undo) = combine(&acquire, vec![Ok(Vote::YES), Ok(Vote::YES), Ok(Vote::YES)]);
-        assert!(answer.unwrap().yes);
-        assert!(undo.is_empty());
+    fn the_node_says_yes_only_if_every_slot_does() {
+        let node: Arc<str> = Arc::from("cluster:n");
+        let all_yes = combine(&node, vec![Ok(Vote::YES), Ok(Vote::YES), Ok(Vote::YES)]);
+        assert!(all_yes.unwrap().yes);
         let held = Vote {
             holder: Some(9),
             ..Vote::NO
         };
-        let (answer, undo) = combine(&acquire, vec![Ok(Vote::YES), Ok(held), Ok(Vote::YES)]);
-        let vote = answer.unwrap();
+        let vote = combine(&node, vec![Ok(Vote::YES), Ok(held), Ok(Vote::YES)]).unwrap();
         assert!(!vote.yes);
         assert_eq!(vote.holder, Some(9), "who holds it, from the part refused");
-        assert_eq!(undo, [0, 2], "the granted parts are given back");
         let failed = NodeFailure::new(Arc::from("m"), FailureKind::Timeout, "slow");
-        let (answer, undo) = combine(&acquire, vec![Ok(Vote::YES), Err(failed), Ok(Vote::NO)]);
+        let answer = combine(&node, vec![Ok(Vote::YES), Err(failed), Ok(Vote::NO)]);
         assert_eq!(answer.unwrap_err().kind(), FailureKind::Timeout);
-        assert_eq!(undo, [0]);
-        let fenced = req(
-            Op::AcquireFenced {
-                ttl_ms: 1000,
-                proposed: 5,
-                idle_ms: 1,
-            },
-            &["b", "c"],
-            None,
+        let stale = combine(&node, vec![Ok(Vote::stale(7)), Ok(Vote::stale(9))]);
+        assert_eq!(stale.unwrap().fence, Some(9), "the largest fence value");
+        let queued = Vote {
+            queued: true,
+            ..Vote::NO
+        };
+        assert!(
+            combine(&node, vec![Ok(queued), Ok(Vote::YES)])
+                .unwrap()
+                .queued
         );
-        let (answer, undo) = combine(&fenced, vec![Ok(Vote::stale(7)), Ok(Vote::stale(9))]);
-        assert_eq!(answer.unwrap().fence, Some(9), "the largest fence value");
-        assert!(undo.is_empty());
-        // An extension or a release gives nothing back.
-        let extend = req(Op::Extend { ttl_ms: 1000 }, &["b", "c"], None);
-        let (answer, undo) = combine(&extend, vec![Ok(Vote::YES), Ok(Vote::NO)]);
-        assert!(!answer.unwrap().yes);
-        assert!(undo.is_empty());
+        assert!(combine(&node, Vec::new()).is_err());
     }
 
     #[test]
@@ -666,19 +753,22 @@ mod tests {
             let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes());
             Raw::Reply(value.expect("an error reply"))
         };
+        let at = |line: &str| redirection(&reply(line), "10.0.0.1");
         assert!(matches!(
-            redirection(&reply("MOVED 3999 127.0.0.1:6381")),
+            at("MOVED 3999 127.0.0.1:6381"),
             Some(Redirect::Moved(3999, (ref h, 6381))) if h == "127.0.0.1"
         ));
         assert!(matches!(
-            redirection(&reply("ASK 3999 ::1:6381")),
+            at("ASK 3999 ::1:6381"),
             Some(Redirect::Ask((ref h, 6381))) if h == "::1"
         ));
+        // Redis 7: an endpoint it does not know is the one that answered.
         assert!(matches!(
-            redirection(&reply("TRYAGAIN x")),
-            Some(Redirect::TryAgain)
+            at("MOVED 3999 :6380"),
+            Some(Redirect::Moved(3999, (ref h, 6380))) if h == "10.0.0.1"
         ));
-        assert!(redirection(&reply("MOVED nonsense")).is_none());
-        assert!(redirection(&reply("ERR boom")).is_none());
+        assert!(matches!(at("TRYAGAIN x"), Some(Redirect::TryAgain)));
+        assert!(at("MOVED nonsense").is_none());
+        assert!(at("ERR boom").is_none());
     }
 }

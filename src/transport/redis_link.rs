@@ -147,7 +147,8 @@ pub(crate) struct Sending {
     write: Option<redis::RedisError>,
     timeout: Duration,
     started: Instant,
-    asking: bool,
+    /// Per request written, whether it went after `ASKING`.
+    asking: Vec<bool>,
 }
 
 impl RedisLink {
@@ -168,7 +169,7 @@ impl RedisLink {
     /// the node was examined lately, its votes count. Read the replies
     /// with [`receive`](Self::receive). Nothing here waits for the node
     /// but the write.
-    pub(crate) fn send(&mut self, batch: &[&Request], asking: bool) -> Sending {
+    pub(crate) fn send(&mut self, batch: &[&Request], asking: &[bool]) -> Sending {
         let timeout = batch
             .iter()
             .map(|req| req.timeout.value)
@@ -180,7 +181,7 @@ impl RedisLink {
             write: None,
             timeout,
             started: Instant::now(),
-            asking,
+            asking: Vec::new(),
         };
         let fail_all = |mut sending: Sending, failure: NodeFailure| {
             sending.early = vec![Some(failure); batch.len()];
@@ -263,19 +264,20 @@ impl RedisLink {
                 }
             }
         }
-        let sent: Vec<&Request> = batch
+        let (sent, asked): (Vec<&Request>, Vec<bool>) = batch
             .iter()
-            .zip(&sending.early)
-            .filter(|(_, early)| early.is_none())
-            .map(|(req, _)| *req)
-            .collect();
+            .enumerate()
+            .filter(|(i, _)| sending.early[*i].is_none())
+            .map(|(i, req)| (*req, asking.get(i).copied().unwrap_or(false)))
+            .unzip();
         if !sent.is_empty() {
             let mut scripts = conn.sent;
             sending.started = Instant::now();
             sending.write =
-                write(&mut conn, &sent, self.layout, &mut scripts, timeout, asking).err();
+                write(&mut conn, &sent, self.layout, &mut scripts, timeout, &asked).err();
             conn.sent = scripts;
         }
+        sending.asking = asked;
         sending.conn = Some(conn);
         sending
     }
@@ -311,14 +313,7 @@ impl RedisLink {
             }
             None if sent.is_empty() => Vec::new(),
             None => {
-                let replies = read(
-                    &mut conn,
-                    sent.len(),
-                    timeout,
-                    &self.shared,
-                    asking,
-                    started,
-                );
+                let replies = read(&mut conn, &asking, timeout, &self.shared, started);
                 exchange(
                     &mut conn,
                     &sent,
@@ -326,7 +321,7 @@ impl RedisLink {
                     timeout,
                     &self.shared,
                     self.layout,
-                    asking,
+                    &asking,
                 )
             }
         }
@@ -385,7 +380,7 @@ impl RedisLink {
 
 impl Link for RedisLink {
     fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
-        let sending = self.send(batch, false);
+        let sending = self.send(batch, &[]);
         let raws = self.receive(sending, batch);
         batch
             .iter()
@@ -416,7 +411,7 @@ fn exchange(
     timeout: Duration,
     shared: &NodeShared,
     layout: Layout,
-    asking: bool,
+    asking: &[bool],
 ) -> Vec<redis::RedisResult<redis::Value>> {
     let missing: Vec<usize> = (0..replies.len())
         .filter(|&i| refused_by_hash(&replies[i]).is_some())
@@ -441,8 +436,9 @@ fn exchange(
     let again: Vec<&Request> = live.iter().map(|&i| batch[i]).collect();
     let left = timeout.min(until.saturating_duration_since(now));
     let sources = &mut Sent::sources_only();
-    let resent = match write(conn, &again, layout, sources, left, asking) {
-        Ok(()) => read(conn, again.len(), left, shared, asking, Instant::now()),
+    let asked: Vec<bool> = live.iter().map(|&i| asking[i]).collect();
+    let resent = match write(conn, &again, layout, sources, left, &asked) {
+        Ok(()) => read(conn, &asked, left, shared, Instant::now()),
         Err(err) => {
             conn.broken = true;
             vec![Err(err); again.len()]
@@ -477,19 +473,19 @@ fn refused_by_hash(reply: &redis::RedisResult<redis::Value>) -> Option<Refusal> 
     }
 }
 
-/// Writes all of `batch`'s commands at once (each after `ASKING` with
-/// `asking`), their keys as `layout` lays them out.
+/// Writes all of `batch`'s commands at once (each one `asking` marks after
+/// `ASKING`), their keys as `layout` lays them out.
 fn write(
     conn: &mut NodeConn,
     batch: &[&Request],
     layout: Layout,
     sent: &mut Sent,
     timeout: Duration,
-    asking: bool,
+    asking: &[bool],
 ) -> redis::RedisResult<()> {
     let mut packed = Vec::with_capacity(batch.len() * 160);
-    for req in batch {
-        if asking {
+    for (i, req) in batch.iter().enumerate() {
+        if asking.get(i).copied().unwrap_or(false) {
             redis::cmd("ASKING").write_packed_command(&mut packed);
         }
         encode(req, layout, sent, &mut packed);
@@ -498,19 +494,20 @@ fn write(
     conn.conn.send_packed_command(&packed)
 }
 
-/// Reads one reply per command of a batch of `count` written at
-/// `started` (and drops the `ASKING` replies, with `asking`, unless one
-/// is an error: then it is the command's). After an I/O error or timeout
+/// Reads one reply per command of a batch written at `started`, one
+/// command per entry of `asking` (and drops the reply to the `ASKING`
+/// before those it marks, unless it is an error: then it is the
+/// command's). After an I/O error or timeout
 /// the connection is flagged broken and every request still unanswered
 /// gets that error.
 fn read(
     conn: &mut NodeConn,
-    count: usize,
+    asking: &[bool],
     timeout: Duration,
     shared: &NodeShared,
-    asking: bool,
     started: Instant,
 ) -> Vec<redis::RedisResult<redis::Value>> {
+    let count = asking.len();
     let mut replies = Vec::with_capacity(count);
     if let Err(err) = conn.set_io_timeout(timeout) {
         conn.broken = true;
@@ -521,10 +518,9 @@ fn read(
     // the last reply — or, when the replies did not come within the
     // timeout, twice the timeout (a bound, backed off as TCP does: a node
     // farther away than the timeout raises its estimate until it fits).
-    let per_request = if asking { 2 } else { 1 };
-    for _ in 0..count {
+    for &asked in asking {
         let mut reply = None;
-        for _ in 0..per_request {
+        for _ in 0..1 + usize::from(asked) {
             match conn.conn.recv_response() {
                 Ok(value) => {
                     let asked = reply.take();
