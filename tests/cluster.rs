@@ -99,7 +99,13 @@ fn lock_all_over_ten_slots_is_all_or_nothing() {
     let taken = other.try_lock(&names[6], TTL).unwrap().expect("free");
     let refused = client.try_lock_all(&refs, TTL).expect("an answer");
     assert!(refused.is_none(), "one of them is held");
-    assert_eq!(cluster.keys(), 1, "only the other's key");
+    // What the other slots granted, the failed round's clean-up releases
+    // (queued, not awaited).
+    eventually(
+        "only the other's key is left",
+        Duration::from_secs(10),
+        || cluster.keys() == 1,
+    );
     taken.release().unwrap();
     let fenced = builder([cluster.url(2)])
         .retry_count(0)
