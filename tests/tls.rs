@@ -166,3 +166,47 @@ fn certificates_with_a_plaintext_url_are_a_config_error() {
         "{reason}"
     );
 }
+
+/// `rediss+cluster://`: a cluster whose members speak TLS (the bus too,
+/// so its map names their TLS ports) is one node, reached with the same
+/// certificates as any `rediss://` node.
+#[test]
+fn a_tls_cluster_is_one_node_on_every_master() {
+    let pki = Pki::generate();
+    let (cluster, tls_ports) = harness::redis_cluster::RedisCluster::start_tls(3, &pki);
+    let url = format!(
+        "rediss+cluster://127.0.0.1:{},127.0.0.1:{}",
+        tls_ports[0], tls_ports[1]
+    );
+    let client = builder(&[url], &pki, "ca.pem")
+        .fencing(true)
+        .build()
+        .unwrap();
+    let mut masters = std::collections::HashSet::new();
+    for i in 0..30 {
+        let name = format!("tls-cluster:{i}");
+        let guard = client.try_lock(&name, TTL).unwrap().expect("granted");
+        assert!(guard.fencing_token().is_some());
+        assert!(cluster.get(&name).is_some(), "{name} on its master");
+        masters.insert(cluster.master_of(&name).port);
+        guard.release().unwrap();
+    }
+    assert_eq!(masters.len(), 3, "names on every master");
+    let health = &client.node_health()[0];
+    assert_eq!(health.masters().len(), 3, "{health:?}");
+    for master in health.masters() {
+        assert!(master.is_admitted(), "{master:?}");
+        let port: u16 = master
+            .address()
+            .rsplit_once(':')
+            .unwrap()
+            .1
+            .parse()
+            .unwrap();
+        assert!(
+            tls_ports.contains(&port),
+            "{} is a TLS port",
+            master.address()
+        );
+    }
+}

@@ -28,25 +28,81 @@ impl RedisCluster {
     /// master is silent for `node_timeout_ms`), up and agreeing on who
     /// serves every slot.
     pub fn start(masters: usize, replicas: usize, node_timeout_ms: u64) -> RedisCluster {
-        let options = NodeOptions {
-            extra_args: vec![
-                "--cluster-enabled".into(),
-                "yes".into(),
-                "--cluster-node-timeout".into(),
-                node_timeout_ms.to_string(),
-                // A replica takes over however long ago it last heard
-                // from its master (a test kills masters seconds after
-                // the cluster starts, when a replica may not have synced).
-                "--cluster-replica-validity-factor".into(),
-                "0".into(),
-            ],
-            ..NodeOptions::default()
-        };
+        Self::start_with(masters, replicas, node_timeout_ms, |_| None)
+    }
+
+    /// [`start`](Self::start) over TLS too: each node also listens on a TLS
+    /// port with `pki`'s server certificate, the cluster bus and the map
+    /// (`CLUSTER SLOTS`) use the TLS ports; the nodes' `tls_ports`.
+    pub fn start_tls(masters: usize, pki: &super::Pki) -> (RedisCluster, Vec<u16>) {
+        let ports = std::sync::Mutex::new(Vec::new());
+        let cluster = Self::start_with(masters, 0, 5000, |options| {
+            let tls_port = super::free_port();
+            ports.lock().unwrap().push(tls_port);
+            options
+                .extra_args
+                .extend(pki.server_args(tls_port, "server.pem"));
+            options
+                .extra_args
+                .extend(["--tls-cluster".into(), "yes".into()]);
+            Some((
+                tls_port,
+                vec![
+                    "--tls".into(),
+                    "--cacert".into(),
+                    pki.path("ca.pem"),
+                    "--cert".into(),
+                    pki.path("client.pem"),
+                    "--key".into(),
+                    pki.path("client.key"),
+                ],
+            ))
+        });
+        (cluster, ports.into_inner().unwrap())
+    }
+
+    /// [`start`](Self::start), each node's options changed by `tweak`
+    /// first, which may name the port `redis-cli --cluster create` uses
+    /// for it and `redis-cli`'s own arguments.
+    fn start_with(
+        masters: usize,
+        replicas: usize,
+        node_timeout_ms: u64,
+        tweak: impl Fn(&mut NodeOptions) -> Option<(u16, Vec<String>)>,
+    ) -> RedisCluster {
+        let mut cli_args = Vec::new();
+        let mut addresses = Vec::new();
         let nodes: Vec<Node> = (0..masters * (1 + replicas))
-            .map(|_| Node::start(&options))
+            .map(|_| {
+                let mut options = NodeOptions {
+                    extra_args: vec![
+                        "--cluster-enabled".into(),
+                        "yes".into(),
+                        "--cluster-node-timeout".into(),
+                        node_timeout_ms.to_string(),
+                        // A replica takes over however long ago it last
+                        // heard from its master (a test kills masters
+                        // seconds after the cluster starts, when a replica
+                        // may not have synced).
+                        "--cluster-replica-validity-factor".into(),
+                        "0".into(),
+                    ],
+                    ..NodeOptions::default()
+                };
+                let announced = tweak(&mut options);
+                let node = Node::start(&options);
+                match announced {
+                    Some((port, args)) => {
+                        addresses.push(format!("127.0.0.1:{port}"));
+                        cli_args = args;
+                    }
+                    None => addresses.push(node.address()),
+                }
+                node
+            })
             .collect();
-        let addresses: Vec<String> = nodes.iter().map(Node::address).collect();
         let created = Command::new("redis-cli")
+            .args(&cli_args)
             .arg("--cluster")
             .arg("create")
             .args(&addresses)
