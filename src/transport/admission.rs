@@ -270,8 +270,22 @@ impl Admission {
     /// over slots another served): the first incarnation examined counts
     /// as one that replaced a server this client saw, and so waits the
     /// whole quarantine (only an operator's marker ends it).
+    ///
+    /// Once examined, it is a quarantine from now (with the quarantine on):
+    /// a master already known that takes over a lost master's slots.
     pub(crate) fn succeeds(&self) {
-        self.state.lock().successor = true;
+        let mut state = self.state.lock();
+        if state.seen.is_none() {
+            state.successor = true;
+            return;
+        }
+        if let Some(period) = self.rules.quarantine {
+            state.until = Instant::now()
+                .checked_add(period + MARGIN)
+                .map(|t| (t, REPLACED));
+            state.marked = false;
+            state.tried = false;
+        }
     }
 
     #[cfg(test)]
@@ -389,7 +403,10 @@ impl Admission {
         } else if first {
             state.until = match marker {
                 _ if admits.is_some() => None,
+                // A marker it has, or one it cannot show (a cluster
+                // master whose marker's slot moved): not proven.
                 Some(_) => from_now(UNPROVEN),
+                None if facts.marker_elsewhere => from_now(UNPROVEN),
                 None if facts.uptime >= needed => None,
                 None => now
                     .checked_add(needed - facts.uptime)
@@ -581,7 +598,9 @@ pub(crate) fn examine(
     admission: &Admission,
 ) -> redis::RedisResult<Option<String>> {
     let marker = admission.marker();
-    let facts = facts::ask(conn, &marker)?;
+    // The marker matters only to the restart quarantine.
+    let wanted = admission.rules.quarantine.map(|_| &*marker);
+    let facts = facts::ask(conn, wanted)?;
     let identity = facts.as_ref().map(Facts::identity);
     if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
         let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(&*marker).arg(value).query(conn);
@@ -720,6 +739,23 @@ mod tests {
         let a = quarantined(60);
         see(&a, facts("r2:y", 400_000, None));
         assert!(admitted(&a), "not a successor: admitted by its uptime");
+        // Known, then given a lost master's slots: from now.
+        a.succeeds();
+        assert!(left(&a) > Duration::from_secs(60), "quarantined from now");
+        see(&a, facts("r2:y", 400_010, Some("r2:y client 60000")));
+        assert!(
+            left(&a) > Duration::from_secs(50),
+            "a client's marker does not end it"
+        );
+        // Refusing the marker's slot does not prove anything either.
+        let a = quarantined(60);
+        let mut elsewhere = facts("r3:z", 400_000, None);
+        elsewhere.marker_elsewhere = true;
+        see(&a, elsewhere);
+        assert!(
+            left(&a) > Duration::from_secs(60),
+            "a marker it cannot show"
+        );
     }
 
     #[test]

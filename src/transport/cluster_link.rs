@@ -231,6 +231,7 @@ impl ClusterLink {
                 self.registry.forget(index);
             }
         }
+        let known: Vec<Master> = self.masters.keys().cloned().collect();
         let new: Vec<Master> = named
             .iter()
             .filter(|m| !self.masters.contains_key(*m))
@@ -263,34 +264,34 @@ impl ClusterLink {
         });
         self.masters.extend(made);
         for master in named {
-            let Some(marker) = self.marker(&master) else {
-                continue;
-            };
-            let Some(link) = self.masters.get(&master) else {
-                continue;
-            };
-            if link.shared().admission.set_marker(marker.clone()) && link.shared().is_down() {
-                // Its last connection failed on the old key (a `MOVED`),
-                // and its pool would try again only after a pause: a new
-                // link connects now, on the new key.
-                let met = Met {
-                    index: self.index(&master),
-                    successor: false,
-                    marker: Some(marker),
-                };
-                if let Some(link) = self.make(&master, met, true) {
-                    self.masters.insert(master, link);
-                }
+            // A master known before that takes over a lost master's slots
+            // (an operator's `--cluster fix` or `ADDSLOTS`): their keys may
+            // be lost. (A new one was made a successor.)
+            let gained = known.contains(&master) && self.takes_over(&master, before);
+            if let Some(link) = self.masters.get(&master)
+                && gained
+            {
+                link.shared().admission.succeeds();
+            }
+            if let Some(marker) = self.marker(&master)
+                && let Some(link) = self.masters.get(&master)
+            {
+                link.shared().admission.set_marker(marker);
             }
         }
         self.publish_masters();
     }
 
-    /// Whether `master` serves a slot another master served `before`.
+    /// Whether `master` serves a slot that another master, gone from the
+    /// map now, served `before` (a promoted replica, or a master given a
+    /// lost master's slots). A slot moved from a master still in the map
+    /// (a reshard, which moves the keys with it) is not taken over.
     fn takes_over(&self, master: &Master, before: &SlotMap) -> bool {
         (0..SLOTS).any(|slot| {
             self.map.master(slot) == Some(master)
-                && before.master(slot).is_some_and(|was| was != master)
+                && before
+                    .master(slot)
+                    .is_some_and(|was| was != master && !self.map.masters.contains(was))
         })
     }
 

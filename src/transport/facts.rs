@@ -43,6 +43,9 @@ pub(crate) struct Facts {
     pub(crate) maxmemory: u64,
     pub(crate) policy: String,
     pub(crate) marker: Option<Marker>,
+    /// The marker could not be read here: its key is in a hash slot this
+    /// cluster master does not serve (now, or while the slot migrates).
+    pub(crate) marker_elsewhere: bool,
 }
 
 /// Who admitted which master at a node (the value of [`MARKER`]):
@@ -122,6 +125,7 @@ impl Facts {
             maxmemory: field(memory, "maxmemory")?.parse().ok()?,
             policy: field(memory, "maxmemory_policy")?.to_owned(),
             marker: marker.and_then(Marker::parse),
+            marker_elsewhere: false,
         })
     }
 
@@ -171,25 +175,34 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Asks the node; `Ok(None)` when an ACL refused (`NOPERM`: no `INFO` or
-/// no `GET` on the marker) or its answer lacks a field: it cannot be
-/// identified. Any other error reply (`LOADING`, say) fails the connection,
-/// which is retried.
-pub(crate) fn ask(conn: &mut redis::Connection, marker: &str) -> redis::RedisResult<Option<Facts>> {
+/// Asks the node, and reads the marker at `marker` (`None`: not needed,
+/// without a restart quarantine); `Ok(None)` when an ACL refused (`NOPERM`:
+/// no `INFO` or no `GET` on the marker) or its answer lacks a field: it
+/// cannot be identified. A cluster master that answers `MOVED` or `ASK`
+/// for the marker's key (its slot moved, or is migrating) is identified
+/// without it ([`Facts::marker_elsewhere`]). Any other error reply
+/// (`LOADING`, say) fails the connection, which is retried.
+pub(crate) fn ask(
+    conn: &mut redis::Connection,
+    marker: Option<&str>,
+) -> redis::RedisResult<Option<Facts>> {
     // The marker as bytes: one that is not UTF-8 is no marker, not a
     // conversion error (which the `redis` crate reports as a parse error,
     // read as "not a Redis server"). `INFO` as a string: over RESP3 it is
     // a verbatim string, which does not convert to bytes.
-    let asked: redis::RedisResult<(String, String, String, Option<Vec<u8>>)> = redis::pipe()
-        .cmd("INFO")
+    let mut pipe = redis::pipe();
+    pipe.cmd("INFO")
         .arg("server")
         .cmd("INFO")
         .arg("replication")
         .cmd("INFO")
-        .arg("memory")
-        .cmd("GET")
-        .arg(marker)
-        .query(conn);
+        .arg("memory");
+    let asked: redis::RedisResult<(String, String, String, Option<Vec<u8>>)> = match marker {
+        Some(key) => pipe.cmd("GET").arg(key).query(conn),
+        None => pipe
+            .query::<(String, String, String)>(conn)
+            .map(|(s, r, m)| (s, r, m, None)),
+    };
     match asked {
         Ok((server, replication, memory, marker)) => Ok(Facts::parse(
             &server,
@@ -198,6 +211,12 @@ pub(crate) fn ask(conn: &mut redis::Connection, marker: &str) -> redis::RedisRes
             marker.as_deref(),
         )),
         Err(err) if err.code() == Some("NOPERM") => Ok(None),
+        Err(err) if marker.is_some() && matches!(err.code(), Some("MOVED" | "ASK")) => {
+            Ok(ask(conn, None)?.map(|facts| Facts {
+                marker_elsewhere: true,
+                ..facts
+            }))
+        }
         Err(err) => Err(err),
     }
 }

@@ -254,19 +254,25 @@ impl Transport {
             allow_eviction: settings.allow_eviction,
         };
         let registry = Registry::new(specs.iter().map(|s| s.address.as_str().into()).collect());
+        let clustered = specs
+            .iter()
+            .any(|spec| matches!(spec.source, Source::Cluster(_)));
+        // A cluster node has a pool per master.
+        let helpers = if clustered {
+            CONNECT_HELPERS
+        } else {
+            CONNECT_HELPERS.min(specs.len()).max(1)
+        };
         let pools = Pools {
             connect_timeout: settings.connect_timeout,
             helpers: Arc::new(
                 scheduled_thread_pool::ScheduledThreadPool::builder()
-                    .num_threads(CONNECT_HELPERS.min(specs.len()).max(1))
+                    .num_threads(helpers)
                     .thread_name_pattern("redlock-conn-{}")
                     .build(),
             ),
         };
         let mut probes = Vec::with_capacity(specs.len());
-        let clustered = specs
-            .iter()
-            .any(|spec| matches!(spec.source, Source::Cluster(_)));
         let nodes: Vec<(Arc<NodeShared>, Opening)> = specs
             .into_iter()
             .enumerate()

@@ -21,7 +21,7 @@ pub use clients::{builder, capture_logs, client, logs, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use tls::Pki;
-pub use witness::{Contention, Inside, contend, contend_counting, witness_counter};
+pub use witness::{Contention, Inside, contend, contend_counting, contend_while, witness_counter};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;

@@ -127,6 +127,25 @@ pub fn contend_counting(
     until: Instant,
     progress: &AtomicUsize,
 ) -> Contention {
+    contend_while(
+        client,
+        witness_url,
+        resource,
+        ttl,
+        || Instant::now() < until,
+        progress,
+    )
+}
+
+/// [`contend_counting`] for as long as `going` says.
+pub fn contend_while(
+    client: &redlock_sync::Redlock,
+    witness_url: &str,
+    resource: &str,
+    ttl: Duration,
+    going: impl Fn() -> bool,
+    progress: &AtomicUsize,
+) -> Contention {
     let mut witness = redis::Client::open(witness_url)
         .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(5)))
         .expect("witness connection");
@@ -135,7 +154,7 @@ pub fn contend_counting(
     let inside = Inside::new(resource, &who);
     let counter_key = format!("witness:{resource}:counter");
     let mut seen = Contention::default();
-    while Instant::now() < until {
+    while going() {
         let Ok(guard) = client.lock_for(resource, ttl, Duration::from_millis(500)) else {
             continue;
         };
