@@ -36,12 +36,19 @@ fn names_in_distinct_slots(cluster: &RedisCluster, prefix: &str, count: usize) -
         .collect()
 }
 
+/// Two standalone nodes, and the node URLs of a deployment of them beside
+/// `cluster` (named by `seeds` seeds).
+fn beside(cluster: &RedisCluster, seeds: usize) -> (Cluster, Vec<String>) {
+    let standalone = Cluster::start(2);
+    let mut urls = vec![cluster.url(seeds)];
+    urls.extend(standalone.urls());
+    (standalone, urls)
+}
+
 #[test]
 fn locks_on_every_master_need_and_get_the_clusters_vote() {
     let cluster = RedisCluster::start(3, 0, 5000);
-    let mut standalone = Cluster::start(2);
-    let mut urls = vec![cluster.url(1)];
-    urls.extend(standalone.urls());
+    let (mut standalone, urls) = beside(&cluster, 1);
     let client = builder(&urls).retry_count(0).build().expect("client");
     let other = builder(&urls).retry_count(0).build().expect("client");
     // One standalone node paused: no majority without the cluster's vote.
@@ -286,9 +293,7 @@ fn a_name_a_cluster_cannot_keep_in_one_slot_is_refused() {
 #[test]
 fn a_master_failed_over_keeps_the_clusters_vote() {
     let cluster = RedisCluster::start(3, 1, 1000);
-    let mut standalone = Cluster::start(2);
-    let mut urls = vec![cluster.url(3)];
-    urls.extend(standalone.urls());
+    let (mut standalone, urls) = beside(&cluster, 3);
     let client = builder(&urls).retry_count(0).build().expect("client");
     let other = builder(&urls).retry_count(0).build().expect("client");
     let name = "failover:1";
@@ -505,9 +510,7 @@ fn a_failover_under_contention_lets_no_two_holders_in() {
     const RESOURCE: &str = "cluster-chaos:shared";
     let ttl = Duration::from_secs(1);
     let mut cluster = RedisCluster::start(3, 1, 1000);
-    let mut standalone = Cluster::start(2);
-    let mut urls = vec![cluster.url(3)];
-    urls.extend(standalone.urls());
+    let (mut standalone, urls) = beside(&cluster, 3);
     let clients: Vec<Redlock> = (0..2)
         .map(|_| {
             builder(&urls)
