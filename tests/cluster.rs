@@ -571,12 +571,12 @@ fn a_failover_under_contention_lets_no_two_holders_in() {
     total.assert_exclusive(&witness, RESOURCE);
 }
 
-/// With the restart quarantine on, a replica promoted in a failover does
-/// not count until the period has passed (it may have missed writes),
-/// while the other masters count all along.
+/// With the restart quarantine on (5 s), a replica promoted in a failover
+/// does not count until the period has passed (it may have missed
+/// writes), while the other masters count.
 #[test]
 fn a_promoted_replica_waits_the_restart_quarantine() {
-    let quarantine = Duration::from_secs(2);
+    let quarantine = Duration::from_secs(5);
     let mut cluster = RedisCluster::start(3, 1, 1000);
     let client = builder([cluster.url(3)])
         .retry_count(0)
@@ -627,13 +627,28 @@ fn a_promoted_replica_waits_the_restart_quarantine() {
                 })
         },
     );
-    // The other masters count meanwhile.
-    client
-        .try_lock(&elsewhere, TTL)
-        .unwrap()
-        .expect("another master's slot")
-        .release()
-        .unwrap();
+    // The other masters count meanwhile (once every member says the
+    // cluster is up again: until then they answer CLUSTERDOWN).
+    cluster.settled();
+    eventually(
+        "another master's slot is granted",
+        Duration::from_secs(10),
+        || {
+            client
+                .try_lock(&elsewhere, TTL)
+                .ok()
+                .flatten()
+                .is_some_and(|g| g.release().is_ok())
+        },
+    );
+    assert!(
+        client.node_health()[0].masters().iter().any(|m| {
+            m.address().ends_with(&format!(":{promoted}"))
+                && m.refusal()
+                    .is_some_and(|r| r.kind() == FailureKind::Quarantined)
+        }),
+        "the promoted replica is still quarantined meanwhile"
+    );
     eventually(
         "it counts after the period",
         Duration::from_secs(20),
