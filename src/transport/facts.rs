@@ -44,7 +44,8 @@ pub(crate) struct Facts {
     pub(crate) policy: String,
     pub(crate) marker: Option<Marker>,
     /// The marker could not be read here: its key is in a hash slot this
-    /// cluster master does not serve (now, or while the slot migrates).
+    /// cluster master does not serve (now, or while the slot migrates), or
+    /// the cluster was down.
     pub(crate) marker_elsewhere: bool,
 }
 
@@ -179,8 +180,10 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// without a restart quarantine); `Ok(None)` when an ACL refused (`NOPERM`:
 /// no `INFO` or no `GET` on the marker) or its answer lacks a field: it
 /// cannot be identified. A cluster master that answers `MOVED` or `ASK`
-/// for the marker's key (its slot moved, or is migrating) is identified
-/// without it ([`Facts::marker_elsewhere`]). Any other error reply
+/// for the marker's key (its slot moved, or is migrating), or
+/// `CLUSTERDOWN` (its cluster lost a master a moment ago), is identified
+/// without it ([`Facts::marker_elsewhere`]): the connection stays, and the
+/// requests sent on it get the cluster's own answers. Any other error reply
 /// (`LOADING`, say) fails the connection, which is retried.
 pub(crate) fn ask(
     conn: &mut redis::Connection,
@@ -211,7 +214,9 @@ pub(crate) fn ask(
             marker.as_deref(),
         )),
         Err(err) if err.code() == Some("NOPERM") => Ok(None),
-        Err(err) if marker.is_some() && matches!(err.code(), Some("MOVED" | "ASK")) => {
+        Err(err)
+            if marker.is_some() && matches!(err.code(), Some("MOVED" | "ASK" | "CLUSTERDOWN")) =>
+        {
             Ok(ask(conn, None)?.map(|facts| Facts {
                 marker_elsewhere: true,
                 ..facts
