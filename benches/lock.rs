@@ -79,6 +79,29 @@ impl Contender for Ours {
     }
 }
 
+/// Ours, locking `count` resources at once (`lock_all`) per key: names
+/// `key:0`… that hash to different cluster slots.
+struct OursAll {
+    label: &'static str,
+    client: Redlock,
+    count: usize,
+}
+
+impl Contender for OursAll {
+    fn name(&self) -> String {
+        self.label.to_owned()
+    }
+    fn acquire(&self, key: &str) -> Option<Held<'_>> {
+        let names: Vec<String> = (0..self.count).map(|i| format!("{key}:{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        match self.client.lock_all(&names, TTL) {
+            Ok(guard) => Some(Held::Ours(guard)),
+            Err(Error::Busy { .. }) => None,
+            Err(err) => panic!("lock_all: {err}"),
+        }
+    }
+}
+
 struct Peer(redlock::RedLock);
 
 impl Contender for Peer {
@@ -720,7 +743,9 @@ fn main() {
 
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cluster") {
         // S1 and S2 with node 5 a 3-master Redis Cluster, beside five
-        // standalone nodes (the same 5 for both, alternated).
+        // standalone nodes (the same 5 for both, alternated); and
+        // `lock_all` of 10 names (most in different slots: one script
+        // per slot on the cluster, one on a standalone node).
         let redis_cluster = harness::redis_cluster::RedisCluster::start(3, 0, 5000);
         let mut mixed = urls[..4].to_vec();
         mixed.push(redis_cluster.url(3));
@@ -740,6 +765,16 @@ fn main() {
             Arc::new(Ours {
                 label: "one standalone node alone",
                 client: Redlock::new(&urls[..1]).unwrap(),
+            }),
+            Arc::new(OursAll {
+                label: "lock_all of 10 names, the cluster alone",
+                client: Redlock::new([redis_cluster.url(3)]).unwrap(),
+                count: 10,
+            }),
+            Arc::new(OursAll {
+                label: "lock_all of 10 names, one standalone node alone",
+                client: Redlock::new(&urls[..1]).unwrap(),
+                count: 10,
             }),
         ];
         let runs = s1(&contenders, &plan);
