@@ -27,7 +27,7 @@ fn runner() -> TestRunner {
 /// Waits (bounded) until no running node has `key`.
 fn no_key_left(cluster: &Cluster, key: &str) -> Result<(), TestCaseError> {
     let deadline = Instant::now() + Duration::from_secs(2);
-    while cluster.count_key(key) > 0 {
+    while cluster.count_key_now(key) > 0 {
         prop_assert!(Instant::now() < deadline, "key {key:?} leaked");
         std::thread::sleep(Duration::from_millis(2));
     }

@@ -221,7 +221,7 @@ fn chaos_soak_keeps_exclusion_and_progress() {
     // Faults are undone and every guard dropped: keys left on nodes that
     // could not be told to release expire within the TTL.
     let deadline = Instant::now() + TTL * 3;
-    while cluster.nodes.iter().any(|n| n.get(RESOURCE).is_some()) {
+    while cluster.nodes.iter().any(|n| n.get_now(RESOURCE).is_some()) {
         assert!(Instant::now() < deadline, "a lock key outlived the soak");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -61,7 +61,7 @@ fn locks_on_every_master_need_and_get_the_clusters_vote() {
             .try_lock(&name, TTL)
             .unwrap_or_else(|e| panic!("{name}: {e}"))
             .unwrap_or_else(|| panic!("{name}: refused"));
-        assert!(cluster.get(&name).is_some(), "{name} is on its master");
+        assert!(cluster.get_now(&name).is_some(), "{name} is on its master");
         *per_master.entry(cluster.master_of(&name).port).or_default() += 1;
         guards.push(guard);
     }
@@ -99,7 +99,7 @@ fn lock_all_over_ten_slots_is_all_or_nothing() {
         .expect("an answer")
         .expect("all ten granted");
     for name in &names {
-        assert!(cluster.get(name).is_some(), "{name} held");
+        assert!(cluster.get_now(name).is_some(), "{name} held");
         assert!(other.try_lock(name, TTL).expect("an answer").is_none());
     }
     guard.release().expect("released");
@@ -170,7 +170,7 @@ fn a_slot_migrated_while_its_lock_is_held_keeps_extend_and_release_working() {
     assert!(other.try_lock(name, TTL).unwrap().is_none(), "held, moved");
     guard.extend(TTL).expect("extended after the move");
     guard.release().expect("released on the new master");
-    assert_eq!(to.get(name), None);
+    assert_eq!(to.get_now(name), None);
     let again = other.try_lock(name, TTL).unwrap().expect("free again");
     again.release().unwrap();
 }
@@ -225,11 +225,14 @@ fn semaphores_rw_locks_elections_and_wake_ups_go_through_a_cluster() {
     let started = Instant::now();
     while started.elapsed() < short * 3 {
         assert!(kept.is_valid(), "kept valid");
-        assert!(master.pttl("kept") > 0, "the key is still on its master");
+        assert!(
+            master.pttl_now("kept") > 0,
+            "the key is still on its master"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     kept.release().unwrap();
-    assert_eq!(master.get("kept"), None);
+    assert_eq!(master.get_now("kept"), None);
     // A waiter in another client is woken by the release.
     let held = client.try_lock("woken", TTL).unwrap().expect("free");
     let waiter = std::thread::spawn(move || {
@@ -300,7 +303,22 @@ fn a_master_failed_over_keeps_the_clusters_vote() {
     let mut guard = client.try_lock(name, TTL).unwrap().expect("granted");
     let slot = cluster.slot(name);
     let port = cluster.master_of_slot(slot).port;
-    let replicated: i64 = query(cluster.master_of_slot(slot), &["WAIT", "1", "5000"]);
+    // The lock returned at a majority, perhaps the two standalone nodes':
+    // await the key on its master, then a write of our own behind it in
+    // the replication stream, and `WAIT` for that write (a `WAIT` on a
+    // connection that wrote nothing returns at once).
+    eventually("the key on its master", Duration::from_secs(10), || {
+        cluster.get_now(name).is_some()
+    });
+    let ((), replicated): ((), i64) = redis::pipe()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:behind"))
+        .arg(1)
+        .cmd("WAIT")
+        .arg(1)
+        .arg(5000)
+        .query(&mut cluster.master_of_slot(slot).conn())
+        .expect("SET and WAIT");
     assert_eq!(replicated, 1, "the key reached the replica");
     let mut cluster = cluster;
     cluster
@@ -314,7 +332,7 @@ fn a_master_failed_over_keeps_the_clusters_vote() {
     });
     cluster.settled();
     assert!(
-        cluster.get(name).is_some(),
+        cluster.get_now(name).is_some(),
         "the promoted replica has the key"
     );
     standalone.nodes[1].pause();

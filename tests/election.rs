@@ -92,8 +92,8 @@ fn three_candidates_in_three_clients_elect_one_leader_and_hand_on_in_term_order(
     });
     settles("no leader left", || leader(&clients[0], "sched").is_none());
     settles("no key left", || {
-        cluster.count_key("redlock-elect:sched#l") == 0
-            && cluster.count_key("redlock-elect:sched#v") == 0
+        cluster.count_key_now("redlock-elect:sched#l") == 0
+            && cluster.count_key_now("redlock-elect:sched#v") == 0
     });
 }
 
@@ -159,7 +159,7 @@ fn a_proclamation_after_one_that_failed_lands_on_every_node() {
         "the failed proclamation landed late",
         Duration::from_secs(10),
         || {
-            cluster.values(value_key)[1..]
+            cluster.values_now(value_key)[1..]
                 .iter()
                 .all(|v| v.as_deref().is_some_and(|v| v.ends_with(" b")))
         },
@@ -178,7 +178,7 @@ fn a_proclamation_after_one_that_failed_lands_on_every_node() {
     // fix, the two that held "b" ignored it for good).
     harness::eventually("c on every node", Duration::from_secs(10), || {
         cluster
-            .values(value_key)
+            .values_now(value_key)
             .iter()
             .all(|v| v.as_deref().is_some_and(|v| v.ends_with(" c")))
     });
@@ -446,7 +446,7 @@ fn a_proclamation_the_gate_node_missed_still_wakes_the_observers() {
         .expect("the observer registered on the gate node");
     let mut a = leaders.election("missed").campaign("a", TTL).win().unwrap();
     settles("the lock key is on every node", || {
-        cluster.count_key("redlock-elect:missed#l") == 3
+        cluster.count_key_now("redlock-elect:missed#l") == 3
     });
     // The gate node loses the lock key; the other two still hold it.
     let _: () = redis::cmd("DEL")

@@ -311,7 +311,7 @@ fn fenced_store_refuses_the_paused_holder_only_with_fencing() {
     assert!(text.contains("accepted = false"), "{text}");
     assert!(text.contains("fencing refused the stale write"), "{text}");
     assert_eq!(
-        store.get("fenced-store:value").as_deref(),
+        store.get_now("fenced-store:value").as_deref(),
         Some("written by A")
     );
 }
@@ -373,7 +373,7 @@ fn flock_exit_codes() {
     // Not acquired within --wait while another invocation holds the lock.
     let mut holder = KillOnDrop(flock(&cluster, &["held"], &["sleep", "5"]).spawn().unwrap());
     let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.count_key("held") < 3 {
+    while cluster.count_key_now("held") < 3 {
         assert!(Instant::now() < deadline, "the holder never took the lock");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -390,7 +390,7 @@ fn flock_exit_codes() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.count_key("lost") < 3 {
+    while cluster.count_key_now("lost") < 3 {
         assert!(Instant::now() < deadline, "never took the lock");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -436,8 +436,8 @@ fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
         "stopped waiting at once, not after --wait 60s"
     );
     // The holder still holds it; flock left nothing of its own.
-    let token = cluster.nodes[0].get("busy-flock").unwrap();
-    assert_eq!(cluster.holders("busy-flock", &token), 5);
+    let token = cluster.nodes[0].get_now("busy-flock").unwrap();
+    assert_eq!(cluster.holders_now("busy-flock", &token), 5);
     held.release().unwrap();
 }
 
@@ -460,15 +460,15 @@ fn flock_releases_the_lock_on_ctrl_c() {
             .unwrap(),
     );
     let deadline = Instant::now() + Duration::from_secs(5);
-    while cluster.count_key("interrupted") < 3 {
+    while cluster.count_key_now("interrupted") < 3 {
         assert!(Instant::now() < deadline, "never took the lock");
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(interrupt(&mut run.0).code(), Some(130));
     // Released, not left to its 30 s TTL.
-    assert!(cluster.count_key("interrupted") < 3);
+    assert!(cluster.count_key_now("interrupted") < 3);
     let deadline = Instant::now() + Duration::from_secs(2);
-    while cluster.count_key("interrupted") > 0 {
+    while cluster.count_key_now("interrupted") > 0 {
         assert!(Instant::now() < deadline, "lock left behind after Ctrl-C");
         std::thread::sleep(Duration::from_millis(10));
     }

@@ -87,13 +87,13 @@ fn a_kept_leaders_proclamation_outlives_its_ttl() {
         cluster
             .nodes
             .iter()
-            .all(|n| n.pttl("redlock-elect:e:kept#v") > 0)
+            .all(|n| n.pttl_now("redlock-elect:e:kept#v") > 0)
     });
     for node in &cluster.nodes {
-        let pttl = node.pttl("redlock-elect:e:kept#v");
+        let pttl = node.pttl_now("redlock-elect:e:kept#v");
         assert!(pttl > 0 && pttl <= 1000, "expires with the lock: {pttl}");
     }
-    let renewed = |node: &harness::Node| node.pttl("redlock-elect:e:kept#l") > 0;
+    let renewed = |node: &harness::Node| node.pttl_now("redlock-elect:e:kept#l") > 0;
     let first = leader.valid_until();
     harness::settles("the lock renewed past its first TTL", || {
         std::time::Instant::now() > first + ttl && cluster.nodes.iter().all(renewed)

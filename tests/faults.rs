@@ -77,7 +77,7 @@ fn pairs_succeed_quickly(
                 .iter()
                 .enumerate()
                 .filter(|(i, n)| !may_keep.contains(i) && n.is_running() && !n.is_paused())
-                .any(|(_, n)| n.get(&key).is_some())
+                .any(|(_, n)| n.get_now(&key).is_some())
         };
         while left() {
             assert!(Instant::now() < deadline, "{what}: key left behind");
@@ -156,7 +156,10 @@ fn three_of_five_down_is_a_quick_no_quorum_that_leaves_nothing() {
         assert!(took < PAIR_BOUND, "no-quorum round {i} took {took:?}");
         // The two live nodes granted the SET; the failed round must remove it.
         let deadline = Instant::now() + Duration::from_secs(2);
-        while s.cluster.nodes[3..].iter().any(|n| n.get(&key).is_some()) {
+        while s.cluster.nodes[3..]
+            .iter()
+            .any(|n| n.get_now(&key).is_some())
+        {
             assert!(
                 Instant::now() < deadline,
                 "partial lock left on a live node"
@@ -225,7 +228,7 @@ fn a_release_reaches_a_slow_node_before_the_program_exits() {
     assert!(status.success());
     // Not 30 s: the delete reached the slow node before the child exited.
     let deadline = Instant::now() + Duration::from_secs(2);
-    while cluster.count_key("exit:res") > 0 {
+    while cluster.count_key_now("exit:res") > 0 {
         assert!(Instant::now() < deadline, "the slow node kept the key");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -265,6 +268,6 @@ fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
         node.scripts_run() >= scripts + keys.len() as u64
     });
     for key in &keys {
-        assert_eq!(node.get(key), None, "{key} left on node 0");
+        assert_eq!(node.get_now(key), None, "{key} left on node 0");
     }
 }

@@ -29,7 +29,7 @@ fn a_kept_alive_lock_outlives_its_ttl_and_stays_exclusive() {
     // Our token: the value a majority holds (a competitor's failed attempt
     // may sit on a minority for a moment).
     let token = {
-        let values = cluster.values("ka:exclusive");
+        let values = cluster.values_now("ka:exclusive");
         let mut counts = std::collections::HashMap::new();
         for value in values.into_iter().flatten() {
             *counts.entry(value).or_insert(0) += 1;
@@ -103,7 +103,7 @@ fn losing_a_majority_loses_the_lock_and_resuming_does_not_resurrect_it() {
     let token = cluster
         .nodes
         .iter()
-        .find_map(|n| n.get("ka:lost"))
+        .find_map(|n| n.get_now("ka:lost"))
         .expect("token");
     guard.keep_alive();
     for node in &mut cluster.nodes[..3] {
@@ -190,7 +190,7 @@ fn release_racing_a_renewal_never_leaves_the_key_behind() {
     });
     // A resurrected key would live for the whole 3 s TTL.
     eventually("every key gone", Duration::from_millis(500), || {
-        (0..24).all(|i| cluster.count_key(&format!("ka:race:{i}")) == 0)
+        (0..24).all(|i| cluster.count_key_now(&format!("ka:race:{i}")) == 0)
     });
 }
 

@@ -18,7 +18,7 @@ fn client(cluster: &Cluster) -> Redlock {
 
 /// The token stored on a majority of nodes (read from Redis itself).
 fn stored_token(cluster: &Cluster, key: &str) -> String {
-    let values = cluster.values(key);
+    let values = cluster.values_now(key);
     let token = values
         .iter()
         .flatten()
@@ -46,16 +46,16 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
     let token = stored_token(&cluster, "res:basic");
     assert_eq!(token.len(), 40, "20 random bytes, hex");
     settles("key on all 5 nodes", || {
-        cluster.holders("res:basic", &token) == 5
+        cluster.holders_now("res:basic", &token) == 5
     });
     for node in &cluster.nodes {
-        let pttl = node.pttl("res:basic");
+        let pttl = node.pttl_now("res:basic");
         assert!(pttl > 9_000 && pttl <= 10_000, "pttl {pttl}");
     }
 
     guard.release().unwrap();
     settles("key gone from all nodes", || {
-        cluster.count_key("res:basic") == 0
+        cluster.count_key_now("res:basic") == 0
     });
 }
 
@@ -69,7 +69,7 @@ fn a_held_resource_is_busy_for_others() {
     // `lock` returns at a majority; more of A's SETs may land later.
     let holding = |cluster: &Cluster| -> Vec<usize> {
         (0..5)
-            .filter(|&i| cluster.nodes[i].get("res:busy").as_deref() == Some(token.as_str()))
+            .filter(|&i| cluster.nodes[i].get_now("res:busy").as_deref() == Some(token.as_str()))
             .collect()
     };
     let before = holding(&cluster);
@@ -106,7 +106,7 @@ fn a_held_resource_is_busy_for_others() {
     // nothing of their own behind.
     settles("B's keys removed", || {
         cluster
-            .values("res:busy")
+            .values_now("res:busy")
             .iter()
             .flatten()
             .all(|v| *v == token)
@@ -164,7 +164,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
     let b = client(&cluster);
     let mut first = a.lock("res:expire", Duration::from_millis(100)).unwrap();
     settles("first lock expired on every node", || {
-        !first.is_valid() && cluster.count_key("res:expire") == 0
+        !first.is_valid() && cluster.count_key_now("res:expire") == 0
     });
     let second = b.lock("res:expire", TTL).unwrap();
     let token = stored_token(&cluster, "res:expire");
@@ -180,7 +180,7 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
         other => panic!("expected LockLost, got {other:?}"),
     }
     settles("second holder's key on all nodes", || {
-        cluster.holders("res:expire", &token) == 5
+        cluster.holders_now("res:expire", &token) == 5
     });
     assert!(second.is_valid());
     second.release().unwrap();
@@ -200,7 +200,7 @@ fn extend_moves_validity_forward_on_a_majority() {
     let extended = cluster
         .nodes
         .iter()
-        .filter(|n| n.pttl("res:extend") > 15_000)
+        .filter(|n| n.pttl_now("res:extend") > 15_000)
         .count();
     assert!(extended >= 3, "pexpire applied on {extended} nodes");
     assert!(matches!(
@@ -229,9 +229,9 @@ fn a_partial_acquisition_is_cleaned_up_and_others_keys_survive() {
     settles("our partial keys removed", || {
         cluster.nodes[3..]
             .iter()
-            .all(|n| n.get("res:partial").is_none())
+            .all(|n| n.get_now("res:partial").is_none())
     });
-    assert_eq!(cluster.holders("res:partial", "someone-else"), 3);
+    assert_eq!(cluster.holders_now("res:partial", "someone-else"), 3);
 }
 
 #[test]

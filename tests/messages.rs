@@ -154,7 +154,7 @@ fn a_read_refused_for_another_clients_waiting_writer_blames_that_writer() {
                 .map(drop)
         });
         harness::eventually("the writer marked", Duration::from_secs(5), || {
-            cluster.count_key("redlock-rw:msg:marked#wait") >= 2
+            cluster.count_key_now("redlock-rw:msg:marked#wait") >= 2
         });
         let (wanted, here, message) = busy(lock.read(TTL));
         assert_eq!(wanted, Wanted::Read);

@@ -29,7 +29,7 @@ fn lock_all_sets_every_key_with_one_token_and_release_removes_them_all() {
     let mut token = String::new();
     settles("the token on some node", || {
         token = cluster
-            .values("multi:a")
+            .values_now("multi:a")
             .into_iter()
             .flatten()
             .next()
@@ -37,20 +37,20 @@ fn lock_all_sets_every_key_with_one_token_and_release_removes_them_all() {
         !token.is_empty()
     });
     settles("every key on every node with one token", || {
-        keys.iter().all(|k| cluster.holders(k, &token) == 5)
+        keys.iter().all(|k| cluster.holders_now(k, &token) == 5)
     });
     guard.extend(Duration::from_secs(30)).unwrap();
     settles("every key extended on every node", || {
         cluster
             .nodes
             .iter()
-            .all(|n| keys.iter().all(|k| n.pttl(k) > 20_000))
+            .all(|n| keys.iter().all(|k| n.pttl_now(k) > 20_000))
     });
     guard.keep_alive();
     guard.ensure_valid().unwrap();
     guard.release().unwrap();
     settles("every key gone", || {
-        keys.iter().all(|k| cluster.count_key(k) == 0)
+        keys.iter().all(|k| cluster.count_key_now(k) == 0)
     });
 }
 
@@ -76,7 +76,7 @@ fn a_multi_lock_and_single_locks_exclude_each_other() {
             .is_none()
     );
     settles("no key of the failed multi-lock left", || {
-        cluster.count_key("ex:a") == 0
+        cluster.count_key_now("ex:a") == 0
     });
     drop(single);
     let theirs = peer.lock(b"ex:b", 10_000).unwrap().expect("peer locks");
@@ -87,7 +87,7 @@ fn a_multi_lock_and_single_locks_exclude_each_other() {
             .is_none()
     );
     peer.unlock(&theirs);
-    settles("peer released", || cluster.count_key("ex:b") == 0);
+    settles("peer released", || cluster.count_key_now("ex:b") == 0);
     assert!(
         redlock
             .try_lock_all(&["ex:a", "ex:b"], TTL)
@@ -151,7 +151,7 @@ fn opposite_orders_never_deadlock_and_never_overlap() {
         "a worker starved: {counts:?}"
     );
     settles("nothing left", || {
-        cluster.count_key("dl:a") == 0 && cluster.count_key("dl:b") == 0
+        cluster.count_key_now("dl:a") == 0 && cluster.count_key_now("dl:b") == 0
     });
 }
 
@@ -198,7 +198,7 @@ fn the_scripts_act_on_every_key_or_on_none_on_real_nodes() {
     let redlock = client(&cluster);
     let mut guard = redlock.lock_all(&["s:a", "s:b"], TTL).unwrap();
     settles("both keys on every node", || {
-        cluster.count_key("s:a") == 5 && cluster.count_key("s:b") == 5
+        cluster.count_key_now("s:a") == 5 && cluster.count_key_now("s:b") == 5
     });
     // "b" expired and someone else took it on 3 of 5 nodes.
     for node in &cluster.nodes[..3] {
@@ -213,19 +213,24 @@ fn the_scripts_act_on_every_key_or_on_none_on_real_nodes() {
     let err = guard.extend(Duration::from_secs(50)).unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
     for node in &cluster.nodes[..3] {
-        assert!(node.pttl("s:a") <= 10_000, "our key was lengthened");
-        assert_eq!(node.get("s:b").as_deref(), Some("other"));
-        assert!(node.pttl("s:b") <= 60_000);
+        assert!(node.pttl_now("s:a") <= 10_000, "our key was lengthened");
+        assert_eq!(node.get_now("s:b").as_deref(), Some("other"));
+        assert!(node.pttl_now("s:b") <= 60_000);
     }
     let err = guard.release().unwrap_err();
     assert!(matches!(err, Error::LockLost { .. }), "{err:?}");
+    // The release returned once a majority refused: await the deletes.
+    settles("our own key deleted", || {
+        cluster.nodes[..3]
+            .iter()
+            .all(|n| n.get_now("s:a").is_none())
+    });
     for node in &cluster.nodes[..3] {
         assert_eq!(
-            node.get("s:b").as_deref(),
+            node.get_now("s:b").as_deref(),
             Some("other"),
             "released another's key"
         );
-        assert_eq!(node.get("s:a"), None, "our own key is deleted");
     }
     // Acquire: with "b" held on 3 nodes the round fails, and neither those
     // nodes (all or nothing) nor the others (clean-up) keep "a".
@@ -240,6 +245,6 @@ fn the_scripts_act_on_every_key_or_on_none_on_real_nodes() {
     let after: Vec<u64> = cluster.nodes[..3].iter().map(|n| n.calls("set")).collect();
     assert_eq!(sets, after, "set a key although another was held");
     settles("the failed round cleaned up", || {
-        cluster.count_key("s:a") == 0
+        cluster.count_key_now("s:a") == 0
     });
 }

@@ -23,11 +23,11 @@ fn a_minority_down_does_not_stop_locking() {
     for i in 0..10 {
         let key = format!("res:minority:{i}");
         let guard = redlock.lock(&key, TTL).unwrap();
-        assert!(cluster.count_key(&key) >= 3);
+        assert!(cluster.count_key_now(&key) >= 3);
         guard
             .release()
             .expect("release confirmed by the live majority");
-        settles("released", || cluster.count_key(&key) == 0);
+        settles("released", || cluster.count_key_now(&key) == 0);
     }
 }
 
@@ -73,7 +73,7 @@ fn a_majority_down_is_no_quorum_naming_each_node_and_leaves_nothing() {
         other => panic!("expected NoQuorum, got {other:?}"),
     }
     settles("no key left on the live nodes", || {
-        cluster.count_key("res:noquorum") == 0
+        cluster.count_key_now("res:noquorum") == 0
     });
 }
 
@@ -118,12 +118,14 @@ fn a_node_killed_while_held_still_releases_on_the_majority() {
     let guard = redlock.lock("res:killed", TTL).unwrap();
     cluster.nodes[4].kill();
     guard.release().expect("the remaining 4 nodes confirm");
-    settles("released", || cluster.count_key("res:killed") == 0);
+    settles("released", || cluster.count_key_now("res:killed") == 0);
 
     let guard = redlock.lock("res:killed2", TTL).unwrap();
     cluster.nodes[3].kill();
     drop(guard); // must not panic; releases on the remaining majority
-    settles("released on drop", || cluster.count_key("res:killed2") == 0);
+    settles("released on drop", || {
+        cluster.count_key_now("res:killed2") == 0
+    });
 }
 
 #[test]
@@ -256,7 +258,7 @@ fn extensions_never_shorten_a_key() {
     });
     for node in &cluster.nodes {
         assert!(
-            node.pttl("res:short") > 20_000,
+            node.pttl_now("res:short") > 20_000,
             "shortened on {}",
             node.address()
         );

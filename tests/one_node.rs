@@ -19,7 +19,7 @@ fn a_single_node_locks_excludes_and_releases() {
     let a = harness::client(cluster.urls());
     let b = harness::client(cluster.urls());
     let guard = a.lock("one:k", TTL).unwrap();
-    assert_eq!(cluster.count_key("one:k"), 1);
+    assert_eq!(cluster.count_key_now("one:k"), 1);
     assert!(
         b.try_lock("one:k", TTL).unwrap().is_none(),
         "held by the other client"
@@ -39,7 +39,7 @@ fn a_single_node_locks_excludes_and_releases() {
         }
     });
     guard.release().unwrap();
-    assert_eq!(cluster.count_key("one:k"), 0, "released on the node");
+    assert_eq!(cluster.count_key_now("one:k"), 0, "released on the node");
     b.lock("one:k", TTL).unwrap().release().unwrap();
 }
 

@@ -456,10 +456,10 @@ fn rotating_asymmetric_partitions_never_let_two_holders_in() {
         println!("partitions: the healed lock's release: {err}");
     }
     settles("no lock key left", || {
-        cluster.count_key(SHARED) == 0
-            && cluster.count_key(&format!("redlock-elect:{ELECTION}#l")) == 0
+        cluster.count_key_now(SHARED) == 0
+            && cluster.count_key_now(&format!("redlock-elect:{ELECTION}#l")) == 0
             && (0..MODES.len())
-                .all(|i| cluster.count_key(&format!("part:own:{}-{i}", MODES[i])) == 0)
+                .all(|i| cluster.count_key_now(&format!("part:own:{}-{i}", MODES[i])) == 0)
     });
     // Nobody leads: the last leader resigned, or its leadership expired.
     assert_eq!(fresh.election(ELECTION).leader().unwrap(), None);
@@ -598,7 +598,7 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
     // to that node.
     settles(
         "the warm-up released and the lock set on every node",
-        || cluster.count_key("part:warm") == 0 && cluster.count_key("part:late") == 5,
+        || cluster.count_key_now("part:warm") == 0 && cluster.count_key_now("part:late") == 5,
     );
     // The extension below must be sent: a lease already past its validity
     // would fail it without a request.
@@ -626,7 +626,11 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         assert!(net.held(0, node) > 0, "requests to node {node} held back");
         assert!(net.held(2, node) > 0, "requests to node {node} held back");
     }
-    let before: Vec<Option<String>> = cluster.nodes.iter().map(|n| n.get("part:late")).collect();
+    let before: Vec<Option<String>> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.get_now("part:late"))
+        .collect();
     // The newer holder's token: the one a majority holds. (A minority may
     // differ for a moment: the newer client's round returned at a quorum,
     // and an earlier round's clean-up is sent without waiting.)
@@ -642,7 +646,7 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         cluster
             .nodes
             .iter()
-            .all(|n| n.get("part:late").as_ref() == Some(&newer))
+            .all(|n| n.get_now("part:late").as_ref() == Some(&newer))
     });
     // Counted once the newer holder is in and idle: from here on, only
     // what was held back reaches the three nodes.
@@ -689,8 +693,8 @@ fn late_requests_after_a_heal_never_touch_a_newer_holders_key() {
         std::thread::sleep(Duration::from_millis(5));
     }
     for (i, node) in cluster.nodes.iter().enumerate() {
-        let value = node.get("part:late");
-        let left = node.pttl("part:late");
+        let value = node.get_now("part:late");
+        let left = node.pttl_now("part:late");
         if before[i].as_ref() == Some(&newer) {
             assert_eq!(
                 value.as_ref(),
@@ -735,7 +739,9 @@ fn a_waiter_cut_from_the_gate_node_falls_back_to_its_retry_delay() {
     // holder's SET (a request still queued when its round's node timeout
     // ran out, on a loaded machine) has nothing to release and wakes
     // nobody — its waiters fall back to the queue refresh.
-    settles("held on every node", || cluster.count_key("part:gate") == 5);
+    settles("held on every node", || {
+        cluster.count_key_now("part:gate") == 5
+    });
     std::thread::scope(|s| {
         let waits = s.spawn(|| waiter.lock_for("part:gate", ttl, ttl * 2));
         settles("the waiter is queued and listens", || {

@@ -22,7 +22,7 @@ fn hold_on_two_of_three(cluster: &mut Cluster) -> redlock_sync::LockGuard {
     let a = client(cluster);
     let guard = a.lock("hazard", TTL).expect("A locks on 2 of 3");
     cluster.nodes[2].restart();
-    assert_eq!(cluster.count_key("hazard"), 2);
+    assert_eq!(cluster.count_key_now("hazard"), 2);
     guard
 }
 
@@ -143,7 +143,10 @@ fn a_node_restored_from_an_older_backup_waits_out_the_quarantine() {
     // be on their way, and one landing after the DEL below would make B's
     // round Busy rather than short of nodes (seen once in CI).
     harness::settles("A's key on every node", || {
-        cluster.nodes.iter().all(|n| n.get("restored").is_some())
+        cluster
+            .nodes
+            .iter()
+            .all(|n| n.get_now("restored").is_some())
     });
     for node in &cluster.nodes[3..] {
         let _: i64 = redis::cmd("DEL")
@@ -153,7 +156,7 @@ fn a_node_restored_from_an_older_backup_waits_out_the_quarantine() {
     }
     cluster.nodes[2].restore(&backup);
     assert_eq!(
-        cluster.nodes[2].get("restored"),
+        cluster.nodes[2].get_now("restored"),
         None,
         "the backup is older"
     );

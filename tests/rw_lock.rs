@@ -639,7 +639,7 @@ fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
         // (every 10–20 ms) while that grant's round is held back.
         let gate_node = &cluster.nodes[g];
         harness::settles("the first writer granted on the gate node", || {
-            gate_node.get("redlock-rw:turn#w").is_some()
+            gate_node.get_now("redlock-rw:turn#w").is_some()
         });
         let asked = gate_node.scripts_run();
         harness::settles("the second writer asked the gate node again", || {
@@ -814,7 +814,7 @@ fn a_mark_whose_writer_left_the_queue_turns_no_reader_away() {
         // and the mark stayed its 5 s.
         let gate = &cluster.nodes[g];
         let let_in = in_set(gate);
-        let mark = gate.get("redlock-rw:orphan#wait");
+        let mark = gate.get_now("redlock-rw:orphan#wait");
         drop(done_tx);
         assert!(let_in >= 1, "the gate node let readers in");
         assert_eq!(mark, None, "the mark nobody waits for was dropped");

@@ -120,8 +120,8 @@ fn script_cache_flushes_mid_run_never_break_exclusion_or_leave_keys() {
         "no node ever answered NOSCRIPT: the test did not test"
     );
     eventually("no key left", Duration::from_secs(2), || {
-        cluster.count_key(RESOURCE) == 0
-            && cluster.count_key("flush:other") == 0
-            && cluster.count_key("flush:alone") == 0
+        cluster.count_key_now(RESOURCE) == 0
+            && cluster.count_key_now("flush:other") == 0
+            && cluster.count_key_now("flush:alone") == 0
     });
 }

@@ -101,7 +101,7 @@ fn secrets_never_reach_errors_debug_output_or_logs() {
     let token = cluster
         .nodes
         .iter()
-        .find_map(|n| n.get("res"))
+        .find_map(|n| n.get_now("res"))
         .expect("the token on a majority");
     guard.extend(Duration::from_secs(5)).unwrap();
     let guard_debug = format!("{guard:?} {client:?}");

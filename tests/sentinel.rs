@@ -243,8 +243,8 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
     // meets the replica promoted learns that its data came from another
     // process.
     harness::settles("the replica has the master's marker", || {
-        groups.groups[0].nodes[r].get("redlock:admitted")
-            == groups.groups[0].nodes[m].get("redlock:admitted")
+        groups.groups[0].nodes[r].get_now("redlock:admitted")
+            == groups.groups[0].nodes[m].get_now("redlock:admitted")
     });
     // The replica, paused, cannot reconnect once its master drops the
     // replication link: what the master writes next never reaches it.
@@ -281,7 +281,7 @@ fn a_promoted_replica_without_the_key_admits_a_second_holder_unless_quarantined(
         },
     );
     assert_eq!(
-        groups.groups[0].nodes[r].get(key),
+        groups.groups[0].nodes[r].get_now(key),
         None,
         "the replica missed the key"
     );

@@ -59,7 +59,7 @@ fn mutual_tls_against_a_custom_ca_works_for_every_operation() {
         nodes.iter().all(|n| {
             ["tls:res", "tls:a", "tls:b"]
                 .iter()
-                .all(|k| n.get(k).is_none())
+                .all(|k| n.get_now(k).is_none())
         })
     });
     // The key never shows.
@@ -187,7 +187,7 @@ fn a_tls_cluster_is_one_node_on_every_master() {
         let name = format!("tls-cluster:{i}");
         let guard = client.try_lock(&name, TTL).unwrap().expect("granted");
         assert!(guard.fencing_token().is_some());
-        assert!(cluster.get(&name).is_some(), "{name} on its master");
+        assert!(cluster.get_now(&name).is_some(), "{name} on its master");
         masters.insert(cluster.master_of(&name).port);
         guard.release().unwrap();
     }

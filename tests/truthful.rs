@@ -127,7 +127,7 @@ fn a_failed_try_write_leaves_no_mark() {
     read.release().unwrap();
     for node in &cluster.nodes {
         assert_eq!(
-            node.get("redlock-rw:t:rw-mark#wait"),
+            node.get_now("redlock-rw:t:rw-mark#wait"),
             None,
             "a mark left behind"
         );

@@ -79,7 +79,9 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
         health[0].address(),
         cluster.nodes[0].socket_path().to_str().unwrap()
     );
-    settles("every key released", || cluster.count_key("acl:one") == 0);
+    settles("every key released", || {
+        cluster.count_key_now("acl:one") == 0
+    });
 }
 
 /// The line in docs/operations.md, with the password and key pattern filled in.
@@ -280,5 +282,7 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
         waiting.join().unwrap().expect("acquired by retrying");
     });
     assert!(!logs().iter().any(|l| l.contains("s3cret")));
-    settles("every key released", || cluster.count_key("acl:quiet") == 0);
+    settles("every key released", || {
+        cluster.count_key_now("acl:quiet") == 0
+    });
 }

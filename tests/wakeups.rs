@@ -308,7 +308,9 @@ fn a_release_wakes_the_waiter_whatever_the_gate_node_holds() {
     for (i, view) in views.into_iter().enumerate() {
         let resource = format!("wake:view:{i}");
         let guard = holder.lock(&resource, TTL).unwrap();
-        settles("held on every node", || cluster.count_key(&resource) == 3);
+        settles("held on every node", || {
+            cluster.count_key_now(&resource) == 3
+        });
         std::thread::scope(|s| {
             let waits = s.spawn(|| waiter.lock_for(&resource, TTL, Duration::from_secs(20)));
             settles("the waiter is queued and listens", || {

@@ -70,6 +70,39 @@ pub struct Node {
     options: NodeOptions,
     child: Option<Child>,
     paused: bool,
+    /// The harness's own connection for reading node state, kept open
+    /// between reads (see [`Node::query`]).
+    probe: Probe,
+}
+
+/// How long the harness's own connections wait to connect and for a reply:
+/// generous, so that a loaded machine slows a test instead of failing it.
+/// They never carry the client under test's traffic.
+const PATIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the harness keeps trying to reach a running node for its own
+/// reads and set-up before it fails the test.
+const PATIENT_FOR: Duration = Duration::from_secs(30);
+
+/// A cached inspection connection. Opening a connection per read (a poll
+/// every few ms over five nodes) was thousands of connections a second under
+/// `settles`, each with its own handshake for the loaded node to answer.
+#[derive(Default)]
+struct Probe(parking_lot::Mutex<Option<redis::Connection>>);
+
+impl std::fmt::Debug for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Probe")
+    }
+}
+
+/// Whether `err` says the connection (not the command) failed: worth a new
+/// connection and another try.
+fn is_connection_failure(err: &redis::RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
 }
 
 impl Node {
@@ -84,6 +117,7 @@ impl Node {
                 options: options.clone(),
                 child: None,
                 paused: false,
+                probe: Probe::default(),
             };
             if node.spawn() {
                 return node;
@@ -115,7 +149,8 @@ impl Node {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// A direct connection for assertions (bypasses the lock client).
+    /// A direct connection for assertions and set-up (bypasses the lock
+    /// client), opened patiently: see [`Node::conn_db`].
     pub fn conn(&self) -> redis::Connection {
         self.conn_db(0)
     }
@@ -131,30 +166,67 @@ impl Node {
         Some(conn)
     }
 
-    /// A direct connection to this node, in database `db`.
+    /// A direct connection to this node, in database `db`: each try waits
+    /// [`PATIENT_TIMEOUT`] to connect, and a failed try is repeated for
+    /// [`PATIENT_FOR`] before the test fails (a connect that timed out
+    /// under load failed a partition test once). Replies are awaited for
+    /// [`PATIENT_TIMEOUT`].
     pub fn conn_db(&self, db: u32) -> redis::Connection {
-        let client = redis::Client::open(format!("{}/{db}", self.url())).expect("node url");
-        let conn = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .expect("direct connection to node");
-        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        conn
+        let deadline = Instant::now() + PATIENT_FOR;
+        loop {
+            match self.try_conn_db(db) {
+                Ok(conn) => return conn,
+                Err(err) if Instant::now() < deadline && is_connection_failure(&err) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(err) => panic!("direct connection to node {}: {err}", self.address()),
+            }
+        }
     }
 
-    /// `GET key` straight from this node.
-    pub fn get(&self, key: &str) -> Option<String> {
-        redis::cmd("GET")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("GET")
+    fn try_conn_db(&self, db: u32) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(format!("{}/{db}", self.url()))?;
+        let conn = client.get_connection_with_timeout(PATIENT_TIMEOUT)?;
+        conn.set_read_timeout(Some(PATIENT_TIMEOUT))?;
+        conn.set_write_timeout(Some(PATIENT_TIMEOUT))?;
+        Ok(conn)
     }
 
-    /// `PTTL key` straight from this node (-2 when absent).
-    pub fn pttl(&self, key: &str) -> i64 {
-        redis::cmd("PTTL")
-            .arg(key)
-            .query(&mut self.conn())
-            .expect("PTTL")
+    /// Runs `cmd` on the harness's own cached connection to this node and
+    /// returns its reply, reconnecting and trying again for
+    /// [`PATIENT_FOR`] while the connection fails (a server error fails at
+    /// once). A command may so run twice: only for reads and commands
+    /// that can (set-up that must run once goes through [`Node::conn`]). This reads the node **once**: after a call that returns at a
+    /// majority, the call's other sends may still be on their way, so
+    /// assert such state through [`settles`] (or [`Cluster::await_count`]).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let deadline = Instant::now() + PATIENT_FOR;
+        let mut cached = self.probe.0.lock();
+        loop {
+            let conn = match cached.as_mut() {
+                Some(conn) => conn,
+                None => cached.insert(self.conn_db(0)),
+            };
+            match cmd.query(conn) {
+                Ok(value) => return value,
+                Err(err) if Instant::now() < deadline && is_connection_failure(&err) => {
+                    *cached = None;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(err) => panic!("a query on node {}: {err}", self.address()),
+            }
+        }
+    }
+
+    /// `GET key` straight from this node, once (see [`Node::query`]).
+    pub fn get_now(&self, key: &str) -> Option<String> {
+        self.query(redis::cmd("GET").arg(key))
+    }
+
+    /// `PTTL key` straight from this node, once (-2 when absent; see
+    /// [`Node::query`]).
+    pub fn pttl_now(&self, key: &str) -> i64 {
+        self.query(redis::cmd("PTTL").arg(key))
     }
 
     /// Suspends the process (SIGSTOP): it keeps its sockets but answers nothing.
@@ -175,6 +247,7 @@ impl Node {
 
     /// Kills the process (SIGKILL) and waits for it to exit.
     pub fn kill(&mut self) {
+        *self.probe.0.lock() = None;
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -193,12 +266,8 @@ impl Node {
     /// one-liner in docs/operations.md): sets `redlock:admitted` to its
     /// `{run_id}:{master_replid} operator`.
     pub fn admit(&self) {
-        let mut conn = self.conn();
         let field = |section: &str, name: &str| -> String {
-            let info: String = redis::cmd("INFO")
-                .arg(section)
-                .query(&mut self.conn())
-                .unwrap();
+            let info: String = self.query(redis::cmd("INFO").arg(section));
             info.lines()
                 .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
                 .unwrap_or_else(|| panic!("{name} in INFO {section}"))
@@ -210,11 +279,11 @@ impl Node {
             field("server", "run_id"),
             field("replication", "master_replid")
         );
-        let _: () = redis::cmd("SET")
-            .arg("redlock:admitted")
-            .arg(format!("{id} operator"))
-            .query(&mut conn)
-            .unwrap();
+        let _: () = self.query(
+            redis::cmd("SET")
+                .arg("redlock:admitted")
+                .arg(format!("{id} operator")),
+        );
     }
 
     /// A copy of the node's data directory as it is now (an operator's
@@ -380,32 +449,49 @@ impl Cluster {
         self.nodes.iter().map(Node::url).collect()
     }
 
-    /// How many nodes hold `key` with exactly `value`.
-    pub fn holders(&self, key: &str, value: &str) -> usize {
+    /// How many nodes hold `key` with exactly `value`, read once: after a
+    /// call that returns at a majority, use [`Cluster::await_holders`].
+    pub fn holders_now(&self, key: &str, value: &str) -> usize {
         self.nodes
             .iter()
-            .filter(|n| n.is_running() && n.get(key).as_deref() == Some(value))
+            .filter(|n| n.is_running() && n.get_now(key).as_deref() == Some(value))
             .count()
     }
 
-    /// How many running nodes have `key` at all.
-    pub fn count_key(&self, key: &str) -> usize {
+    /// How many running, unpaused nodes have `key` at all, read once: after
+    /// a call that returns at a majority, use [`Cluster::await_count`].
+    pub fn count_key_now(&self, key: &str) -> usize {
         self.nodes
             .iter()
-            .filter(|n| n.is_running() && !n.paused && n.get(key).is_some())
+            .filter(|n| n.is_running() && !n.paused && n.get_now(key).is_some())
             .count()
     }
 
-    /// Connections other clients hold to each node (our `INFO` connection
-    /// excluded).
+    /// Waits (up to 10 s) until exactly `n` running, unpaused nodes have
+    /// `key`, and fails the test with the last count otherwise. A call that
+    /// returns at a majority (an acquisition, a release, a failed round's
+    /// clean-up) is still sending to the other nodes: this awaits them.
+    pub fn await_count(&self, key: &str, n: usize) {
+        settles_at(&format!("the nodes that have {key}"), n, || {
+            self.count_key_now(key)
+        });
+    }
+
+    /// Waits (up to 10 s) until exactly `n` running nodes hold `key` with
+    /// `value` (see [`Cluster::await_count`]).
+    pub fn await_holders(&self, key: &str, value: &str, n: usize) {
+        settles_at(&format!("the nodes that hold {key}"), n, || {
+            self.holders_now(key, value)
+        });
+    }
+
+    /// Connections other clients hold to each node (the harness's own
+    /// inspection connection excluded).
     pub fn client_connections(&self) -> Vec<usize> {
         self.nodes
             .iter()
             .map(|n| {
-                let info: String = redis::cmd("INFO")
-                    .arg("clients")
-                    .query(&mut n.conn())
-                    .unwrap();
+                let info: String = n.query(redis::cmd("INFO").arg("clients"));
                 let count: usize = info
                     .lines()
                     .find_map(|l| l.strip_prefix("connected_clients:"))
@@ -416,12 +502,13 @@ impl Cluster {
             .collect()
     }
 
-    /// The values of `key` on running, unpaused nodes.
-    pub fn values(&self, key: &str) -> Vec<Option<String>> {
+    /// The values of `key` on running, unpaused nodes, read once (see
+    /// [`Node::query`]).
+    pub fn values_now(&self, key: &str) -> Vec<Option<String>> {
         self.nodes
             .iter()
             .filter(|n| n.is_running() && !n.paused)
-            .map(|n| n.get(key))
+            .map(|n| n.get_now(key))
             .collect()
     }
 }
@@ -460,10 +547,7 @@ impl Node {
     /// How many times this node has run `command` (from `INFO commandstats`;
     /// a subcommand is written `client|kill`).
     pub fn calls(&self, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut self.conn())
-            .expect("INFO commandstats");
+        let info: String = self.query(redis::cmd("INFO").arg("commandstats"));
         let prefix = format!("cmdstat_{command}:calls=");
         info.lines()
             .find_map(|l| l.strip_prefix(prefix.as_str()))
@@ -520,6 +604,28 @@ pub fn child_env(var: &str, parent: &str) -> String {
 /// [`eventually`] with the usual 10 s bound.
 pub fn settles(what: &str, cond: impl FnMut() -> bool) {
     eventually(what, Duration::from_secs(10), cond);
+}
+
+/// Polls `read` until it returns `want`, failing loudly after 10 s with the
+/// last value read: [`settles`] for a value whose last reading explains a
+/// failure.
+pub fn settles_at<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    want: T,
+    mut read: impl FnMut() -> T,
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = read();
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after 10 s waiting for {what} to be {want:?}: last {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Threads of this process started by redlock-sync (they are named

@@ -6,19 +6,13 @@ use super::{Cluster, Node};
 /// How many waiters are queued for `resource` on `node` (only its gate
 /// node keeps a queue).
 pub fn queued(node: &Node, resource: &str) -> usize {
-    redis::cmd("ZCARD")
-        .arg(format!("redlock-queue:{resource}"))
-        .query(&mut node.conn())
-        .expect("ZCARD")
+    node.query(redis::cmd("ZCARD").arg(format!("redlock-queue:{resource}")))
 }
 
 /// How many clients listen for wake-ups on `node`.
 pub fn wake_listeners(node: &Node) -> usize {
-    let channels: Vec<String> = redis::cmd("PUBSUB")
-        .arg("CHANNELS")
-        .arg("redlock-wake:*")
-        .query(&mut node.conn())
-        .expect("PUBSUB CHANNELS");
+    let channels: Vec<String> =
+        node.query(redis::cmd("PUBSUB").arg("CHANNELS").arg("redlock-wake:*"));
     channels.len()
 }
 
@@ -42,12 +36,7 @@ pub fn subscriber_connections(cluster: &Cluster) -> usize {
         .nodes
         .iter()
         .map(|n| {
-            let list: String = redis::cmd("CLIENT")
-                .arg("LIST")
-                .arg("TYPE")
-                .arg("pubsub")
-                .query(&mut n.conn())
-                .expect("CLIENT LIST");
+            let list: String = n.query(redis::cmd("CLIENT").arg("LIST").arg("TYPE").arg("pubsub"));
             list.lines().count()
         })
         .sum()

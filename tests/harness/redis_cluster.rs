@@ -188,11 +188,7 @@ impl RedisCluster {
     /// The live node that says it serves `slot` as a master, if any.
     pub fn serving(&self, slot: u16) -> Option<&Node> {
         self.nodes.iter().filter(|n| n.is_running()).find(|n| {
-            let mut conn = n.conn();
-            let owns: String = redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query(&mut conn)
-                .expect("CLUSTER NODES");
+            let owns: String = n.query(redis::cmd("CLUSTER").arg("NODES"));
             owns.lines().any(|line| {
                 let fields: Vec<&str> = line.split(' ').collect();
                 fields
@@ -226,9 +222,10 @@ impl RedisCluster {
         self.master_of_slot(self.slot(key))
     }
 
-    /// `key`'s value on the master serving it.
-    pub fn get(&self, key: &str) -> Option<String> {
-        self.master_of(key).get(key)
+    /// `key`'s value on the master serving it, read once (see
+    /// [`Node::query`]).
+    pub fn get_now(&self, key: &str) -> Option<String> {
+        self.master_of(key).get_now(key)
     }
 
     /// This node's cluster id.

@@ -220,10 +220,7 @@ impl Sentinels {
 
 /// `INFO section` of `node`.
 pub fn info(node: &Node, section: &str) -> String {
-    redis::cmd("INFO")
-        .arg(section)
-        .query(&mut node.conn())
-        .unwrap_or_default()
+    node.query(redis::cmd("INFO").arg(section))
 }
 
 fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {

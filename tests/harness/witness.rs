@@ -206,6 +206,6 @@ impl Contention {
 /// The witness's shared counter for `resource` (compare with acquisitions).
 pub fn witness_counter(witness: &Node, resource: &str) -> u64 {
     witness
-        .get(&format!("witness:{resource}:counter"))
+        .get_now(&format!("witness:{resource}:counter"))
         .map_or(0, |v| v.parse().expect("counter"))
 }
