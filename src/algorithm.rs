@@ -240,11 +240,27 @@ impl Outcome {
     }
 }
 
+/// What a round's caller makes of its outcome, and so what its round waits
+/// for: the round ends as soon as no answer the pending nodes could give
+/// changes that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decides {
+    /// The verdict: an extension or a release tells a lost lease
+    /// (`Refused`) from nodes that failed (`Unreachable`), and so does an
+    /// election.
+    Verdict,
+    /// An acquisition: granted, or else whether it is
+    /// [`held`](Outcome::held) and, when `fenced`, whether a larger token
+    /// may win (refusals for a stale token).
+    Acquisition { fenced: bool },
+}
+
 /// Counts the answers of one round and decides as soon as the outcome is known.
 #[derive(Debug)]
 pub(crate) struct Tally {
     nodes: usize,
     quorum: usize,
+    decides: Decides,
     yes: usize,
     no: usize,
     failures: Vec<NodeFailure>,
@@ -262,10 +278,16 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
+    /// A tally whose caller needs the verdict ([`Decides::Verdict`]).
     pub(crate) fn new(nodes: usize) -> Self {
+        Self::deciding(nodes, Decides::Verdict)
+    }
+
+    pub(crate) fn deciding(nodes: usize, decides: Decides) -> Self {
         Tally {
             nodes,
             quorum: quorum(nodes),
+            decides,
             yes: 0,
             no: 0,
             failures: Vec::new(),
@@ -378,15 +400,14 @@ impl Tally {
         }
     }
 
-    /// `Some` once the outcome can no longer change: a majority confirmed,
-    /// or it became impossible *and* it is clear why. When refusals and
-    /// failures together rule out a majority but neither alone does, the
-    /// nodes still pending decide between `Refused` and `Unreachable`, so
-    /// the round waits for them (a busy resource with one node down is
-    /// `Busy`, not `NoQuorum`) — as it does while they may still make a
-    /// majority of answers, which makes an acquisition
-    /// [`held`](Outcome::held) rather than short of nodes. Agrees with
-    /// [`outcome`](Self::outcome).
+    /// `Some` once no answer of the nodes still pending can change what the
+    /// caller makes of the outcome (see [`Decides`]): a majority confirmed,
+    /// or none can, and every way the pending nodes may answer (grant,
+    /// refuse, refuse for a stale token, fail) leads to the same decision.
+    /// Then the verdict is [`outcome`](Self::outcome)'s, the pending nodes
+    /// counted as failed. (A busy resource with one node down is `Busy`,
+    /// not `NoQuorum`: the round waits while the pending nodes could make
+    /// a majority of answers.)
     pub(crate) fn verdict(&self) -> Option<Verdict> {
         let ((yes, no), failed, pending) = (self.agreed(), self.failures.len(), self.pending());
         if yes >= self.quorum {
@@ -395,14 +416,47 @@ impl Tally {
         if yes + pending >= self.quorum {
             return None;
         }
-        if yes + failed + pending < self.quorum {
-            Some(Verdict::Refused)
-        } else if yes + no < self.quorum && yes + no + pending >= self.quorum {
-            None
-        } else if yes + failed >= self.quorum {
-            Some(Verdict::Unreachable)
+        let refused = no.saturating_sub(self.stale);
+        let now = self.decision(yes, refused, self.stale, failed + pending);
+        let stale_answers = matches!(self.decides, Decides::Acquisition { fenced: true });
+        for more_yes in 0..=pending {
+            for more_refused in 0..=pending - more_yes {
+                let rest = pending - more_yes - more_refused;
+                for more_stale in 0..=if stale_answers { rest } else { 0 } {
+                    let then = self.decision(
+                        yes + more_yes,
+                        refused + more_refused,
+                        self.stale + more_stale,
+                        failed + rest - more_stale,
+                    );
+                    if then != now {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(if yes + failed + pending < self.quorum {
+            Verdict::Refused
         } else {
-            None
+            Verdict::Unreachable
+        })
+    }
+
+    /// What the caller makes of a round that did not confirm, with `yes`
+    /// grants, `refused` refusals, `stale` refusals for a stale token and
+    /// `failed` failures (as [`outcome`](Self::outcome) and the
+    /// acquisition read it): for [`Decides::Verdict`], whether the
+    /// refusals alone rule out a majority; for an acquisition, whether it
+    /// is held and whether a larger token may win.
+    fn decision(&self, yes: usize, refused: usize, stale: usize, failed: usize) -> (bool, bool) {
+        let quorum = self.quorum;
+        let refusals_rule_out = yes + failed < quorum;
+        match self.decides {
+            Decides::Verdict => (refusals_rule_out, false),
+            Decides::Acquisition { .. } => (
+                refusals_rule_out || (yes + refused + stale >= quorum && refused > 0),
+                stale > 0 && yes + stale + failed >= quorum,
+            ),
         }
     }
 
@@ -584,15 +638,47 @@ mod tests {
         assert!(!down.permanently_failed());
     }
 
+    /// What the caller of a `decides` round makes of `outcome` (with
+    /// `pending` nodes it did not wait for, which count as failed).
+    fn decision_of(decides: Decides, outcome: &Outcome, pending: usize) -> (Verdict, bool, bool) {
+        match decides {
+            Decides::Verdict => (outcome.verdict, false, false),
+            Decides::Acquisition { .. } => (
+                if outcome.verdict == Verdict::Confirmed {
+                    Verdict::Confirmed
+                } else {
+                    Verdict::Unreachable
+                },
+                outcome.verdict != Verdict::Confirmed && outcome.held(),
+                outcome.verdict != Verdict::Confirmed
+                    && outcome.stale > 0
+                    && outcome.confirmed + outcome.stale + outcome.failures.len() + pending
+                        >= outcome.quorum,
+            ),
+        }
+    }
+
     #[test]
-    fn a_decided_verdict_always_agrees_with_the_outcome() {
-        // Every sequence of answers on 5 nodes, checked after each answer.
+    fn a_decided_round_ends_with_what_every_answer_would_have_said() {
+        // Every sequence of answers on 5 nodes (grant, refusal, stale
+        // token, failure), checked after each answer: decided early, the
+        // verdict agrees with the outcome, and the caller's decision is
+        // what it would be with every answer in (issue 36's review: a
+        // round decided while a majority could still answer said NoQuorum
+        // where the last answer made it Busy); once every node answered,
+        // it is decided.
+        let answer = |a: usize| match a {
+            0 => Ok(Vote::YES),
+            1 => Ok(Vote::NO),
+            2 => Ok(Vote::stale(9)),
+            _ => fail(FailureKind::Timeout),
+        };
         let mut sequences: Vec<Vec<usize>> = vec![vec![]];
         for _ in 0..5 {
             sequences = sequences
                 .into_iter()
                 .flat_map(|seq| {
-                    (0..3).map(move |a| {
+                    (0..4).map(move |a| {
                         let mut next = seq.clone();
                         next.push(a);
                         next
@@ -600,36 +686,62 @@ mod tests {
                 })
                 .collect();
         }
-        for seq in sequences {
-            let mut tally = Tally::new(5);
-            for (i, &a) in seq.iter().enumerate() {
-                tally.record(match a {
-                    0 => Ok(Vote::YES),
-                    1 => Ok(Vote::NO),
-                    _ => fail(FailureKind::Timeout),
-                });
-                if let Some(verdict) = tally.verdict() {
-                    let outcome = tally.outcome();
-                    assert_eq!(verdict, outcome.verdict, "{tally:?}");
-                    // Decided early, an acquisition is held exactly as it
-                    // would be with every answer in (issue 36's review: a
-                    // round decided while a majority could still answer
-                    // said NoQuorum where the last answer made it Busy).
-                    let mut full = Tally::new(5);
-                    for &b in &seq {
-                        full.record(match b {
-                            0 => Ok(Vote::YES),
-                            1 => Ok(Vote::NO),
-                            _ => fail(FailureKind::Timeout),
-                        });
-                    }
-                    if verdict != Verdict::Confirmed {
-                        assert_eq!(outcome.held(), full.outcome().held(), "{seq:?} at {i}");
+        let modes = [
+            Decides::Verdict,
+            Decides::Acquisition { fenced: false },
+            Decides::Acquisition { fenced: true },
+        ];
+        for decides in modes {
+            for seq in &sequences {
+                let stale_possible = matches!(decides, Decides::Acquisition { fenced: true });
+                if !stale_possible && seq.contains(&2) {
+                    continue;
+                }
+                let mut full = Tally::deciding(5, decides);
+                seq.iter().for_each(|&a| full.record(answer(a)));
+                let last = decision_of(decides, &full.outcome(), 0);
+                let mut tally = Tally::deciding(5, decides);
+                for (i, &a) in seq.iter().enumerate() {
+                    tally.record(answer(a));
+                    if let Some(verdict) = tally.verdict() {
+                        let outcome = tally.outcome();
+                        assert_eq!(verdict, outcome.verdict, "{decides:?} {tally:?}");
+                        let early = decision_of(decides, &outcome, tally.pending());
+                        assert_eq!(early, last, "{decides:?} {seq:?} at {i}");
                     }
                 }
+                assert!(tally.verdict().is_some(), "all answered: decided");
             }
-            assert!(tally.verdict().is_some(), "all answered: decided");
         }
+    }
+
+    /// Issue 48: two refusals, a node down, a grant and a stalled node: no
+    /// answer of the stalled node makes a majority, and an acquisition is
+    /// held whatever it says: the round does not wait for it.
+    #[test]
+    fn a_round_no_pending_answer_can_change_does_not_wait_for_it() {
+        let mut t = Tally::deciding(5, Decides::Acquisition { fenced: false });
+        t.record(Ok(Vote::held_by(b"a")));
+        t.record(Ok(Vote::held_by(b"a")));
+        t.record(fail(FailureKind::Connection));
+        t.record(Ok(Vote::YES));
+        assert!(t.verdict().is_some(), "decided with one node pending");
+        assert!(t.outcome().held());
+        // An extension in the same spot: the straggler decides between a
+        // lost lease and nodes that failed.
+        let mut t = Tally::new(5);
+        t.record(Ok(Vote::NO));
+        t.record(Ok(Vote::NO));
+        t.record(fail(FailureKind::Connection));
+        t.record(Ok(Vote::YES));
+        assert_eq!(t.verdict(), None);
+        // With two failures it cannot be lost: decided at once.
+        let mut t = Tally::new(5);
+        t.record(Ok(Vote::NO));
+        t.record(fail(FailureKind::Connection));
+        t.record(fail(FailureKind::Connection));
+        t.record(Ok(Vote::YES));
+        assert_eq!(t.verdict(), Some(Verdict::Unreachable));
     }
 
     #[test]

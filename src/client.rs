@@ -507,18 +507,23 @@ impl Redlock {
 }
 
 impl RedlockBuilder {
-    /// Validates the settings and node URLs and starts the client: one
-    /// connection pool and one worker thread per node, and two threads shared
-    /// by all nodes that reconnect them in the background. Waits at most the
-    /// connect timeout for the first connections, all nodes in parallel.
-    /// Succeeds even while nodes are down: they are connected in the
-    /// background, and operations report [`Error::NoQuorum`] meanwhile.
+    /// Validates the settings and node URLs and starts the client: per
+    /// node, one connection pool, one worker thread and one thread that
+    /// (re)connects it in the background, so no node's connection waits on
+    /// another's. Connects to every node at once and waits for their first
+    /// answers only while they come: once a majority has answered, as long
+    /// again (at least 250 ms), never past the connect timeout. A node that
+    /// has not answered by then (a black hole, a paused process) is not
+    /// waited for: it is logged, [`Redlock::node_health`] shows it down
+    /// ("connecting in the background"), and it counts as soon as it
+    /// answers. Succeeds even while nodes are down; operations report
+    /// [`Error::NoQuorum`] while fewer than a majority answer.
     ///
     /// # Errors
     ///
     /// [`Error::Config`] for an empty node list, a malformed, unsupported or
-    /// duplicate node URL, a setting out of range, or a node reached now
-    /// that can never count: the same server as another node (one
+    /// duplicate node URL, a setting out of range, or a node that answered
+    /// at the start and can never count: the same server as another node (one
     /// `run_id` under two addresses), an eviction policy (see
     /// [`allow_eviction`](RedlockBuilder::allow_eviction)), a Redis older
     /// than 7.0, `INFO` refused, or a Sentinel service no Sentinel knows;

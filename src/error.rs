@@ -229,10 +229,10 @@ impl fmt::Display for Error {
                 ttl,
             } => write!(
                 f,
-                "acquiring {resource:?} takes {} (this round, or the nodes' measured round \
-                 trip): too long for the {} ttl, which it leaves no validity of, or whose third \
-                 (the most the per-node timeout may be) is less than the nodes need; use a \
-                 longer ttl or check node latency",
+                "acquiring {resource:?} takes {} (this round, or the nodes' quickest measured \
+                 round trip): too long for the {} ttl, which it leaves no validity of, or whose \
+                 third (the most the per-node timeout may be) it exceeds; use a longer ttl or \
+                 check node latency",
                 Human(*elapsed),
                 Human(*ttl),
             ),

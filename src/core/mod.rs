@@ -250,19 +250,18 @@ impl Core {
         self.settings.node_timeout(ttl).at_least(need)
     }
 
-    /// The nodes' round trip (measured, of a majority) when it leaves a
-    /// lock with this TTL no chance: the quickest answer takes all its
-    /// validity, or — with the timeout derived from the TTL — a request
-    /// needs more than the third of the TTL the timeout may be. `None`
-    /// while it may work (or nothing was measured).
+    /// The nodes' quickest round trip (measured, of a majority) when it
+    /// leaves a lock with this TTL no chance: it takes all the validity,
+    /// or — with the timeout derived from the TTL — more than the third of
+    /// the TTL the timeout may be. Only answers count, never a stall: the
+    /// quickest answer does not grow when a node pauses. `None` while it
+    /// may work (or nothing was measured).
     fn hopeless(&self, ttl: Duration) -> Option<Duration> {
         let trips = self.transport.round_trips()?;
         let usable = ttl.saturating_sub(algorithm::drift(ttl, self.settings.drift_factor));
-        if trips.least >= usable {
-            return Some(trips.least);
-        }
         let derived = self.settings.node_timeout.is_none();
-        (derived && trips.need > ttl / 3).then_some(trips.need)
+        let reach = if derived { usable.min(ttl / 3) } else { usable };
+        (trips.least >= reach).then_some(trips.least)
     }
 
     /// Checks a TTL and rounds it to the whole milliseconds Redis takes.

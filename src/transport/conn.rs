@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
@@ -28,6 +29,47 @@ use crate::metrics;
 /// How long a node that answered with an error keeps out of the per-node
 /// timeout's reckoning (see [`NodeShared::times_rounds`]).
 const FAST_FAILURE_MEMORY: Duration = Duration::from_secs(10);
+
+/// A node's first answer at start-up: its index, and what to say at once
+/// when its Sentinels do not know its service.
+pub(crate) type Answered = (usize, Option<String>);
+
+/// Where a node's first connection attempt tells the start-up how it went,
+/// once. Shared by the start-up and the node's connection manager.
+#[derive(Clone, Default)]
+pub(crate) struct FirstAnswer(Arc<Mutex<Option<Teller>>>);
+
+/// A node's index and where it tells its first answer.
+type Teller = (usize, Sender<Answered>);
+
+impl FirstAnswer {
+    /// Node `index`'s first answer goes to `answers`.
+    pub(super) fn new(index: usize, answers: Sender<Answered>) -> Self {
+        FirstAnswer(Arc::new(Mutex::new(Some((index, answers)))))
+    }
+
+    /// Tells the start-up that the node answered (`unknown`: what to say
+    /// about a Sentinel service no Sentinel knows); only the first call
+    /// tells, and none after [`give_up`](Self::give_up).
+    pub(crate) fn tell(&self, unknown: impl FnOnce() -> Option<String>) {
+        let mut slot = self.0.lock();
+        if let Some((index, answers)) = slot.take() {
+            let _ = answers.send((index, unknown()));
+        }
+    }
+
+    /// Stops waiting for a node that has not told: runs `unanswered` and
+    /// returns true, under the lock its first answer takes, so that the
+    /// answer (and the node's "reachable" that follows it) comes after.
+    pub(super) fn give_up(&self, unanswered: impl FnOnce()) -> bool {
+        let mut slot = self.0.lock();
+        let waiting = slot.take().is_some();
+        if waiting {
+            unanswered();
+        }
+        waiting
+    }
+}
 
 /// A connection plus what the pool needs to know about it.
 pub(crate) struct NodeConn {
@@ -127,8 +169,8 @@ impl NodeShared {
         self.failing.store(failed, Ordering::Relaxed);
     }
 
-    /// Records one measured round trip (a batch's exchange, a new
-    /// connection's first question, or a timed-out exchange's bound).
+    /// Records one measured round trip (a batch's exchange or a new
+    /// connection's first question; never a timed-out one).
     pub(crate) fn note_round_trip(&self, sample: Duration) {
         self.round_trip.lock().sample(sample);
     }
@@ -202,7 +244,25 @@ impl NodeShared {
     }
 
     pub(crate) fn mark_down(&self, err: &redis::RedisError) {
-        let failure = self.failure(err);
+        self.mark_down_for(self.failure(err));
+    }
+
+    /// Marks the node down while its first connection attempt, still under
+    /// way, has not answered the `waited` of a client's start: it counts
+    /// once it answers.
+    pub(crate) fn mark_unanswered(&self, waited: Duration) {
+        self.mark_down_for(NodeFailure::new(
+            self.address.clone(),
+            FailureKind::Connection,
+            format!(
+                "no answer within the {} ms the client's start waited; connecting in the \
+                 background, it counts once it answers",
+                waited.as_millis()
+            ),
+        ));
+    }
+
+    fn mark_down_for(&self, failure: NodeFailure) {
         *self.last_failure.lock() = Some((failure.clone(), Instant::now()));
         let mut down = self.down.lock();
         if down.is_none() {
@@ -257,6 +317,8 @@ pub(crate) struct NodeManager {
     shared: Arc<NodeShared>,
     /// A connection opened at start-up, handed to the pool's first `connect`.
     preconnected: Mutex<Option<NodeConn>>,
+    /// Where the first connection attempt tells the client's start.
+    first: FirstAnswer,
 }
 
 impl std::fmt::Debug for NodeManager {
@@ -274,7 +336,15 @@ impl NodeManager {
             connect_timeout,
             shared,
             preconnected: Mutex::new(None),
+            first: FirstAnswer::default(),
         }
+    }
+
+    /// The same manager, telling `first` how its first connection attempt
+    /// went.
+    pub(crate) fn telling(mut self, first: FirstAnswer) -> Self {
+        self.first = first;
+        self
     }
 
     /// Connects and sets socket timeouts, bounded by the connect timeout.
@@ -330,7 +400,16 @@ impl r2d2::ManageConnection for NodeManager {
         if let Some(conn) = self.preconnected.lock().take() {
             return Ok(conn);
         }
-        self.open()
+        let opened = self.open();
+        self.first.tell(|| {
+            let err = opened.as_ref().err()?;
+            self.shared.mark_down(err);
+            (err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel).then(|| {
+                let detail = self.shared.failure(err).detail().to_owned();
+                format!("node {}: {detail}", self.shared.address)
+            })
+        });
+        opened
     }
 
     fn is_valid(&self, conn: &mut NodeConn) -> Result<(), redis::RedisError> {

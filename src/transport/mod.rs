@@ -45,6 +45,7 @@ use crate::health::NodeHealth;
 use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
 pub(crate) use cluster::ClusterSource;
+use cluster_link::ClusterLink;
 use conn::{NodeManager, NodeShared};
 #[cfg(test)]
 pub(crate) use keys::fence_key;
@@ -55,7 +56,7 @@ pub(crate) use keys::{
 pub(crate) use link::Link;
 use notify::Hub;
 pub(crate) use notify::{Sink, Watch};
-use opening::{Opened, Opening};
+use opening::Answers;
 use redis_link::Pools;
 pub(crate) use request::{Keys, Op, Request};
 use round::RoundShared;
@@ -229,14 +230,13 @@ impl std::fmt::Debug for Transport {
     }
 }
 
-/// Threads that reconnect nodes in the background, shared by every node of
-/// one client.
-const CONNECT_HELPERS: usize = 2;
-
 impl Transport {
-    /// Connects to every node in parallel (at most the connect timeout), then
-    /// starts one pool and one worker per node. The pools share one small
-    /// helper thread pool that reconnects nodes that are down.
+    /// Opens every node at once and starts one pool and one worker per
+    /// node: each pool connects on a helper thread of its own, and a
+    /// cluster node reads its map on a thread of its own (within the
+    /// connect timeout). Waits for the nodes' first answers only while
+    /// they come (see `opening.rs`), then refuses a deployment mistake
+    /// found on a node that answered.
     pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Settings) -> Result<Self, Error> {
         // rustls panics on the first TLS connection when no crypto provider
         // was chosen (or when two are compiled in); choose ring unless the
@@ -257,65 +257,82 @@ impl Transport {
         let clustered = specs
             .iter()
             .any(|spec| matches!(spec.source, Source::Cluster(_)));
-        // A cluster node has a pool per master.
-        let helpers = if clustered {
-            CONNECT_HELPERS
-        } else {
-            CONNECT_HELPERS.min(specs.len()).max(1)
-        };
         let pools = Pools {
             connect_timeout: settings.connect_timeout,
-            helpers: Arc::new(
-                scheduled_thread_pool::ScheduledThreadPool::builder()
-                    .num_threads(helpers)
-                    .thread_name_pattern("redlock-conn-{}")
-                    .build(),
-            ),
         };
+        let answers = Answers::new();
         let mut probes = Vec::with_capacity(specs.len());
-        let nodes: Vec<(Arc<NodeShared>, Opening)> = specs
-            .into_iter()
-            .enumerate()
-            .map(|(index, spec)| {
-                let admission = Admission::new(index, rules, registry.clone());
-                let shared = Arc::new(NodeShared::admitted_by(&spec.address, admission));
-                let manager =
-                    |source| NodeManager::new(source, settings.connect_timeout, shared.clone());
-                let opening = match spec.source {
-                    // A cluster's masters are examined by its link, each
-                    // on its own connections.
-                    Source::Cluster(cluster) => {
-                        probes.push(None);
-                        Opening::Cluster(cluster)
-                    }
-                    source => {
-                        probes.push(Some(manager(source.clone())));
-                        let follow = source.is_sentinel().then(|| source.clone());
-                        Opening::Node(Box::new(manager(source)), follow)
-                    }
-                };
-                (shared, opening)
-            })
-            .collect();
-        let (opened, unknown): (Vec<_>, Vec<Option<String>>) = std::thread::scope(|scope| {
-            let opening: Vec<_> = nodes
+        let mut waited = Vec::with_capacity(specs.len());
+        let mut opening = Vec::with_capacity(specs.len());
+        for (index, spec) in specs.into_iter().enumerate() {
+            let admission = Admission::new(index, rules, registry.clone());
+            let shared = Arc::new(NodeShared::admitted_by(&spec.address, admission));
+            let manager =
+                |source| NodeManager::new(source, settings.connect_timeout, shared.clone());
+            match spec.source {
+                // A cluster's masters are examined by its link, each on its
+                // own connections.
+                Source::Cluster(cluster) => {
+                    probes.push(None);
+                    waited.push((shared.clone(), None));
+                    opening.push((shared, Err(cluster)));
+                }
+                source => {
+                    probes.push(Some(manager(source.clone())));
+                    let first = answers.first(index);
+                    let follow = source.is_sentinel().then(|| source.clone());
+                    let manager = manager(source).telling(first.clone());
+                    let link = pools.link(shared.clone(), manager, follow);
+                    waited.push((shared.clone(), Some(first)));
+                    opening.push((shared, Ok(link)));
+                }
+            }
+        }
+        let (opened, unknown) = std::thread::scope(|scope| {
+            let opening: Vec<_> = opening
                 .into_iter()
-                .map(|(shared, opening)| {
-                    let (pools, registry) = (&pools, registry.clone());
-                    scope.spawn(move || opening.open(shared, pools, rules, registry))
+                .enumerate()
+                .map(|(index, (shared, link))| match link {
+                    Ok(link) => Ok((shared, link)),
+                    Err(cluster) => {
+                        let (pools, registry) = (pools.clone(), registry.clone());
+                        let answered = answers.sender();
+                        Err(scope.spawn(move || {
+                            let link =
+                                ClusterLink::open(shared.clone(), cluster, pools, rules, registry);
+                            let _ = answered.send((index, None));
+                            (shared, link)
+                        }))
+                    }
                 })
                 .collect();
-            opening.into_iter().filter_map(|h| h.join().ok()).unzip()
+            let unknown = answers.wait(&waited, settings.connect_timeout);
+            let opened: Vec<(_, Box<dyn Link>, Vec<String>)> = opening
+                .into_iter()
+                .filter_map(|node| match node {
+                    Ok((shared, link)) => {
+                        let problem = shared.admission.permanent_problem();
+                        Some((
+                            shared,
+                            Box::new(link) as Box<dyn Link>,
+                            Vec::from_iter(problem),
+                        ))
+                    }
+                    Err(cluster) => {
+                        let (shared, link) = cluster.join().ok()?;
+                        let problems = link.problems();
+                        Some((shared, Box::new(link) as Box<dyn Link>, problems))
+                    }
+                })
+                .collect();
+            (opened, unknown)
         });
         // What keeps a node out for good is a mistake in the deployment or
         // the node list: said now, not at the first lock.
         let problems: Vec<String> = opened
             .iter()
-            .flat_map(|(shared, link)| match link {
-                Opened::Cluster(cluster) => cluster.problems(),
-                Opened::Node(..) => shared.admission.permanent_problem().into_iter().collect(),
-            })
-            .chain(unknown.into_iter().flatten())
+            .flat_map(|(_, _, problems)| problems.iter().cloned())
+            .chain(unknown)
             .collect();
         if !problems.is_empty() {
             return Err(Error::config(format!(
@@ -323,15 +340,7 @@ impl Transport {
                 problems.join("; ")
             )));
         }
-        let links = opened.into_iter().map(|(shared, opened)| {
-            let link: Box<dyn Link> = match opened {
-                Opened::Node(manager, follow) => {
-                    Box::new(pools.link(shared.clone(), *manager, follow))
-                }
-                Opened::Cluster(cluster) => cluster,
-            };
-            (shared, link)
-        });
+        let links = opened.into_iter().map(|(shared, link, _)| (shared, link));
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         transport.probes = probes;
         transport.clustered = clustered;
@@ -549,7 +558,7 @@ impl Transport {
     }
 
     fn start_with(&self, req: Request, inline: bool) -> PendingRound {
-        let round = RoundShared::new(self.nodes.len());
+        let round = RoundShared::new(self.nodes.len(), req.op.decides());
         let timeout = req.timeout;
         let (gate, plain) = self.split(req);
         // Before the fan-out, which may run a single node's round.
@@ -614,7 +623,7 @@ impl Transport {
         let Some(wait) = self.nodes[gate].shared.gate_wait() else {
             return Some(self.start_round(req));
         };
-        let round = RoundShared::new(self.nodes.len());
+        let round = RoundShared::new(self.nodes.len(), req.op.decides());
         round.gate_on(gate);
         let timeout = req.timeout;
         let (at_gate, plain) = self.split(req);

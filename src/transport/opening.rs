@@ -1,62 +1,87 @@
-//! A node's first connection, opened while the client is built (every
-//! node in parallel, each within the connect timeout), so that a mistake
-//! in the deployment is said then, not at the first lock.
+//! A client's start: every node is opened at once, and `build()` waits for
+//! their first answers only while they come. A node that does not answer
+//! (a black hole, a paused process) is reported and connected in the
+//! background, never waited for; no node's opening waits on another's.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use super::admission::{Registry, Rules};
-use super::cluster::ClusterSource;
-use super::cluster_link::ClusterLink;
-use super::conn::{NodeManager, NodeShared};
-use super::redis_link::Pools;
-use super::source::Source;
+use crossbeam_channel::{Receiver, Sender};
 
-/// A node about to be opened.
-pub(super) enum Opening {
-    /// A server (fixed, or a Sentinel service's master; `Some` source to
-    /// follow for the latter).
-    Node(Box<NodeManager>, Option<Source>),
-    /// A Redis Cluster.
-    Cluster(Arc<ClusterSource>),
+use super::conn::{Answered, FirstAnswer, NodeShared};
+
+/// The shortest wait for the nodes that have not answered once a majority
+/// has: a node that is up but was scheduled late (a loaded machine) still
+/// answers within it, and its deployment mistakes are said by `build()`.
+const STRAGGLER_FLOOR: Duration = Duration::from_millis(250);
+
+/// The start-up's side: every node's first answer.
+pub(super) struct Answers {
+    sender: Sender<Answered>,
+    answers: Receiver<Answered>,
 }
 
-/// A node opened (or found down: it is reconnected in the background).
-pub(super) enum Opened {
-    Node(Box<NodeManager>, Option<Source>),
-    Cluster(Box<ClusterLink>),
-}
+impl Answers {
+    pub(super) fn new() -> Self {
+        let (sender, answers) = crossbeam_channel::unbounded();
+        Answers { sender, answers }
+    }
 
-impl Opening {
-    /// Opens the node `shared`: the opened node, and what to say at once
-    /// when a Sentinel service is unknown to its Sentinels.
-    pub(super) fn open(
+    /// Where node `index` tells its first answer.
+    pub(super) fn first(&self, index: usize) -> FirstAnswer {
+        FirstAnswer::new(index, self.sender.clone())
+    }
+
+    /// Where node `index` tells its first answer, as a plain sender (a
+    /// cluster node's opening thread).
+    pub(super) fn sender(&self) -> Sender<Answered> {
+        self.sender.clone()
+    }
+
+    /// Waits for the first answers of `nodes` (each with its
+    /// [`FirstAnswer`], `None` for a node that always answers within
+    /// `timeout`): until every node answered, or until a majority did and
+    /// as long again has passed (at least [`STRAGGLER_FLOOR`]), and never
+    /// past `timeout`. A node that has not answered then is marked down
+    /// ("connecting in the background") and said once in the log; it
+    /// counts as soon as it answers. Returns what to say at once: the
+    /// Sentinel services no Sentinel knows.
+    pub(super) fn wait(
         self,
-        shared: Arc<NodeShared>,
-        pools: &Pools,
-        rules: Rules,
-        registry: Arc<Registry>,
-    ) -> ((Arc<NodeShared>, Opened), Option<String>) {
-        match self {
-            Opening::Cluster(source) => {
-                let link =
-                    ClusterLink::open(shared.clone(), source, pools.clone(), rules, registry);
-                ((shared, Opened::Cluster(Box::new(link))), None)
+        nodes: &[(Arc<NodeShared>, Option<FirstAnswer>)],
+        timeout: Duration,
+    ) -> Vec<String> {
+        let Answers { sender, answers } = self;
+        drop(sender);
+        let started = Instant::now();
+        let hard = started + timeout;
+        let quorum = crate::algorithm::quorum(nodes.len());
+        let mut answered = vec![false; nodes.len()];
+        let mut count = 0;
+        let mut soft: Option<Instant> = None;
+        let mut unknown = Vec::new();
+        while count < nodes.len() {
+            let until = soft.map_or(hard, |soft| soft.min(hard));
+            let Ok((index, said)) = answers.recv_deadline(until) else {
+                break;
+            };
+            unknown.extend(said);
+            if let Some(seen) = answered.get_mut(index)
+                && !*seen
+            {
+                *seen = true;
+                count += 1;
             }
-            Opening::Node(manager, follow) => {
-                let unknown = match manager.open() {
-                    Ok(conn) => {
-                        manager.keep_for_pool(conn);
-                        None
-                    }
-                    Err(err) => {
-                        shared.mark_down(&err);
-                        (err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel).then(|| {
-                            format!("node {}: {}", shared.address, shared.failure(&err).detail())
-                        })
-                    }
-                };
-                ((shared, Opened::Node(manager, follow)), unknown)
+            if count >= quorum && soft.is_none() {
+                soft = Some(Instant::now() + started.elapsed().max(STRAGGLER_FLOOR));
             }
         }
+        let waited = started.elapsed();
+        for ((shared, first), seen) in nodes.iter().zip(answered) {
+            if let (Some(first), false) = (first, seen) {
+                first.give_up(|| shared.mark_unanswered(waited));
+            }
+        }
+        unknown
     }
 }

@@ -99,12 +99,13 @@ impl RedisLink {
 }
 
 /// How a node's (or a cluster master's) connection pool is built: one
-/// connection, kept open, reconnected in the background by the client's
-/// shared helper threads.
+/// connection, kept open, reconnected in the background by a helper thread
+/// of its own. (Helpers shared by all nodes let two black-holed nodes,
+/// each connect waiting out the connect timeout, keep the nodes that were
+/// up from their connections for seconds.)
 #[derive(Clone)]
 pub(crate) struct Pools {
     pub(crate) connect_timeout: Duration,
-    pub(crate) helpers: Arc<scheduled_thread_pool::ScheduledThreadPool>,
 }
 
 impl Pools {
@@ -122,7 +123,12 @@ impl Pools {
             .idle_timeout(None)
             .max_lifetime(None)
             .connection_timeout(self.connect_timeout)
-            .thread_pool(self.helpers.clone())
+            .thread_pool(Arc::new(
+                scheduled_thread_pool::ScheduledThreadPool::builder()
+                    .num_threads(1)
+                    .thread_name_pattern("redlock-conn-{}")
+                    .build(),
+            ))
             .error_handler(Box::new(HealthErrors(shared.clone())))
             .event_handler(Box::new(HealthEvents(shared.clone())))
             .build_unchecked(manager);
@@ -515,9 +521,12 @@ fn read(
         return replies;
     }
     // The round trip, as the node's estimate takes it: from the write to
-    // the last reply — or, when the replies did not come within the
-    // timeout, twice the timeout (a bound, backed off as TCP does: a node
-    // farther away than the timeout raises its estimate until it fits).
+    // the last reply. An exchange that timed out is no sample: it says the
+    // node stalled, not how fast the network answers (a 150 ms stall once
+    // raised the estimate past a 300 ms TTL's reach: `TooSlow`). A node
+    // farther away than the timeout is measured by the connection that
+    // replaces the timed-out one (its first question, within the connect
+    // timeout).
     for &asked in asking {
         let mut reply = None;
         for _ in 0..1 + usize::from(asked) {
@@ -531,9 +540,6 @@ fn read(
                 }
                 Err(err) => {
                     conn.broken = true;
-                    if err.is_timeout() {
-                        shared.note_round_trip(timeout.saturating_mul(2));
-                    }
                     replies.resize_with(count, || Err(err.clone()));
                     return replies;
                 }

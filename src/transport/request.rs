@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::algorithm::Decides;
 use crate::settings::NodeTimeout;
 
 /// The keys of one lock: one, or several locked all at once.
@@ -50,6 +51,16 @@ impl Op {
     /// on a full queue (see `Transport`'s `send`).
     pub(crate) fn cleans_up(self) -> bool {
         matches!(self, Op::Release | Op::Leave | Op::Resign)
+    }
+
+    /// What its caller makes of a round's outcome, and so what the round
+    /// waits for.
+    pub(crate) fn decides(self) -> Decides {
+        match self {
+            Op::Acquire { .. } => Decides::Acquisition { fenced: false },
+            Op::AcquireFenced { .. } => Decides::Acquisition { fenced: true },
+            _ => Decides::Verdict,
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::algorithm::{Answer, Outcome, Tally, Verdict, Vote};
+use crate::algorithm::{Answer, Decides, Outcome, Tally, Verdict, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::human::Human;
 use crate::settings::NodeTimeout;
@@ -34,10 +34,10 @@ struct RoundState {
 }
 
 impl RoundShared {
-    pub(crate) fn new(nodes: usize) -> Arc<Self> {
+    pub(crate) fn new(nodes: usize, decides: Decides) -> Arc<Self> {
         Arc::new(RoundShared {
             state: Mutex::new(RoundState {
-                tally: Tally::new(nodes),
+                tally: Tally::deciding(nodes, decides),
                 answered: vec![false; nodes],
                 gate: None,
                 closed: false,
@@ -225,7 +225,7 @@ mod tests {
 
     fn round(nodes: usize) -> PendingRound {
         PendingRound {
-            round: RoundShared::new(nodes),
+            round: RoundShared::new(nodes, Decides::Verdict),
             started: Instant::now(),
             timeout: NodeTimeout::fixed(Duration::from_millis(100)),
             nodes: (0..nodes)

@@ -260,7 +260,7 @@ mod tests {
             waits: true,
             held: true,
         };
-        let round = RoundShared::new(1);
+        let round = RoundShared::new(1, crate::algorithm::Decides::Verdict);
         let pending = PendingRound {
             round: round.clone(),
             started: Instant::now(),

@@ -582,10 +582,10 @@ pub fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
     }
 }
 
-/// The threads one client runs over `nodes` nodes: a worker per node and
-/// two connection helpers shared by all nodes.
+/// The threads one client runs over `nodes` nodes: a worker and a
+/// connection helper per node.
 pub fn threads_per_client(nodes: usize) -> usize {
-    nodes + nodes.min(2)
+    2 * nodes
 }
 
 /// The environment variable `var` of a test run as a child process by the
