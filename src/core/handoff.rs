@@ -62,9 +62,43 @@ pub(crate) struct Waiters {
     /// Resources this client released while others may have waited: the
     /// gate node's answer (whether it woke a waiter; it may come after the
     /// release returned), and until when it counts.
-    yielded: Mutex<HashMap<Arc<str>, (Yield, Instant)>>,
+    yielded: Mutex<Yielded>,
     /// `yielded`'s size: lets acquisitions skip the map.
     yielding: AtomicUsize,
+}
+
+/// At most this many released resources are remembered: a forgotten one
+/// costs one round that may take the resource ahead of a waiter.
+const YIELDED_CAP: usize = 1024;
+
+/// The resources this client yields, and the order they expire in (the
+/// order of their releases: each counts for [`YIELD_FOR`]), so that a
+/// release drops what expired, or the oldest past [`YIELDED_CAP`], in
+/// constant time on average. (A full map used to be scanned whole on every
+/// release once 1,024 entries were younger than a second.)
+#[derive(Default)]
+struct Yielded {
+    by_key: HashMap<Arc<str>, (Yield, Instant)>,
+    /// Keys as released, with until when that release counts; an entry
+    /// whose key was released again or taken by `yields` is skipped.
+    order: std::collections::VecDeque<(Arc<str>, Instant)>,
+}
+
+impl Yielded {
+    fn insert(&mut self, key: Arc<str>, state: Yield, now: Instant) {
+        while let Some((old, until)) = self.order.pop_front() {
+            if until > now && self.order.len() < YIELDED_CAP {
+                self.order.push_front((old, until));
+                break;
+            }
+            if self.by_key.get(&old).is_some_and(|(_, u)| *u == until) {
+                self.by_key.remove(&old);
+            }
+        }
+        let until = now + YIELD_FOR;
+        self.by_key.insert(key.clone(), (state, until));
+        self.order.push_back((key, until));
+    }
 }
 
 /// What a release's gate node said, or will say.
@@ -149,7 +183,7 @@ impl Waiters {
             client,
             next: AtomicU64::new(1),
             tickets: Mutex::new(HashMap::new()),
-            yielded: Mutex::new(HashMap::new()),
+            yielded: Mutex::new(Yielded::default()),
             yielding: AtomicUsize::new(0),
         }
     }
@@ -187,20 +221,13 @@ impl Waiters {
             None => Yield::Pending(gate, by),
         };
         let mut yielded = self.yielded.lock();
-        if yielded.len() >= 1024 {
-            // A forgotten entry costs one round that may take the resource
-            // ahead of a waiter; never grow forever.
-            let now = Instant::now();
-            yielded.retain(|_, (_, until)| *until > now);
-        }
-        yielded.insert(Arc::from(key), (state, Instant::now() + YIELD_FOR));
-        self.yielding.store(yielded.len(), Ordering::Release);
+        yielded.insert(Arc::from(key), state, Instant::now());
+        self.yielding.store(yielded.by_key.len(), Ordering::Release);
     }
 
     /// Whether this client lets the waiters for `key` go first (once).
-    /// One lookup: entries past their time are dropped only when the map
-    /// reaches its cap (see [`released`](Self::released)), not at every
-    /// acquisition.
+    /// One lookup: entries past their time are dropped by the releases
+    /// (see [`Yielded::insert`]), not at every acquisition.
     pub(crate) fn yields(&self, key: &str) -> bool {
         if self.yielding.load(Ordering::Acquire) == 0 {
             return false;
@@ -208,8 +235,8 @@ impl Waiters {
         let now = Instant::now();
         let entry = {
             let mut yielded = self.yielded.lock();
-            let entry = yielded.remove(key);
-            self.yielding.store(yielded.len(), Ordering::Release);
+            let entry = yielded.by_key.remove(key);
+            self.yielding.store(yielded.by_key.len(), Ordering::Release);
             entry
         };
         match entry {
@@ -339,6 +366,31 @@ mod tests {
 
     fn waiters() -> Waiters {
         Waiters::new(Arc::from("c"))
+    }
+
+    /// Issue 48: releases that woke waiters, more than the cap within a
+    /// second, keep the memory bounded, and each release drops what expired
+    /// or the oldest (the map used to be scanned whole on every release).
+    #[test]
+    fn remembered_releases_stay_bounded_and_expire_in_order() {
+        let mut yielded = Yielded::default();
+        let start = Instant::now();
+        for i in 0..5 * YIELDED_CAP {
+            yielded.insert(Arc::from(format!("k{i}").as_str()), Yield::Woke, start);
+            assert!(yielded.order.len() <= YIELDED_CAP + 1);
+            assert!(yielded.by_key.len() <= yielded.order.len());
+        }
+        // The newest are kept, the oldest forgotten.
+        let last = format!("k{}", 5 * YIELDED_CAP - 1);
+        assert!(yielded.by_key.contains_key(last.as_str()));
+        assert!(!yielded.by_key.contains_key("k0"));
+        // Released again: counts from its last release.
+        yielded.insert(Arc::from(last.as_str()), Yield::Woke, start);
+        // Past their time, one release drops every expired entry.
+        let later = start + YIELD_FOR + Duration::from_millis(1);
+        yielded.insert(Arc::from("fresh"), Yield::Woke, later);
+        assert_eq!(yielded.by_key.len(), 1);
+        assert_eq!(yielded.order.len(), 1);
     }
 
     #[test]

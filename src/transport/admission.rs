@@ -443,7 +443,9 @@ impl Admission {
             state.said_marker = true;
             log::warn!(
                 "redlock: node {} refused to record its admission in {} ({}): clients \
-                 started later cannot tell it was admitted, and wait its quarantine (retried \
+                 started later judge it by its uptime alone: they wait out the rest of the \
+                 period while it has been up for less, and admit it at once after (a replica \
+                 promoted later inherits no marker, and is not quarantined by them; retried \
                  every {}; with an ACL, allow +set on {})",
                 self.address,
                 self.marker(),

@@ -664,10 +664,18 @@ fn combine(node: &Arc<str>, parts: Vec<Answer>) -> Answer {
         ));
     };
     if votes.len() > 1 {
+        // A part held by another outweighs a part refused for a stale
+        // token: a larger token cannot win a key someone holds.
+        let held = votes.iter().find(|v| !v.yes && v.fence.is_none());
         vote.yes = votes.iter().all(|v| v.yes);
-        vote.fence = votes.iter().filter_map(|v| v.fence).max();
+        vote.fence = match held {
+            Some(_) => None,
+            None => votes.iter().filter_map(|v| v.fence).max(),
+        };
         vote.queued = votes.iter().any(|v| v.queued);
-        vote.holder = votes.iter().find(|v| !v.yes).and_then(|v| v.holder);
+        vote.holder = held
+            .or_else(|| votes.iter().find(|v| !v.yes))
+            .and_then(|v| v.holder);
     }
     Ok(vote)
 }
@@ -736,6 +744,13 @@ mod tests {
         assert_eq!(answer.unwrap_err().kind(), FailureKind::Timeout);
         let stale = combine(&node, vec![Ok(Vote::stale(7)), Ok(Vote::stale(9))]);
         assert_eq!(stale.unwrap().fence, Some(9), "the largest fence value");
+        // Held on one slot, stale on another: held (a `Busy`, not a
+        // `NoQuorum` after a stale retry that cannot win).
+        let held_and_stale = combine(&node, vec![Ok(Vote::stale(7)), Ok(Vote::held_by(b"x"))]);
+        let vote = held_and_stale.unwrap();
+        assert!(!vote.yes);
+        assert_eq!(vote.fence, None, "held, not stale");
+        assert!(vote.holder.is_some());
         let queued = Vote {
             queued: true,
             ..Vote::NO
