@@ -5,7 +5,8 @@
 //! Nothing here orders commands across a reconnect: a command still in
 //! flight on a dropped connection may reach Redis after the replacement's.
 //! Nor within a batch, for a script the node refused by its hash: it goes
-//! again after the rest of its batch (see [`exchange`]).
+//! again after the rest of its batch, but never past a request on its keys
+//! (see [`exchange`]).
 //! Every command is harmless late: an acquisition's key expires by its TTL
 //! (and a failed round releases it; on a gate node, where a late one may
 //! also queue a waiter that already left, the key is one vote among N and
@@ -405,11 +406,11 @@ impl Link for RedisLink {
 /// connection then sends every script with its source). They ran
 /// nowhere, so sending them again is sending them once. Only requests
 /// whose caller still waits go again, within the time left to the latest
-/// of them (one timeout at most); the others keep the refusal, as a
-/// server failure their caller no longer reads. Only their order against
-/// the rest of their batch changes, which every request tolerates as it
-/// tolerates arriving late (see above): the requests of one batch were
-/// sent together, none waiting for another's answer.
+/// of them (one timeout at most), and none past a later request of the
+/// batch on the same keys that ran (see [`resendable`]); the others keep
+/// the refusal, as a server failure. Only their order against the
+/// requests of their batch on other keys changes, which every request
+/// tolerates as it tolerates arriving late (see above).
 fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
@@ -419,23 +420,16 @@ fn exchange(
     layout: Layout,
     asking: &[bool],
 ) -> Vec<redis::RedisResult<redis::Value>> {
-    let missing: Vec<usize> = (0..replies.len())
-        .filter(|&i| refused_by_hash(&replies[i]).is_some())
-        .collect();
-    if missing.is_empty() || conn.broken {
+    let refusals: Vec<Option<Refusal>> = replies.iter().map(refused_by_hash).collect();
+    if refusals.iter().all(Option::is_none) || conn.broken {
         return replies;
     }
-    if missing
-        .iter()
-        .any(|&i| refused_by_hash(&replies[i]) == Some(Refusal::NotAllowed))
-    {
+    if refusals.contains(&Some(Refusal::NotAllowed)) {
         conn.sent.no_hashes();
     }
+    let refused: Vec<bool> = refusals.iter().map(Option::is_some).collect();
     let now = Instant::now();
-    let live: Vec<usize> = missing
-        .into_iter()
-        .filter(|&i| batch[i].expires > now)
-        .collect();
+    let live = resendable(batch, &refused, now);
     let Some(until) = live.iter().map(|&i| batch[i].expires).max() else {
         return replies;
     };
@@ -454,6 +448,26 @@ fn exchange(
         replies[i] = reply;
     }
     replies
+}
+
+/// Which requests of `batch` that the node `refused` by hash go again:
+/// those whose caller still waits (`now` is before their expiry), and only
+/// where no later request of the batch that ran is its own lease's on one
+/// of its keys (same token): a resend goes after the whole batch, and an
+/// acquisition resent after its own round's release would set a key
+/// nobody releases before its TTL. (Another client's or round's request
+/// tolerates the reorder as it tolerates arriving late.)
+fn resendable(batch: &[&Request], refused: &[bool], now: Instant) -> Vec<usize> {
+    let shares_a_key =
+        |a: &Request, b: &Request| a.token == b.token && a.keys.iter().any(|k| b.keys.contains(k));
+    (0..batch.len())
+        .filter(|&i| refused.get(i).copied().unwrap_or(false) && batch[i].expires > now)
+        .filter(|&i| {
+            !(i + 1..batch.len()).any(|j| {
+                !refused.get(j).copied().unwrap_or(false) && shares_a_key(batch[i], batch[j])
+            })
+        })
+        .collect()
 }
 
 /// Why a node refused a script by its hash.
@@ -549,4 +563,56 @@ fn read(
     }
     shared.note_round_trip(started.elapsed());
     replies
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::NodeTimeout;
+
+    fn req(op: Op, keys: &[&str], expires: Instant) -> Request {
+        Request {
+            op,
+            keys: keys.iter().map(|k| Arc::from(*k)).collect(),
+            token: Arc::from("tok"),
+            timeout: NodeTimeout::fixed(Duration::from_millis(50)),
+            expires,
+            queue: None,
+            report: None,
+            value: None,
+            waits: true,
+            held: true,
+        }
+    }
+
+    /// Issue 48: an acquisition refused by hash in the batch that also held
+    /// its round's release is not sent again after that release (it set a
+    /// key that stayed until its TTL); one on other keys still is, and so
+    /// is the release itself when it was refused too.
+    #[test]
+    fn a_resend_never_passes_a_later_request_on_its_keys() {
+        let now = Instant::now();
+        let later = now + Duration::from_secs(1);
+        let acquire = req(Op::Acquire { ttl_ms: 10_000 }, &["a"], later);
+        let other = req(Op::Acquire { ttl_ms: 10_000 }, &["b"], later);
+        let release = req(Op::Release, &["a"], later);
+        let batch = [&acquire, &other, &release];
+        assert_eq!(resendable(&batch, &[true, true, false], now), vec![1]);
+        // Another lease's request on the same key does not hold it back.
+        let mut theirs = req(Op::Acquire { ttl_ms: 10_000 }, &["a"], later);
+        theirs.token = Arc::from("theirs");
+        assert_eq!(
+            resendable(&[&acquire, &theirs], &[true, false], now),
+            vec![0]
+        );
+        assert_eq!(
+            resendable(&batch, &[true, true, true], now),
+            vec![0, 1, 2],
+            "all refused: resent in their order"
+        );
+        assert_eq!(resendable(&batch, &[false, true, false], now), vec![1]);
+        // A request whose caller no longer waits keeps its refusal.
+        let gone = req(Op::Acquire { ttl_ms: 10_000 }, &["c"], now);
+        assert!(resendable(&[&gone], &[true], now).is_empty());
+    }
 }
