@@ -156,6 +156,8 @@ pub(crate) struct Sending {
     started: Instant,
     /// Per request written, whether it went after `ASKING`.
     asking: Vec<bool>,
+    /// The scripts the connection had sent before this batch.
+    scripts_before: Sent,
 }
 
 impl RedisLink {
@@ -189,6 +191,7 @@ impl RedisLink {
             timeout,
             started: Instant::now(),
             asking: Vec::new(),
+            scripts_before: Sent::none(),
         };
         let fail_all = |mut sending: Sending, failure: NodeFailure| {
             sending.early = vec![Some(failure); batch.len()];
@@ -279,6 +282,7 @@ impl RedisLink {
             .unzip();
         if !sent.is_empty() {
             let mut scripts = conn.sent;
+            sending.scripts_before = scripts;
             sending.started = Instant::now();
             sending.write =
                 write(&mut conn, &sent, self.layout, &mut scripts, timeout, &asked).err();
@@ -300,6 +304,7 @@ impl RedisLink {
             timeout,
             started,
             asking,
+            scripts_before,
         } = sending;
         let Some(mut conn) = conn else {
             return early
@@ -313,7 +318,7 @@ impl RedisLink {
             .filter(|(_, early)| early.is_none())
             .map(|(req, _)| *req)
             .collect();
-        let mut replies = match write {
+        let replies = match write {
             Some(err) => {
                 conn.broken = true;
                 vec![Err(err); sent.len()]
@@ -331,8 +336,14 @@ impl RedisLink {
                     &asking,
                 )
             }
+        };
+        // A cluster master refuses a script before it runs it (`MOVED`,
+        // `ASK`, `TRYAGAIN`, `CLUSTERDOWN`): its source was not cached
+        // there, so the scripts this batch sent count as not sent.
+        if replies.iter().any(refused_before_running) {
+            conn.sent.forget_since(scripts_before);
         }
-        .into_iter();
+        let mut replies = replies.into_iter();
         let raws: Vec<Raw> = batch
             .iter()
             .zip(early)
@@ -468,6 +479,13 @@ fn resendable(batch: &[&Request], refused: &[bool], now: Instant) -> Vec<usize> 
             })
         })
         .collect()
+}
+
+/// Whether a cluster master refused a command before running it (its
+/// slot is elsewhere, moving, or the cluster is down).
+fn refused_before_running(reply: &redis::RedisResult<redis::Value>) -> bool {
+    matches!(reply, Ok(redis::Value::ServerError(err))
+        if matches!(err.code(), "MOVED" | "ASK" | "TRYAGAIN" | "CLUSTERDOWN"))
 }
 
 /// Why a node refused a script by its hash.
@@ -614,5 +632,33 @@ mod tests {
         // A request whose caller no longer waits keeps its refusal.
         let gone = req(Op::Acquire { ttl_ms: 10_000 }, &["c"], now);
         assert!(resendable(&[&gone], &[true], now).is_empty());
+    }
+
+    /// Issue 48: a script a cluster master refused before running it
+    /// (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`) is not counted as sent
+    /// on the connection: its next call goes with its source again, not by
+    /// a hash the master never cached.
+    #[test]
+    fn a_batch_refused_before_running_counts_no_script_as_sent() {
+        let reply = |line: &str| redis::parse_redis_value(format!("-{line}\r\n").as_bytes());
+        for line in [
+            "MOVED 12 127.0.0.1:7001",
+            "ASK 12 127.0.0.1:7001",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+        ] {
+            assert!(refused_before_running(&reply(line)), "{line}");
+        }
+        assert!(!refused_before_running(&reply(
+            "NOSCRIPT No matching script"
+        )));
+        assert!(!refused_before_running(&Ok(redis::Value::Okay)));
+        let before = Sent::none();
+        let mut sent = before;
+        let mut cmd = redis::Cmd::new();
+        crate::transport::scripts::eval(&mut cmd, &crate::transport::scripts::RELEASE, &mut sent);
+        assert_ne!(sent, before, "noted as sent");
+        sent.forget_since(before);
+        assert_eq!(sent, before, "forgotten");
     }
 }

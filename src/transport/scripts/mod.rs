@@ -142,6 +142,12 @@ impl Sent {
         self.by_hash = false;
     }
 
+    /// Forgets the scripts sent since `before` (a batch the node refused
+    /// before running: their sources were not cached).
+    pub(crate) fn forget_since(&mut self, before: Sent) {
+        self.cached &= before.cached;
+    }
+
     /// Every script goes out with its source, every time (a request the
     /// node refused by hash, sent again).
     pub(crate) const fn sources_only() -> Sent {
