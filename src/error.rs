@@ -49,7 +49,11 @@ pub enum Error {
         /// `, `; for a semaphore, a reader-writer lock or an election, its
         /// name).
         resource: String,
-        /// How many acquisition rounds were tried before giving up.
+        /// How many tries were made before giving up: the first round and
+        /// each retry (`retry_count` of them for `lock`). Rounds re-tried at
+        /// once (split votes, a stale fencing token, a semaphore's next
+        /// slot) or that only keep a waiter's place in the queue are not
+        /// counted.
         attempts: u32,
         /// What was asked for: a lock, a permit, a read or write hold, a
         /// leadership. The message names the call that waits longer for it.
@@ -298,7 +302,7 @@ fn busy(
             "Campaign::wait",
         ),
     };
-    let rounds = format!("gave up after {attempts} round(s)");
+    let rounds = format!("gave up after {attempts} attempt(s)");
     if !held_here {
         return write!(
             f,

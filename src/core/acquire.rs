@@ -288,6 +288,12 @@ impl Core {
         // proposed again above a stale token: not counted either.
         let mut walked = 0u32;
         let mut restarts = 0u32;
+        // Rounds that keep a waiter's place (joining the gate node's queue,
+        // renewing it before the retry delay is up): not retries either.
+        let mut keeps = 0u32;
+        // When the next retry is due (its delay drawn once, kept across the
+        // rounds that only keep the waiter's place).
+        let mut retry_at: Option<Instant> = None;
         // The last wait ended with a wake-up: the gate node said a permit
         // (or the lock) came free, or may have said so.
         let mut woken_turn = false;
@@ -437,12 +443,15 @@ impl Core {
                     ttl,
                 });
             }
-            if permanent || patience.exhausted(attempts - splits - walked - restarts) {
+            // The first round and each retry; the rounds re-tried at once
+            // or that only keep the waiter's place do not count.
+            let tries = attempts - splits - walked - restarts - keeps;
+            if permanent || patience.exhausted(tries) {
                 self.leave(&keys, ticket.as_ref(), report);
                 metrics::acquired(failed.kind(), attempts, &started);
                 let held_here =
                     failed.is_busy() && self.life.holds(|lease| same_lock(lease, &keys, wanted));
-                return Err(failed.into_error(&name, attempts, (wanted, held_here)));
+                return Err(failed.into_error(&name, tries, (wanted, held_here)));
             }
             if queues && matches!(failed, Failed::Busy { .. }) {
                 // Held (or queued): hear the gate node when the turn comes.
@@ -450,25 +459,39 @@ impl Core {
                 if !gated {
                     // Queue at once: a round at the gate node, which grants
                     // it instead if it is free by then and nobody queued
-                    // first. From now on, ask the gate node first.
+                    // first. From now on, ask the gate node first. It
+                    // takes a place, not a retry: retries still come after
+                    // their delay (or a wake-up).
                     gated = true;
+                    keeps += 1;
                     continue;
                 }
             }
-            let pause =
-                algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
-            // A waiting writer renews its mark at least this often.
-            let pause = if queues || rw {
-                pause.min(self.settings.queue_refresh)
+            let due = *retry_at.get_or_insert_with(|| {
+                let pause =
+                    algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
+                pause_until(pause, &patience)
+            });
+            // A queued waiter (and a waiting writer's mark) is renewed at
+            // least this often, however long the retry delay.
+            let until = if queues || rw {
+                due.min(pause_until(self.settings.queue_refresh, &patience))
             } else {
-                pause
+                due
             };
-            let until = pause_until(pause, &patience);
             let woken = match &mut ticket {
                 Some(ticket) => ticket.wait(until, patience.cancel.as_ref()),
                 // Only a caller that may not retry has none.
                 None => Woken::TimedOut,
             };
+            // Neither its turn (a release woke it) nor due: the next round
+            // only keeps the place (a renewal, or a check after the
+            // subscription came back).
+            if woken != Woken::Turn && Instant::now() < due {
+                keeps += 1;
+            } else {
+                retry_at = None;
+            }
             woken_turn = matches!(woken, Woken::Turn | Woken::Resubscribed);
             called = woken == Woken::Turn;
             if called {
