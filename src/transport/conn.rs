@@ -18,7 +18,7 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
-use super::failure::{classify, with_advice};
+use super::failure::{classify, server_error, with_advice};
 use super::rtt::RoundTrip;
 use super::scripts::Sent;
 use super::source::{Source, address_of};
@@ -297,12 +297,15 @@ impl NodeShared {
                 .unwrap_or("no Sentinel knows the service")
                 .to_owned(),
             _ => {
-                let said = err
-                    .to_string()
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                with_advice(&said, err.code().unwrap_or(""))
+                // A pipeline's refusal as the node said it, not as the
+                // `redis` crate lists a pipeline's failures.
+                let reply = server_error(err);
+                let said = match &reply {
+                    Some(reply) => format!("{} {}", reply.code(), reply.details().unwrap_or("")),
+                    None => err.to_string(),
+                };
+                let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
+                with_advice(&said, reply.as_ref().map_or("", |r| r.code()))
             }
         };
         NodeFailure::new(self.address.clone(), kind, detail)

@@ -20,11 +20,21 @@ pub(crate) fn classify(err: &redis::RedisError) -> FailureKind {
     if err.kind() == redis::ErrorKind::MasterNameNotFoundBySentinel {
         return FailureKind::Connection;
     }
-    match err.code() {
-        Some(code) => classify_code(code),
+    match server_error(err) {
+        Some(reply) => classify_code(reply.code()),
         None if err.is_io_error() || err.is_connection_dropped() => FailureKind::Connection,
         None => FailureKind::Server,
     }
+}
+
+/// The node's error reply behind `err`: its own, or the first of a
+/// pipeline's (a connection's first commands go as one: `NOAUTH` from a
+/// server that wants a password came as "Pipeline failures: […]", read as
+/// a server error and retried).
+pub(crate) fn server_error(err: &redis::RedisError) -> Option<redis::ServerError> {
+    err.clone()
+        .into_server_errors()
+        .and_then(|errors| errors.first().map(|(_, reply)| reply.clone()))
 }
 
 /// A node's error reply as a failure: its kind from the code, except that
