@@ -292,16 +292,6 @@ impl RedlockBuilder {
         self
     }
 
-    /// The restart quarantine, if set. See
-    /// [`restart_quarantine`](Self::restart_quarantine).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().restart_quarantine()`"
-    )]
-    pub fn get_restart_quarantine(&self) -> Option<Duration> {
-        self.settings.restart_quarantine
-    }
-
     /// Verifies `rediss://` nodes against this CA certificate (PEM) instead
     /// of the system's trust store. Needs the `tls-rustls` or
     /// `tls-native-tls` feature. Defaults to the system's trust store.
@@ -350,106 +340,6 @@ impl RedlockBuilder {
     pub fn sentinel_username(mut self, username: &str) -> Self {
         self.sentinel.username = Some(username.to_owned());
         self
-    }
-
-    /// Whether releases wake other clients' waiters. See
-    /// [`release_notifications`](Self::release_notifications).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().release_notifications()`"
-    )]
-    pub fn get_release_notifications(&self) -> bool {
-        self.settings.notifications
-    }
-
-    /// Whether locks carry fencing tokens. See [`fencing`](Self::fencing).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().fencing()`"
-    )]
-    pub fn get_fencing(&self) -> bool {
-        self.settings.fencing
-    }
-
-    /// The fence values' idle expiry. See [`fencing_idle`](Self::fencing_idle).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().fencing_idle()`"
-    )]
-    pub fn get_fencing_idle(&self) -> Duration {
-        self.settings.fencing_idle
-    }
-
-    /// The configured retry count. See [`retry_count`](Self::retry_count).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().retry_count()`"
-    )]
-    pub fn get_retry_count(&self) -> u32 {
-        self.settings.retry_count
-    }
-
-    /// The configured retry delay. See [`retry_delay`](Self::retry_delay).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().retry_delay()`"
-    )]
-    pub fn get_retry_delay(&self) -> Duration {
-        self.settings.retry_delay
-    }
-
-    /// The configured retry jitter. See [`retry_jitter`](Self::retry_jitter).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().retry_jitter()`"
-    )]
-    pub fn get_retry_jitter(&self) -> Duration {
-        self.settings.retry_jitter
-    }
-
-    /// The configured drift factor. See [`drift_factor`](Self::drift_factor).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().drift_factor()`"
-    )]
-    pub fn get_drift_factor(&self) -> f64 {
-        self.settings.drift_factor
-    }
-
-    /// The fixed per-node timeout, if one was set. See [`node_timeout`](Self::node_timeout).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().node_timeout()`"
-    )]
-    pub fn get_node_timeout(&self) -> Option<Duration> {
-        self.settings.node_timeout
-    }
-
-    /// The node-timeout factor. See [`node_timeout_factor`](Self::node_timeout_factor).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().node_timeout_factor()`"
-    )]
-    pub fn get_node_timeout_factor(&self) -> f64 {
-        self.settings.node_timeout_factor
-    }
-
-    /// The connect timeout. See [`connect_timeout`](Self::connect_timeout).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().connect_timeout()`"
-    )]
-    pub fn get_connect_timeout(&self) -> Duration {
-        self.settings.connect_timeout
-    }
-
-    /// The per-node queue capacity. See [`queue_capacity`](Self::queue_capacity).
-    #[deprecated(
-        since = "0.2.0",
-        note = "read it from the built client: `Redlock::config().queue_capacity()`"
-    )]
-    pub fn get_queue_capacity(&self) -> usize {
-        self.settings.queue_capacity
     }
 
     /// The parsed nodes and checked settings, or what is wrong with them.

@@ -163,24 +163,6 @@ fn a_built_client_reports_its_settings() {
     assert!(redlock.config().fencing());
 }
 
-/// The builder's getters are deprecated (read them from the built client)
-/// but still work.
-#[test]
-#[allow(deprecated)]
-fn builder_getters_report_defaults_and_settings() {
-    let b = Redlock::builder(["redis://127.0.0.1:1"]);
-    assert_eq!(b.get_retry_count(), 10);
-    assert_eq!(b.get_retry_delay(), Duration::from_millis(50));
-    assert_eq!(b.get_retry_jitter(), Duration::from_millis(150));
-    assert_eq!(b.get_drift_factor(), 0.01);
-    assert_eq!(b.get_node_timeout(), None);
-    assert_eq!(b.get_node_timeout_factor(), 0.005);
-    assert_eq!(b.get_connect_timeout(), Duration::from_secs(1));
-    let b = b.retry_count(3).node_timeout(Duration::from_millis(7));
-    assert_eq!(b.get_retry_count(), 3);
-    assert_eq!(b.get_node_timeout(), Some(Duration::from_millis(7)));
-}
-
 #[test]
 fn bad_calls_are_rejected_before_touching_redis() {
     let cluster = Cluster::start(3);

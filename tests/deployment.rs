@@ -239,6 +239,13 @@ fn a_node_in_doubt_is_news_once_per_change() {
         out[0].contains("restart quarantine") && out[0].contains("restarted"),
         "{lines:#?}"
     );
+    // Counting again is news, not a warning (issue 49).
+    let back: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("counts toward quorums again"))
+        .collect();
+    assert_eq!(back.len(), 1, "{lines:#?}");
+    assert!(back[0].starts_with("INFO"), "{lines:#?}");
 }
 
 /// The node's uptime in seconds.

@@ -568,7 +568,8 @@ impl Admission {
                     .map(|until| format!("; for {}", Human(until.saturating_duration_since(now))))
                     .unwrap_or_default()
             ),
-            None => log::warn!("redlock: node {} counts toward quorums again", self.address),
+            // Good news: not a warning.
+            None => log::info!("redlock: node {} counts toward quorums again", self.address),
         }
         state.said = news;
         self.registry
