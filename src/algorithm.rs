@@ -255,6 +255,35 @@ pub(crate) enum Decides {
     Acquisition { fenced: bool },
 }
 
+/// A round's answers as its caller reads them: grants, refusals (by a
+/// holder or anonymous), refusals for a stale token, failures (the nodes
+/// still pending among them), and the refusals of the most common holder
+/// plus the anonymous ones (what a split is judged by).
+#[derive(Debug, Clone, Copy)]
+struct Counts {
+    yes: usize,
+    refused: usize,
+    stale: usize,
+    failed: usize,
+    split_room: usize,
+}
+
+impl Counts {
+    /// These counts after the pending nodes answered so: `grant` grants,
+    /// `refuse` refusals for the most common holder (or anonymous),
+    /// `other` refusals for another holder, `stale` stale refusals and
+    /// `fail` failures.
+    fn then(self, grant: usize, refuse: usize, other: usize, stale: usize, fail: usize) -> Self {
+        Counts {
+            yes: self.yes + grant,
+            refused: self.refused + refuse + other,
+            stale: self.stale + stale,
+            failed: self.failed + fail,
+            split_room: self.split_room + refuse,
+        }
+    }
+}
+
 /// Counts the answers of one round and decides as soon as the outcome is known.
 #[derive(Debug)]
 pub(crate) struct Tally {
@@ -416,21 +445,28 @@ impl Tally {
         if yes + pending >= self.quorum {
             return None;
         }
-        let refused = no.saturating_sub(self.stale);
-        let now = self.decision(yes, refused, self.stale, failed + pending);
+        let most = self.holders.iter().map(|(_, c)| *c).max().unwrap_or(0);
+        let answered = Counts {
+            yes,
+            refused: no.saturating_sub(self.stale),
+            stale: self.stale,
+            failed,
+            split_room: most + self.anonymous,
+        };
+        let now = self.decision(answered.then(0, 0, 0, 0, pending));
         let stale_answers = matches!(self.decides, Decides::Acquisition { fenced: true });
-        for more_yes in 0..=pending {
-            for more_refused in 0..=pending - more_yes {
-                let rest = pending - more_yes - more_refused;
-                for more_stale in 0..=if stale_answers { rest } else { 0 } {
-                    let then = self.decision(
-                        yes + more_yes,
-                        refused + more_refused,
-                        self.stale + more_stale,
-                        failed + rest - more_stale,
-                    );
-                    if then != now {
-                        return None;
+        // Every way the pending nodes may answer: grant, refuse (for the
+        // most common holder, or anonymously; or for another), refuse for
+        // a stale token, fail.
+        for grant in 0..=pending {
+            for refuse in 0..=pending - grant {
+                for other in 0..=pending - grant - refuse {
+                    let rest = pending - grant - refuse - other;
+                    for stale in 0..=if stale_answers { rest } else { 0 } {
+                        let then = answered.then(grant, refuse, other, stale, rest - stale);
+                        if self.decision(then) != now {
+                            return None;
+                        }
                     }
                 }
             }
@@ -442,21 +478,25 @@ impl Tally {
         })
     }
 
-    /// What the caller makes of a round that did not confirm, with `yes`
-    /// grants, `refused` refusals, `stale` refusals for a stale token and
-    /// `failed` failures (as [`outcome`](Self::outcome) and the
-    /// acquisition read it): for [`Decides::Verdict`], whether the
-    /// refusals alone rule out a majority; for an acquisition, whether it
-    /// is held and whether a larger token may win.
-    fn decision(&self, yes: usize, refused: usize, stale: usize, failed: usize) -> (bool, bool) {
+    /// What the caller makes of a round that did not confirm (as
+    /// [`outcome`](Self::outcome) and the acquisition read it): for
+    /// [`Decides::Verdict`], whether the refusals alone rule out a
+    /// majority; for an acquisition, whether it is held, whether a larger
+    /// token may win, and whether the contenders split the votes.
+    fn decision(&self, c: Counts) -> (bool, bool, bool) {
         let quorum = self.quorum;
-        let refusals_rule_out = yes + failed < quorum;
+        let refusals_rule_out = c.yes + c.failed < quorum;
         match self.decides {
-            Decides::Verdict => (refusals_rule_out, false),
-            Decides::Acquisition { .. } => (
-                refusals_rule_out || (yes + refused + stale >= quorum && refused > 0),
-                stale > 0 && yes + stale + failed >= quorum,
-            ),
+            Decides::Verdict => (refusals_rule_out, false, false),
+            Decides::Acquisition { .. } => {
+                let held =
+                    refusals_rule_out || (c.yes + c.refused + c.stale >= quorum && c.refused > 0);
+                (
+                    held,
+                    c.stale > 0 && c.yes + c.stale + c.failed >= quorum,
+                    held && c.split_room + c.failed < quorum,
+                )
+            }
         }
     }
 
@@ -640,37 +680,46 @@ mod tests {
 
     /// What the caller of a `decides` round makes of `outcome` (with
     /// `pending` nodes it did not wait for, which count as failed).
-    fn decision_of(decides: Decides, outcome: &Outcome, pending: usize) -> (Verdict, bool, bool) {
+    fn decision_of(
+        decides: Decides,
+        outcome: &Outcome,
+        pending: usize,
+    ) -> (Verdict, bool, bool, bool) {
+        let lost = outcome.verdict != Verdict::Confirmed;
         match decides {
-            Decides::Verdict => (outcome.verdict, false, false),
+            Decides::Verdict => (outcome.verdict, false, false, false),
             Decides::Acquisition { .. } => (
-                if outcome.verdict == Verdict::Confirmed {
-                    Verdict::Confirmed
-                } else {
+                if lost {
                     Verdict::Unreachable
+                } else {
+                    Verdict::Confirmed
                 },
-                outcome.verdict != Verdict::Confirmed && outcome.held(),
-                outcome.verdict != Verdict::Confirmed
-                    && outcome.stale > 0
+                lost && outcome.held(),
+                lost && outcome.stale > 0
                     && outcome.confirmed + outcome.stale + outcome.failures.len() + pending
                         >= outcome.quorum,
+                lost && outcome.split,
             ),
         }
     }
 
     #[test]
     fn a_decided_round_ends_with_what_every_answer_would_have_said() {
-        // Every sequence of answers on 5 nodes (grant, refusal, stale
-        // token, failure), checked after each answer: decided early, the
+        // Every sequence of answers on 5 nodes (grant, anonymous refusal,
+        // stale token, refusals by two holders, failure), checked after
+        // each answer: decided early, the
         // verdict agrees with the outcome, and the caller's decision is
         // what it would be with every answer in (issue 36's review: a
         // round decided while a majority could still answer said NoQuorum
-        // where the last answer made it Busy); once every node answered,
-        // it is decided.
+        // where the last answer made it Busy; a review: a round decided
+        // before a grant that made it a split vote said Busy); once every
+        // node answered, it is decided.
         let answer = |a: usize| match a {
             0 => Ok(Vote::YES),
             1 => Ok(Vote::NO),
             2 => Ok(Vote::stale(9)),
+            3 => Ok(Vote::held_by(b"x")),
+            4 => Ok(Vote::held_by(b"y")),
             _ => fail(FailureKind::Timeout),
         };
         let mut sequences: Vec<Vec<usize>> = vec![vec![]];
@@ -678,7 +727,7 @@ mod tests {
             sequences = sequences
                 .into_iter()
                 .flat_map(|seq| {
-                    (0..4).map(move |a| {
+                    (0..6).map(move |a| {
                         let mut next = seq.clone();
                         next.push(a);
                         next

@@ -512,7 +512,9 @@ impl RedlockBuilder {
     /// (re)connects it in the background, so no node's connection waits on
     /// another's. Connects to every node at once and waits for their first
     /// answers only while they come: once a majority has answered, as long
-    /// again (at least 250 ms), never past the connect timeout. A node that
+    /// again (at least 250 ms), never past the connect timeout (a Redis
+    /// Cluster node reads its map and then opens its masters, each step
+    /// within the connect timeout, before `build()` returns). A node that
     /// has not answered by then (a black hole, a paused process) is not
     /// waited for: it is logged, [`Redlock::node_health`] shows it down
     /// ("connecting in the background"), and it counts as soon as it

@@ -159,8 +159,11 @@ fn a_wait_cancelled_from_another_thread_returns_at_once_and_leaves_nothing() {
     assert!(matches!(err, Error::Cancelled { .. }));
     assert!(started.elapsed() < Duration::from_millis(500));
     // A round under way when the token fired is cleaned up after the call
-    // returned: awaited, not read once.
-    cluster.await_count("acq:other", 0);
+    // returned: the waiter's next call, awaited on every node, comes after
+    // all of it on each node (one client's requests run in order).
+    let _probe = waiter.lock("acq:probe", TTL).unwrap();
+    cluster.await_count("acq:probe", 3);
+    assert_eq!(cluster.count_key_now("acq:other"), 0, "nothing left");
     // Cancelling after acquisition does not affect the guard.
     drop(held);
     let fresh = CancelToken::new();
@@ -172,7 +175,7 @@ fn a_wait_cancelled_from_another_thread_returns_at_once_and_leaves_nothing() {
     fresh.cancel();
     guard.ensure_valid().unwrap();
     guard.release().unwrap();
-    settles("nothing left", || cluster.count_key_now("acq:cancel") == 0);
+    cluster.await_gone("acq:cancel");
 }
 
 #[test]

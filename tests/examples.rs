@@ -436,8 +436,13 @@ fn flock_waiting_for_a_held_lock_stops_at_once_on_ctrl_c() {
         "stopped waiting at once, not after --wait 60s"
     );
     // The holder still holds it; flock left nothing of its own.
-    let token = cluster.nodes[0].get_now("busy-flock").unwrap();
-    assert_eq!(cluster.holders_now("busy-flock", &token), 5);
+    // The holder's lock returned at a majority: await its key everywhere.
+    let mut token = None;
+    harness::settles("the holder's token on node 0", || {
+        token = cluster.nodes[0].get_now("busy-flock");
+        token.is_some()
+    });
+    cluster.await_holders("busy-flock", &token.unwrap(), 5);
     held.release().unwrap();
 }
 

@@ -574,10 +574,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
         let waits =
             s.spawn(|| waiter.lock_for(resource, Duration::from_secs(60), Duration::from_secs(1)));
         let queue_len = |n: &Node| -> usize {
-            redis::cmd("ZCARD")
-                .arg(format!("redlock-queue:{resource}"))
-                .query(&mut n.conn())
-                .unwrap()
+            n.query(redis::cmd("ZCARD").arg(format!("redlock-queue:{resource}")))
         };
         settles("the waiter queued behind", || {
             cluster.nodes.iter().any(|n| queue_len(n) == 2)

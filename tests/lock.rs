@@ -54,9 +54,7 @@ fn lock_sets_the_key_on_every_node_and_release_removes_it() {
     }
 
     guard.release().unwrap();
-    settles("key gone from all nodes", || {
-        cluster.count_key_now("res:basic") == 0
-    });
+    cluster.await_gone("res:basic");
 }
 
 #[test]
@@ -104,7 +102,8 @@ fn a_held_resource_is_busy_for_others() {
 
     // The holder's key is untouched by the failed attempts, and they leave
     // nothing of their own behind.
-    settles("B's keys removed", || {
+    // Within 5 s, less than B's 10 s TTL: removed, not expired.
+    harness::eventually("B's keys removed", Duration::from_secs(5), || {
         cluster
             .values_now("res:busy")
             .iter()

@@ -72,9 +72,7 @@ fn a_majority_down_is_no_quorum_naming_each_node_and_leaves_nothing() {
         }
         other => panic!("expected NoQuorum, got {other:?}"),
     }
-    settles("no key left on the live nodes", || {
-        cluster.count_key_now("res:noquorum") == 0
-    });
+    cluster.await_gone("res:noquorum");
 }
 
 #[test]

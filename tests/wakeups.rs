@@ -513,12 +513,10 @@ fn a_silent_subscriber_connection_is_replaced_within_seconds() {
             .iter()
             .find(|n| harness::pubsub::queued(n, "wake:silent") == 1)
             .expect("the gate node");
-        for node in &cluster.nodes {
-            let _: i64 = redis::cmd("DEL")
-                .arg("wake:silent")
-                .query(&mut node.conn())
-                .unwrap();
-        }
+        // The head is read before the key goes: once it is free, the
+        // waiter's own next round (it renews its place every 500 ms) may
+        // be granted and leave the queue first (an empty queue failed the
+        // read after the DEL once in a BUSY=2 run).
         let head: Vec<String> = redis::cmd("ZRANGE")
             .arg("redlock-queue:wake:silent")
             .arg(0)
@@ -526,6 +524,12 @@ fn a_silent_subscriber_connection_is_replaced_within_seconds() {
             .query(&mut gate.conn())
             .unwrap();
         let (client, ticket) = head[0].rsplit_once(':').unwrap();
+        for node in &cluster.nodes {
+            let _: i64 = redis::cmd("DEL")
+                .arg("wake:silent")
+                .query(&mut node.conn())
+                .unwrap();
+        }
         let _: i64 = redis::cmd("PUBLISH")
             .arg(format!("redlock-wake:{client}"))
             .arg(ticket)

@@ -2,6 +2,9 @@
 //! their first answers only while they come. A node that does not answer
 //! (a black hole, a paused process) is reported and connected in the
 //! background, never waited for; no node's opening waits on another's.
+//! (A cluster node is opened whole on a thread of its own: its map, then
+//! its masters, each step within the connect timeout, joined before the
+//! start returns.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -449,12 +449,13 @@ impl Cluster {
         self.nodes.iter().map(Node::url).collect()
     }
 
-    /// How many nodes hold `key` with exactly `value`, read once: after a
+    /// How many running, unpaused nodes hold `key` with exactly `value`,
+    /// read once: after a
     /// call that returns at a majority, use [`Cluster::await_holders`].
     pub fn holders_now(&self, key: &str, value: &str) -> usize {
         self.nodes
             .iter()
-            .filter(|n| n.is_running() && n.get_now(key).as_deref() == Some(value))
+            .filter(|n| n.is_running() && !n.paused && n.get_now(key).as_deref() == Some(value))
             .count()
     }
 
@@ -475,6 +476,25 @@ impl Cluster {
         settles_at(&format!("the nodes that have {key}"), n, || {
             self.count_key_now(key)
         });
+    }
+
+    /// Waits (up to 5 s) until no running, unpaused node has `key`: a
+    /// release's or a failed round's clean-up landed everywhere. Give the
+    /// key a TTL above 5 s, so that a key left behind fails this instead of
+    /// expiring first.
+    pub fn await_gone(&self, key: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let left = self.count_key_now(key);
+            if left == 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{key} still on {left} node(s) after 5 s: left behind"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Waits (up to 10 s) until exactly `n` running nodes hold `key` with
