@@ -62,13 +62,15 @@ impl RedlockBuilder {
         }
     }
 
-    /// How many more rounds [`Redlock::lock`](crate::Redlock::lock) (and
-    /// `lock_all`) makes after the first one fails because the resource is
-    /// busy or nodes failed: at most `retry_count + 1` rounds in all, which
-    /// [`Error::Busy`](crate::Error::Busy) reports. (A round in which
-    /// contenders split the votes and nobody won, or in which a queued
-    /// waiter in its turn found the release not yet on every node, is
-    /// re-tried at once, a few times, on top: see
+    /// How many times [`Redlock::lock`](crate::Redlock::lock) (and
+    /// `lock_all`) retries after the first round fails because the
+    /// resource is busy or nodes failed, each retry after the retry delay
+    /// or earlier when a release wakes the waiter: `retry_count + 1`
+    /// attempts in all, which [`Error::Busy`](crate::Error::Busy) reports.
+    /// (Rounds that only keep a waiting caller's place in the queue, and a
+    /// round in which contenders split the votes and nobody won, or in
+    /// which a queued waiter in its turn found the release not yet on every
+    /// node, re-tried at once a few times, come on top: see
     /// [`Redlock::try_lock`](crate::Redlock::try_lock).)
     /// Defaults to `10`: with the default pauses (50–200 ms, see
     /// [`retry_delay`](Self::retry_delay)) `lock` waits about 1.1 s (0.5–2 s)

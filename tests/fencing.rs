@@ -576,10 +576,13 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
         let queue_len = |n: &Node| -> usize {
             n.query(redis::cmd("ZCARD").arg(format!("redlock-queue:{resource}")))
         };
+        // The gate node as the reading that saw both queued.
+        let mut gate = None;
         settles("the waiter queued behind", || {
-            cluster.nodes.iter().any(|n| queue_len(n) == 2)
+            gate = cluster.nodes.iter().find(|n| queue_len(n) == 2);
+            gate.is_some()
         });
-        let gate = cluster.nodes.iter().find(|n| queue_len(n) == 2).unwrap();
+        let gate = gate.unwrap();
         seed_fence(std::slice::from_ref(gate), resource, SEED);
         guard.release().unwrap();
         let result = waits.join().unwrap();

@@ -151,18 +151,26 @@ fn a_user_without_evalsha_can_do_everything_too() {
             .arg("commandstats")
             .query(&mut node.conn())
             .unwrap();
-        let refused: u64 = stats
-            .lines()
-            .find_map(|l| l.strip_prefix("cmdstat_evalsha:"))
-            .and_then(|l| {
-                l.split(',')
-                    .find_map(|kv| kv.strip_prefix("rejected_calls="))
-            })
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        // The client's connection to a node (a second one if it had to
-        // reconnect): not once per call.
-        assert!((1..=2).contains(&refused), "{stats}");
+        let stat = |command: &str, field: &str| -> u64 {
+            stats
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+                .and_then(|l| {
+                    l.split(',')
+                        .find_map(|kv| kv.strip_prefix(&format!("{field}=")))
+                })
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        };
+        let refused = stat("evalsha", "rejected_calls");
+        // Once per connection of the client (each authenticates as the
+        // ACL user; the test's own do not), never once per call: a
+        // connection that timed out on a loaded machine is replaced and
+        // refused once more (3 in a BUSY=2 run, where at most 2 was
+        // asserted).
+        let connections = stat("auth", "calls") + stat("hello", "calls");
+        assert!(refused >= 1 && refused <= connections, "{stats}");
+        assert!(refused * 10 < stat("eval", "calls"), "{stats}");
     }
 }
 

@@ -389,10 +389,13 @@ fn a_readers_release_wakes_the_writer_although_the_gate_node_never_saw_it() {
                 .lock()
         });
         let queued = |n: &harness::Node| pubsub::queued(n, "redlock-rw:unseen");
+        // The gate node as the reading that saw the writer queued.
+        let mut gate = None;
         settles("the writer is queued", || {
-            cluster.nodes.iter().any(|n| queued(n) == 1)
+            gate = cluster.nodes.iter().position(|n| queued(n) == 1);
+            gate.is_some()
         });
-        let g = cluster.nodes.iter().position(|n| queued(n) == 1).unwrap();
+        let g = gate.unwrap();
         net.cut(1, g);
         let gate = &cluster.nodes[g];
         let _: () = redis::cmd("DEL")
@@ -508,11 +511,17 @@ fn a_silent_subscriber_connection_is_replaced_within_seconds() {
         assert!(replaced < Duration::from_secs(5), "{replaced:?}");
         // The holder's connections are silent too: free the resource by
         // hand, and wake the queue's head as a release would.
-        let gate = cluster
-            .nodes
-            .iter()
-            .find(|n| harness::pubsub::queued(n, "wake:silent") == 1)
-            .expect("the gate node");
+        // Queued still, or again: its renewals went silent too, until its
+        // command connections were replaced.
+        let mut gate = None;
+        settles("the waiter queued on the gate node", || {
+            gate = cluster
+                .nodes
+                .iter()
+                .find(|n| harness::pubsub::queued(n, "wake:silent") == 1);
+            gate.is_some()
+        });
+        let gate = gate.unwrap();
         // The head is read before the key goes: once it is free, the
         // waiter's own next round (it renews its place every 500 ms) may
         // be granted and leave the queue first (an empty queue failed the

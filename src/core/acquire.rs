@@ -59,7 +59,8 @@ enum Route {
 /// When to stop retrying, and what may cancel the wait.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Patience {
-    /// At most this many more rounds after the first (`None`: no limit).
+    /// At most this many retries after the first round (`None`: no limit);
+    /// rounds that only keep a waiter's place are not retries.
     pub(crate) retries: Option<u32>,
     /// No new round after this instant (`None`: no limit).
     pub(crate) deadline: Option<Instant>,
@@ -172,8 +173,10 @@ impl Core {
     /// resource's gate node (see `transport/codec.rs`) with a round there,
     /// and the node wakes it when its turn comes. Once queued it asks the
     /// gate node first, and between rounds it sleeps until woken, its retry
-    /// pause (at most the queue refresh, which keeps its place alive) or its
-    /// deadline. Every round counts against the retries.
+    /// is due, the queue refresh (which keeps its place alive) or its
+    /// deadline. Only a round made because its retry was due or a release
+    /// woke it counts against the retries; the round that joins the queue
+    /// and those that only keep the place do not.
     ///
     /// A semaphore's round tries one of its slots; a busy one goes on at
     /// once with the slot the nodes report free on the most nodes, until

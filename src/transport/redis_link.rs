@@ -5,8 +5,8 @@
 //! Nothing here orders commands across a reconnect: a command still in
 //! flight on a dropped connection may reach Redis after the replacement's.
 //! Nor within a batch, for a script the node refused by its hash: it goes
-//! again after the rest of its batch, but never past a request on its keys
-//! (see [`exchange`]).
+//! again after the rest of its batch, but never past its own lease's later
+//! request on its keys (see [`exchange`]).
 //! Every command is harmless late: an acquisition's key expires by its TTL
 //! (and a failed round releases it; on a gate node, where a late one may
 //! also queue a waiter that already left, the key is one vote among N and
@@ -417,11 +417,11 @@ impl Link for RedisLink {
 /// connection then sends every script with its source). They ran
 /// nowhere, so sending them again is sending them once. Only requests
 /// whose caller still waits go again, within the time left to the latest
-/// of them (one timeout at most), and none past a later request of the
-/// batch on the same keys that ran (see [`resendable`]); the others keep
-/// the refusal, as a server failure. Only their order against the
-/// requests of their batch on other keys changes, which every request
-/// tolerates as it tolerates arriving late (see above).
+/// of them (one timeout at most), and none past a later request of its own
+/// lease (the same token) on its keys that ran (see [`resendable`]); the
+/// others keep the refusal, as a server failure. Only their order against
+/// other leases' requests changes, which every request tolerates as it
+/// tolerates arriving late (see above).
 fn exchange(
     conn: &mut NodeConn,
     batch: &[&Request],
@@ -469,8 +469,10 @@ fn exchange(
 /// nobody releases before its TTL. (Another client's or round's request
 /// tolerates the reorder as it tolerates arriving late.)
 fn resendable(batch: &[&Request], refused: &[bool], now: Instant) -> Vec<usize> {
-    let shares_a_key =
-        |a: &Request, b: &Request| a.token == b.token && a.keys.iter().any(|k| b.keys.contains(k));
+    // A `Leave` has no token (""): two waiters' leaves are not one lease.
+    let shares_a_key = |a: &Request, b: &Request| {
+        !a.token.is_empty() && a.token == b.token && a.keys.iter().any(|k| b.keys.contains(k))
+    };
     (0..batch.len())
         .filter(|&i| refused.get(i).copied().unwrap_or(false) && batch[i].expires > now)
         .filter(|&i| {
@@ -629,6 +631,13 @@ mod tests {
             "all refused: resent in their order"
         );
         assert_eq!(resendable(&batch, &[false, true, false], now), vec![1]);
+        // Two waiters' leaves (no token) are no lease of one another.
+        let mut leave = req(Op::Leave, &["a"], later);
+        leave.token = Arc::from("");
+        assert_eq!(
+            resendable(&[&leave, &leave.clone()], &[true, false], now),
+            vec![0]
+        );
         // A request whose caller no longer waits keeps its refusal.
         let gone = req(Op::Acquire { ttl_ms: 10_000 }, &["c"], now);
         assert!(resendable(&[&gone], &[true], now).is_empty());
