@@ -428,12 +428,14 @@ pub enum FailureKind {
     NotRedis,
     /// The node does not offer what this client needs: Redis 7.0 or later
     /// (for `SET … NX GET`), and `INFO` (to tell which server it is and
-    /// whether it evicts keys). Retrying does not help; the detail says
-    /// which.
+    /// whether it evicts keys); or it is not what its URL says (a Redis
+    /// Cluster member listed as `redis://`, a standalone server listed as
+    /// `redis+cluster://`). Retrying does not help; the detail says which.
     Unsupported,
     /// The node is the same Redis server as another node of the list (one
-    /// `run_id`, reached under two addresses): it would count twice, so it
-    /// does not count at all. List each server once.
+    /// `run_id`, reached under two addresses, or one Redis Cluster listed
+    /// twice): it would count twice, so only the one listed first counts.
+    /// List each server once.
     Duplicate,
     /// The node has a memory limit with an eviction policy other than
     /// `noeviction`: lock keys (which all have a TTL) may be evicted before

@@ -49,7 +49,13 @@ fn one_server_under_two_names_is_refused_at_build_naming_both() {
         text.contains(&format!("127.0.0.1:{port}")) && text.contains(&format!("localhost:{port}")),
         "{text}"
     );
-    assert!(text.contains("same Redis server"), "{text}");
+    // The first listed counts: the second is the one named as the mistake.
+    assert!(
+        text.contains(&format!(
+            "node 127.0.0.1:{port} and node localhost:{port} are the same Redis server"
+        )),
+        "{text}"
+    );
 }
 
 /// The review's scenario: one server listed under two names, found only
@@ -92,6 +98,7 @@ fn a_duplicate_found_later_never_counts_twice() {
         .unwrap()
         .address()
         .to_owned();
+    assert_eq!(first, health[0].address(), "the first listed counts");
     let detail = duplicate.refusal().unwrap().to_string();
     assert!(detail.contains(first.as_str()), "{detail}");
     // The same in node_health, with no I/O.

@@ -13,8 +13,10 @@
 //! - **its keys can only expire**: no memory limit, or `noeviction` —
 //!   unless the user accepted eviction (`allow_eviction`);
 //! - **no other node of this client reaches the same server** (one
-//!   `run_id`): of two addresses that reach one server, the one that
-//!   reached it first counts, the other never does ([`Registry`]);
+//!   `run_id`): of two addresses that reach one server, the one listed
+//!   first counts, the other never does ([`Registry`]);
+//! - **it is what its URL says**: a member of a Redis Cluster is listed as
+//!   a cluster (`redis+cluster://`), not as one `redis://` server;
 //! - **with the restart quarantine on, it cannot have lost acknowledged
 //!   writes** within the period. A master *incarnation* replaced at a node
 //!   (a restart changes the `run_id`, a promotion the `master_replid`) may
@@ -84,11 +86,28 @@ pub(crate) struct Registry {
 struct Claims {
     /// Each node's address, then each cluster master's.
     addresses: Vec<Arc<str>>,
-    /// Per node: the `run_id` it reached last, and when it first reached
-    /// it (a sequence number).
-    ids: Vec<Option<(String, u64)>>,
-    next: u64,
+    /// Per entry, the listed node it belongs to: itself, or for a cluster
+    /// master, its cluster node.
+    owners: Vec<usize>,
+    /// Per entry: the `run_id` it reached last.
+    ids: Vec<Option<String>>,
     counting: Vec<bool>,
+}
+
+impl Claims {
+    /// Who entry `index` is, for a message: a node, or a cluster node's
+    /// master.
+    fn who(&self, index: usize) -> String {
+        let owner = self.owners[index];
+        if owner == index {
+            format!("node {}", self.addresses[index])
+        } else {
+            format!(
+                "cluster node {} (master {})",
+                self.addresses[owner], self.addresses[index]
+            )
+        }
+    }
 }
 
 impl Registry {
@@ -98,18 +117,20 @@ impl Registry {
             listed: n,
             claims: Mutex::new(Claims {
                 addresses,
+                owners: (0..n).collect(),
                 ids: vec![None; n],
-                next: 0,
                 counting: vec![false; n],
             }),
         })
     }
 
-    /// A cluster's master, `address`: a server whose admission is its own
-    /// (and which no other node or master may reach). Its index.
-    pub(crate) fn add(&self, address: Arc<str>) -> usize {
+    /// A master, `address`, of the cluster listed as node `owner`: a server
+    /// whose admission is its own (and which no other node or master may
+    /// reach). Its index.
+    pub(crate) fn add(&self, address: Arc<str>, owner: usize) -> usize {
         let mut claims = self.claims.lock();
         claims.addresses.push(address);
+        claims.owners.push(owner);
         claims.ids.push(None);
         claims.counting.push(false);
         claims.addresses.len() - 1
@@ -129,30 +150,47 @@ impl Registry {
         self.claims.lock().addresses[index].clone()
     }
 
-    /// Node `index` reached server `run_id`.
-    fn claim(&self, index: usize, run_id: &str) {
-        let mut claims = self.claims.lock();
-        if claims.ids[index].as_ref().is_some_and(|(r, _)| r == run_id) {
-            return;
-        }
-        let seq = claims.next;
-        claims.next += 1;
-        claims.ids[index] = Some((run_id.to_owned(), seq));
+    /// Whether entry `index` is a cluster's master (not a listed node).
+    fn in_cluster(&self, index: usize) -> bool {
+        index >= self.listed
     }
 
-    /// The node that counts for the server node `index` reached, when that
-    /// is another node: the one that reached it first.
-    fn first_of(&self, index: usize) -> Option<Arc<str>> {
+    /// Node `index` reached server `run_id`.
+    fn claim(&self, index: usize, run_id: &str) {
+        self.claims.lock().ids[index] = Some(run_id.to_owned());
+    }
+
+    /// The mistake, when another entry reached the server entry `index`
+    /// reached and counts for it: the one listed first (a cluster's masters
+    /// in their cluster node's place), whichever reached it first — so the
+    /// same list counts the same address on every run.
+    fn duplicate(&self, index: usize) -> Option<String> {
         let claims = self.claims.lock();
-        let (run_id, seq) = claims.ids.get(index)?.as_ref()?;
-        claims
-            .ids
-            .iter()
-            .enumerate()
-            .filter_map(|(j, id)| id.as_ref().map(|(r, s)| (j, r, *s)))
-            .filter(|(j, r, s)| *j != index && *r == run_id && s < seq)
-            .min_by_key(|(_, _, s)| *s)
-            .map(|(j, _, _)| claims.addresses[j].clone())
+        let run_id = claims.ids.get(index)?.as_ref()?;
+        let rank = |j: usize| (claims.owners[j], j);
+        let first = (0..claims.ids.len())
+            .filter(|&j| claims.ids[j].as_ref() == Some(run_id) && rank(j) < rank(index))
+            .min_by_key(|&j| rank(j))?;
+        let (theirs, ours) = (claims.owners[first], claims.owners[index]);
+        Some(if theirs != first && ours != index && theirs != ours {
+            format!(
+                "cluster nodes {} and {} reach the same Redis Cluster (the same masters): list \
+                 each cluster once, its seeds in one redis+cluster:// URL",
+                claims.addresses[theirs], claims.addresses[ours]
+            )
+        } else {
+            format!(
+                "{} and {} are the same Redis server (one run_id): list each server once, by \
+                 one address",
+                claims.who(first),
+                claims.who(index)
+            )
+        })
+    }
+
+    /// Who entry `index` is, for a message.
+    fn who(&self, index: usize) -> String {
+        self.claims.lock().who(index)
     }
 
     /// Whether node `index` counts now (reachable and admitted).
@@ -242,7 +280,12 @@ impl Admission {
         }
     }
 
-    /// A node of its own, with no rules (the fake nodes of unit tests).
+    /// Its place in the client's registry: for a listed node, its place in
+    /// the list.
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
     /// Keeps its marker at `key` from now on: a cluster's master keeps it in
     /// a hash slot it serves (it replicates with that slot's data, so a
     /// replica promoted in its place finds it), which changes when slots
@@ -288,6 +331,7 @@ impl Admission {
         }
     }
 
+    /// A node of its own, with no rules (the fake nodes of unit tests).
     #[cfg(test)]
     pub(crate) fn standalone(address: &str) -> Self {
         Admission::new(0, Rules::default(), Registry::new(vec![address.into()]))
@@ -324,7 +368,21 @@ impl Admission {
     /// [`examined`](Self::examined) for a node that said what it is.
     fn judge(&self, state: &mut State, facts: &Facts, now: Instant) -> Option<String> {
         self.registry.claim(self.index, &facts.run_id);
-        state.refused = if facts.too_old() {
+        let in_cluster = self.registry.in_cluster(self.index);
+        state.refused = if facts.cluster && !in_cluster {
+            Some((
+                FailureKind::Unsupported,
+                "a member of a Redis Cluster (redis_mode:cluster) listed as one server: it \
+                 serves only its own hash slots; list the whole cluster as one node, \
+                 redis+cluster://host:port[,host:port…] (some of its masters)"
+                    .to_owned(),
+            ))
+        } else if !facts.cluster && in_cluster {
+            Some((
+                FailureKind::Unsupported,
+                "named as a master by the cluster's map, but not in cluster mode".to_owned(),
+            ))
+        } else if facts.too_old() {
             Some((
                 FailureKind::Unsupported,
                 format!(
@@ -359,10 +417,10 @@ impl Admission {
         if !facts.master {
             // A replica (a plain URL to one, or a failover under way): its
             // data follows another server, and its writes are refused.
-            state.refused = Some((
+            state.refused = state.refused.take().or(Some((
                 FailureKind::NotWritable,
                 "a replica (role is not master): list masters, or a Sentinel service".to_owned(),
-            ));
+            )));
             return None;
         }
         let identity = facts.identity();
@@ -531,13 +589,10 @@ impl Admission {
                 until: None,
             });
         }
-        if let Some(first) = self.registry.first_of(self.index) {
+        if let Some(why) = self.registry.duplicate(self.index) {
             return Some(Refusal {
                 kind: FailureKind::Duplicate,
-                why: format!(
-                    "node {first} reaches this server too (one run_id) and counts for it: list \
-                     each server once"
-                ),
+                why,
                 until: None,
             });
         }
@@ -581,15 +636,9 @@ impl Admission {
     pub(crate) fn permanent_problem(&self) -> Option<String> {
         let state = self.state.lock();
         if let Some((_, why)) = &state.refused {
-            return Some(format!("node {}: {why}", self.address));
+            return Some(format!("{}: {why}", self.registry.who(self.index)));
         }
-        self.registry.first_of(self.index).map(|first| {
-            format!(
-                "nodes {first} and {} are the same Redis server (one run_id): list each \
-                 server once, by one address",
-                self.address
-            )
-        })
+        self.registry.duplicate(self.index)
     }
 }
 
@@ -942,7 +991,7 @@ mod tests {
     }
 
     #[test]
-    fn of_two_nodes_reaching_one_server_only_the_first_counts() {
+    fn of_two_nodes_reaching_one_server_only_the_first_listed_counts() {
         let registry = Registry::new(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
         let nodes: Vec<Admission> = (0..3)
             .map(|i| Admission::new(i, Rules::default(), registry.clone()))
@@ -950,24 +999,70 @@ mod tests {
         see(&nodes[1], facts("same:x", 5, None));
         see(&nodes[2], facts("other:x", 5, None));
         assert!(nodes.iter().all(admitted), "no duplicate yet");
-        // Node 0 was down, and reaches the same server as node 1.
+        // Node 0 was down, and reaches the same server as node 1: listed
+        // first, it counts from now on, whichever answered first.
         see(&nodes[0], facts("same:x", 5, None));
-        assert!(admitted(&nodes[1]), "the first keeps counting");
-        let failure = nodes[0].refusal().unwrap();
+        assert!(admitted(&nodes[0]), "the first listed counts");
+        let failure = nodes[1].refusal().unwrap();
         assert_eq!(failure.kind(), FailureKind::Duplicate);
-        assert!(failure.detail().contains("b:1"), "{failure}");
-        let problem = nodes[0].permanent_problem().unwrap();
-        assert!(
-            problem.contains("a:1") && problem.contains("b:1"),
-            "{problem}"
+        assert!(failure.detail().contains("a:1"), "{failure}");
+        let problem = nodes[1].permanent_problem().unwrap();
+        assert_eq!(
+            problem,
+            "node a:1 and node b:1 are the same Redis server (one run_id): list each server \
+             once, by one address"
         );
+        assert_eq!(nodes[0].permanent_problem(), None);
         // Reconnecting to the same server changes nothing.
-        see(&nodes[1], facts("same:x", 6, None));
-        assert!(admitted(&nodes[1]) && !admitted(&nodes[0]));
-        // Node 1 now reaches another server: node 0 counts, and node 1's
+        see(&nodes[0], facts("same:x", 6, None));
+        assert!(admitted(&nodes[0]) && !admitted(&nodes[1]));
+        // Node 0 now reaches another server: node 1 counts, and node 0's
         // connection to the first server (examined before) no longer votes.
-        see(&nodes[1], facts("third:x", 1, None));
+        see(&nodes[0], facts("third:x", 1, None));
         assert!(admitted(&nodes[0]) && admitted(&nodes[1]));
-        assert!(nodes[1].refusal_for(Some("same:x")).is_err());
+        assert!(nodes[0].refusal_for(Some("same:x")).is_err());
+    }
+
+    #[test]
+    fn a_cluster_listed_twice_or_as_one_server_is_named() {
+        let member = |id: &str| Facts {
+            cluster: true,
+            ..facts(id, 5, None)
+        };
+        // Listed: a plain node, then two cluster nodes.
+        let registry = Registry::new(vec![
+            "p:1".into(),
+            "cluster:s:1".into(),
+            "cluster:s:2".into(),
+        ]);
+        let plain = Admission::new(0, Rules::default(), registry.clone());
+        see(&plain, member("m1:x"));
+        let failure = plain.refusal().unwrap();
+        assert_eq!(failure.kind(), FailureKind::Unsupported);
+        assert!(failure.detail().contains("redis+cluster://"), "{failure}");
+        assert!(plain.permanent_problem().unwrap().starts_with("node p:1: "));
+        // The same two masters, reached through either cluster node.
+        let master = |address: &str, owner| {
+            let index = registry.add(address.into(), owner);
+            Admission::new(index, Rules::default(), registry.clone())
+        };
+        let (b1, a1) = (master("m2:1", 2), master("m2:1", 1));
+        see(&b1, member("m2:x"));
+        see(&a1, member("m2:x"));
+        assert!(admitted(&a1), "the cluster listed first counts");
+        assert_eq!(b1.refusal().unwrap().kind(), FailureKind::Duplicate);
+        assert_eq!(
+            b1.permanent_problem().unwrap(),
+            "cluster nodes cluster:s:1 and cluster:s:2 reach the same Redis Cluster (the same \
+             masters): list each cluster once, its seeds in one redis+cluster:// URL"
+        );
+        // A cluster's master in standalone mode (never so in practice).
+        let odd = master("m3:1", 1);
+        see(&odd, facts("m3:x", 5, None));
+        assert!(
+            odd.permanent_problem()
+                .unwrap()
+                .starts_with("cluster node cluster:s:1 (master m3:1): ")
+        );
     }
 }

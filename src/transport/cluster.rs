@@ -194,11 +194,13 @@ impl SlotMap {
 /// Asks the cluster for its map through `candidates` in order, each
 /// (connection and answer together) within `bound` and all by `until`:
 /// the first that answers with a map is the answer. `Err`: why none did (the
-/// last failure).
+/// last failure). Each candidate asked that is not in cluster mode (a
+/// standalone server listed as a cluster) goes to `standalone`, by address.
 pub(crate) fn ask_map(
     candidates: &[redis::Client],
     bound: Duration,
     until: Instant,
+    standalone: &mut Vec<String>,
 ) -> Result<SlotMap, redis::RedisError> {
     let mut last = redis::RedisError::from(std::io::Error::other("no seed to ask"));
     for client in candidates {
@@ -241,7 +243,19 @@ pub(crate) fn ask_map(
                     ));
                 }
             },
-            Err(err) => last = err,
+            Err(err) => {
+                if err.code() == Some("ERR")
+                    && err
+                        .detail()
+                        .is_some_and(|d| d.contains("cluster support disabled"))
+                {
+                    let address = client.get_connection_info().addr().to_string();
+                    if !standalone.contains(&address) {
+                        standalone.push(address);
+                    }
+                }
+                last = err;
+            }
         }
     }
     Err(last)

@@ -109,6 +109,9 @@ pub(crate) struct ClusterLink {
     read_at: Option<Instant>,
     /// A redirection or a master's failure says the map is out of date.
     stale: bool,
+    /// Seeds (or masters) that said they are not in cluster mode, by
+    /// address: a standalone server listed as a cluster.
+    standalone: Vec<String>,
 }
 
 /// How a master's link is made: its place in the registry, whether it
@@ -153,20 +156,34 @@ impl ClusterLink {
             silent: HashMap::new(),
             read_at: None,
             stale: true,
+            standalone: Vec::new(),
         };
         let timeout = link.pools.connect_timeout;
         link.refresh(timeout, Instant::now() + timeout, true);
         link
     }
 
-    /// Why the node can never count: a master's admission refuses it for
-    /// good (too old, evicts keys, listed twice).
+    /// Why the node can never count: a seed is no cluster member, or a
+    /// master's admission refuses it for good (too old, evicts keys,
+    /// listed twice).
     pub(crate) fn problems(&self) -> Vec<String> {
-        self.masters
+        let mut problems: Vec<String> = self
+            .masters
             .values()
             .filter_map(|m| m.shared().admission.permanent_problem())
-            .map(|problem| format!("cluster {}: {problem}", self.shared.address))
-            .collect()
+            .chain(self.standalone.iter().map(|seed| {
+                format!(
+                    "node {}: seed {seed} is not in cluster mode (cluster support disabled): \
+                     list a standalone server as redis://host:port (or rediss://), not \
+                     redis+cluster://",
+                    self.shared.address
+                )
+            }))
+            .collect();
+        // A cluster listed twice says so once, not once per master.
+        problems.sort();
+        problems.dedup();
+        problems
     }
 
     /// Reads the map when it is out of date (at most every
@@ -197,7 +214,7 @@ impl ClusterLink {
             .chain(silent.into_iter().filter_map(client))
             .collect();
         let bound = timeout.min(self.pools.connect_timeout);
-        match ask_map(&candidates, bound, until) {
+        match ask_map(&candidates, bound, until, &mut self.standalone) {
             Ok(map) => {
                 self.stale = false;
                 self.shared.mark_up();
@@ -317,7 +334,7 @@ impl ClusterLink {
             return index;
         }
         let address: Arc<str> = Arc::from(format!("{}:{}", master.0, master.1).as_str());
-        let index = self.registry.add(address);
+        let index = self.registry.add(address, self.shared.admission.index());
         self.indices.insert(master.clone(), index);
         index
     }

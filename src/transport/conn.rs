@@ -18,7 +18,7 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use super::admission::{Admission, examine};
-use super::failure::{classify, server_error, with_advice};
+use super::failure::{classify, server_error};
 use super::rtt::RoundTrip;
 use super::scripts::Sent;
 use super::source::{Source, address_of};
@@ -304,8 +304,7 @@ impl NodeShared {
                     Some(reply) => format!("{} {}", reply.code(), reply.details().unwrap_or("")),
                     None => err.to_string(),
                 };
-                let said = said.split_whitespace().collect::<Vec<_>>().join(" ");
-                with_advice(&said, reply.as_ref().map_or("", |r| r.code()))
+                said.split_whitespace().collect::<Vec<_>>().join(" ")
             }
         };
         NodeFailure::new(self.address.clone(), kind, detail)

@@ -2,7 +2,7 @@
 //! then on a live one), parsed here, judged in `admission.rs`.
 //!
 //! One pipeline, one round trip: `INFO server` (which process: `run_id`,
-//! `uptime_in_seconds`, `redis_version`), `INFO replication`
+//! `uptime_in_seconds`, `redis_version`, `redis_mode`), `INFO replication`
 //! (`master_replid`, which a promotion changes), `INFO memory`
 //! (`maxmemory`, `maxmemory_policy`: whether keys can vanish before they
 //! expire) and the admission marker [`MARKER`].
@@ -35,6 +35,9 @@ pub(crate) struct Facts {
     pub(crate) promoted: bool,
     /// `role:master`.
     pub(crate) master: bool,
+    /// `redis_mode:cluster`: a member of a Redis Cluster (a plain URL to
+    /// one reaches only the slots it serves).
+    pub(crate) cluster: bool,
     /// As the node reports it (whole seconds, wall clock).
     pub(crate) uptime: Duration,
     /// `redis_version`, as reported.
@@ -121,6 +124,7 @@ impl Facts {
             promoted: field(replication, "master_replid2")
                 .is_some_and(|id| id.bytes().any(|b| b != b'0')),
             master: field(replication, "role")? == "master",
+            cluster: field(server, "redis_mode") == Some("cluster"),
             uptime: Duration::from_secs(field(server, "uptime_in_seconds")?.parse().ok()?),
             version: field(server, "redis_version")?.to_owned(),
             maxmemory: field(memory, "maxmemory")?.parse().ok()?,
@@ -244,6 +248,11 @@ mod tests {
         assert_eq!(f.version, "7.0.15");
         assert!(!f.evicts(), "no memory limit: nothing is evicted");
         assert!(!f.too_old());
+        assert!(!f.cluster, "no redis_mode: standalone");
+        let member = format!("{SERVER}redis_mode:cluster\r\n");
+        assert!(Facts::parse(&member, REPL, MEMORY, None).unwrap().cluster);
+        let plain = format!("{SERVER}redis_mode:standalone\r\n");
+        assert!(!Facts::parse(&plain, REPL, MEMORY, None).unwrap().cluster);
         assert_eq!(
             f.marker,
             Some(Marker::Operator {

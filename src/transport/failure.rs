@@ -48,22 +48,7 @@ pub(crate) fn server_failure(node: &Arc<str>, err: &redis::ServerError) -> NodeF
         classify_code(err.code())
     };
     let said = format!("{} {details}", err.code());
-    NodeFailure::new(node.clone(), kind, with_advice(said.trim_end(), err.code()))
-}
-
-/// What to do about a node that answers as a member of a Redis Cluster:
-/// `MOVED` / `ASK` (the key's slot is served elsewhere), `CROSSSLOT` (a
-/// script's keys lie in several slots).
-const CLUSTER_ADVICE: &str = "the node runs in Redis Cluster mode: list the whole cluster as one \
-     node, redis+cluster://host:port[,host:port…] (some of its masters)";
-
-/// `said` (a node's error), with what to do about it where the code calls
-/// for it.
-pub(crate) fn with_advice(said: &str, code: &str) -> String {
-    match code {
-        "MOVED" | "ASK" | "CROSSSLOT" => format!("{said}; {CLUSTER_ADVICE}"),
-        _ => said.to_owned(),
-    }
+    NodeFailure::new(node.clone(), kind, said.trim_end())
 }
 
 /// Maps a Redis error code (`WRONGPASS`, `READONLY`, ...) to a failure kind.
@@ -98,20 +83,18 @@ mod tests {
     }
 
     #[test]
-    fn a_cluster_members_redirection_says_what_to_do() {
+    fn a_script_refused_by_the_acl_is_auth_and_a_reply_reads_as_the_node_said() {
         let node: Arc<str> = "n:1".into();
-        for line in [
-            "MOVED 866 127.0.0.1:30002",
-            "ASK 866 127.0.0.1:30002",
-            "CROSSSLOT Keys in request don't hash to the same slot",
-        ] {
-            let failure = server_failure(&node, &reply(line));
-            let text = failure.to_string();
-            assert!(text.contains(line), "{text}");
-            assert!(text.contains("Redis Cluster mode"), "{text}");
-            assert_eq!(failure.kind(), FailureKind::Server);
-        }
-        let plain = server_failure(&node, &reply("ERR boom"));
-        assert!(!plain.to_string().contains("Cluster"), "{plain}");
+        let refused = server_failure(
+            &node,
+            &reply("ERR The user executing the script can't run this command or subcommand"),
+        );
+        assert_eq!(refused.kind(), FailureKind::Auth);
+        let moved = server_failure(&node, &reply("MOVED 866 127.0.0.1:30002"));
+        assert_eq!(moved.kind(), FailureKind::Server);
+        assert!(
+            moved.detail().ends_with("MOVED 866 127.0.0.1:30002"),
+            "{moved}"
+        );
     }
 }
