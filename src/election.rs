@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::acquire::Acquire;
 use crate::cancel::CancelToken;
 use crate::core::{Core, Seen};
-use crate::error::Error;
+use crate::error::{Error, LostCause};
 use crate::guard::LockGuard;
 
 /// An election across processes and machines: candidates
@@ -361,6 +361,7 @@ impl Leadership {
             confirmed: 0,
             quorum: self.election.core.quorum(),
             failures: Vec::new(),
+            cause: LostCause::Resigned,
         }
     }
 

@@ -83,20 +83,27 @@ pub enum Error {
         /// a majority had already become impossible.
         failures: Vec<NodeFailure>,
     },
-    /// An extend or release found our token on fewer than a majority of nodes:
-    /// the lock expired (and may now belong to someone else). Work protected by
-    /// the lock must stop.
+    /// The lock is no longer held (and may now belong to someone else):
+    /// its validity ran out, or the nodes said our token is gone. `cause`
+    /// says which; work protected by the lock must stop.
+    #[non_exhaustive]
     LockLost {
         /// The resource (Redis key) concerned (for several, joined by `, `).
         resource: String,
-        /// How many nodes still held our token.
+        /// How many nodes still held our token: of the round that found it
+        /// gone ([`LostCause::NotHeld`]), or of the last renewal that
+        /// failed before the validity ran out ([`LostCause::Expired`]; 0
+        /// when none failed).
         confirmed: usize,
         /// How many were needed (`N/2 + 1`).
         quorum: usize,
-        /// Nodes that failed to answer, with their causes, and nodes that had
-        /// not answered yet ([`FailureKind::Unanswered`]). Nodes that answered
-        /// "not ours" are not failures and are not listed.
+        /// Nodes that failed to answer that round, with their causes, and
+        /// nodes that had not answered yet ([`FailureKind::Unanswered`]).
+        /// Nodes that answered "not ours" are not failures and are not
+        /// listed.
         failures: Vec<NodeFailure>,
+        /// What is known of how it was lost.
+        cause: LostCause,
     },
     /// A majority granted the lock, but the round took so long that no validity
     /// was left of the TTL. The partial lock was released again. Also
@@ -198,24 +205,32 @@ impl fmt::Display for Error {
                 confirmed,
                 quorum,
                 failures,
+                cause,
             } => {
-                if confirmed < quorum
-                    && confirmed + failures.len() >= *quorum
-                    && !failures.is_empty()
-                {
-                    // The failures alone explain it: nodes did not answer.
-                    write!(
+                match cause {
+                    LostCause::Expired if failures.is_empty() => write!(
                         f,
-                        "lock on {resource:?} was lost: its renewal reached {confirmed} node(s) \
-                         before it expired, {quorum} needed, the others unreachable; stop the \
-                         work it protected"
-                    )?;
-                } else {
-                    write!(
+                        "lock on {resource:?} was lost: its validity ran out before a renewal \
+                         got through (no keep-alive, or the process was paused past it); \
+                         another client may hold it now; stop the work it protected"
+                    )?,
+                    LostCause::Expired => write!(
                         f,
-                        "lock on {resource:?} was lost: {confirmed} node(s) still held it, \
-                         {quorum} needed; stop the work it protected"
-                    )?;
+                        "lock on {resource:?} was lost: its validity ran out while renewals \
+                         failed (the last reached {confirmed} node(s), {quorum} needed, the \
+                         others unreachable); stop the work it protected"
+                    )?,
+                    LostCause::NotHeld => write!(
+                        f,
+                        "lock on {resource:?} was lost: only {confirmed} node(s) still held it, \
+                         {quorum} needed; the others answered that its token is gone (it \
+                         expired there, or was deleted or taken); stop the work it protected"
+                    )?,
+                    LostCause::Resigned => write!(
+                        f,
+                        "the leadership of {resource:?} was resigned through this handle; \
+                         campaign again to lead"
+                    )?,
                 }
                 write_failures(f, failures)
             }
@@ -242,6 +257,23 @@ impl fmt::Display for Error {
             ),
         }
     }
+}
+
+/// What is known of how a lock was lost ([`Error::LockLost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostCause {
+    /// Its validity ran out before a renewal got through: no renewal was
+    /// tried in time (no keep-alive, a process paused past it), or the
+    /// renewals failed for want of nodes (listed in `failures`). Nothing
+    /// was asked of the nodes about it: they may still hold its keys until
+    /// their TTL, but another client may hold the lock now.
+    Expired,
+    /// The nodes were asked, and too few of them still held its token: it
+    /// expired there, or was deleted or taken.
+    NotHeld,
+    /// A leadership this handle resigned.
+    Resigned,
 }
 
 /// What an acquisition that found its resource held asked for.

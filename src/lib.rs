@@ -248,7 +248,7 @@ pub use client::Redlock;
 pub use client_config::Config;
 pub use config::RedlockBuilder;
 pub use election::{Campaign, Election, Leader, Leadership, Observer};
-pub use error::{Error, FailureKind, NodeFailure, Wanted};
+pub use error::{Error, FailureKind, LostCause, NodeFailure, Wanted};
 pub use guard::LockGuard;
 pub use health::NodeHealth;
 pub use rw_lock::RwLock;

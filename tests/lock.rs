@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use harness::{Cluster, Fault, Proxy};
 use harness::{settles, test_client};
-use redlock_sync::{Error, Redlock};
+use redlock_sync::{Error, LostCause, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -168,13 +168,25 @@ fn an_expired_lock_cannot_release_or_extend_the_next_holder() {
     let second = b.lock("res:expire", TTL).unwrap();
     let token = stored_token(&cluster, "res:expire");
 
-    assert!(matches!(first.extend(TTL), Err(Error::LockLost { .. })));
+    // Its validity ran out: nothing asked; then the release asks, and the
+    // nodes say the token is gone.
+    assert!(matches!(
+        first.extend(TTL),
+        Err(Error::LockLost {
+            cause: LostCause::Expired,
+            ..
+        })
+    ));
     match first.release() {
         Err(Error::LockLost {
-            confirmed, quorum, ..
+            confirmed,
+            quorum,
+            cause,
+            ..
         }) => {
             assert_eq!(confirmed, 0);
             assert_eq!(quorum, 3);
+            assert_eq!(cause, LostCause::NotHeld);
         }
         other => panic!("expected LockLost, got {other:?}"),
     }

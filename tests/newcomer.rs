@@ -8,7 +8,7 @@ use std::sync::Barrier;
 use std::time::Duration;
 
 use harness::Cluster;
-use redlock_sync::{Error, FailureKind, Redlock};
+use redlock_sync::{Error, FailureKind, LostCause, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
 
@@ -164,6 +164,92 @@ fn a_lock_lost_to_timeouts_keeps_its_causes() {
         other => panic!("expected LockLost, got {other:?}"),
     }
     assert!(text.contains("unreachable"), "{text}");
+    assert!(
+        matches!(
+            err,
+            Error::LockLost {
+                cause: LostCause::Expired,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // Its release after the resume says what was known when the lock was
+    // lost, whatever the removal of its keys finds (it once said "2
+    // node(s) still held it, 2 needed").
+    let err = guard.release().unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error::LockLost {
+                cause: LostCause::Expired,
+                confirmed: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(text.contains("validity ran out"), "{text}");
+    assert!(!text.contains("still held it"), "{text}");
+}
+
+/// A lock without keep-alive whose validity simply ran out: no node is
+/// asked, and the message says so — not "0 node(s) still held it" (it
+/// once did, although the nodes still held it). A release afterwards asks
+/// the nodes, and says what they answered.
+#[test]
+fn a_lock_whose_validity_ran_out_says_so_and_nothing_it_did_not_check() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    let mut guard = redlock
+        .lock("newcomer:expired", Duration::from_millis(300))
+        .unwrap();
+    harness::settles("the validity ran out", || !guard.is_valid());
+    for err in [
+        guard.ensure_valid().unwrap_err(),
+        guard.extend(TTL).unwrap_err(),
+    ] {
+        let text = err.to_string();
+        println!("{text}");
+        match &err {
+            Error::LockLost {
+                cause: LostCause::Expired,
+                confirmed: 0,
+                failures,
+                ..
+            } => assert!(failures.is_empty(), "{text}"),
+            other => panic!("expected LockLost (Expired), got {other:?}"),
+        }
+        assert!(
+            text.contains("its validity ran out before a renewal"),
+            "{text}"
+        );
+        assert!(!text.contains("node(s)"), "no node was asked: {text}");
+    }
+    cluster.await_gone("newcomer:expired");
+    let err = guard.release().unwrap_err();
+    let text = err.to_string();
+    println!("{text}");
+    assert!(
+        matches!(
+            err,
+            Error::LockLost {
+                cause: LostCause::NotHeld,
+                confirmed: 0,
+                quorum: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        text.contains("the others answered that its token is gone"),
+        "{text}"
+    );
 }
 
 /// `retry_count(10)` makes 11 attempts (the first and 10 retries, each

@@ -30,7 +30,7 @@ use super::acquire::millis;
 use super::{Core, answer_by, lock_lost, no_quorum};
 use crate::algorithm::{self, Verdict};
 use crate::cancel::CancelToken;
-use crate::error::{Error, NodeFailure};
+use crate::error::{Error, LostCause, NodeFailure};
 use crate::metrics;
 use crate::transport::{Keys, Op, PendingRound, gate_name};
 
@@ -80,6 +80,9 @@ struct LeaseState {
     /// how many nodes confirmed it, for the `LockLost` error.
     failures: Vec<NodeFailure>,
     confirmed: usize,
+    /// How it was lost, for the `LockLost` error: `NotHeld` once an
+    /// extension found the token gone, else its validity ran out.
+    cause: LostCause,
 }
 
 /// Who asks for an extension.
@@ -126,6 +129,7 @@ impl Lease {
                 epoch: 0,
                 failures: Vec::new(),
                 confirmed: 0,
+                cause: LostCause::Expired,
             }),
             extension_ended: Condvar::new(),
             fence: None,
@@ -440,7 +444,9 @@ impl PendingRelease<'_> {
         core.waiters
             .released(gate_name(&lease.resources[0]), gate, by);
         if self.was_lost {
-            return Err(lock_lost(&lease.name, outcome));
+            // What was known when it was lost, not what its keys' removal
+            // found.
+            return Err(lease.lost_error(core.quorum()));
         }
         match outcome.verdict {
             Verdict::Confirmed => {
@@ -467,6 +473,7 @@ fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
         confirmed: state.confirmed,
         quorum,
         failures: state.failures.clone(),
+        cause: state.cause,
     }
 }
 
@@ -513,10 +520,11 @@ impl PendingExtend<'_> {
                 state.confirmed = 0;
                 Ok(())
             }
-            Verdict::Confirmed => Err(lock_lost(&lease.name, outcome)),
+            Verdict::Confirmed => Err(lost_error(&lease.name, &state, core.quorum())),
             Verdict::Refused => {
                 state.failures = outcome.failures.clone();
                 state.confirmed = outcome.confirmed;
+                state.cause = LostCause::NotHeld;
                 lease.lose(&mut state);
                 Err(lock_lost(&lease.name, outcome))
             }

@@ -60,7 +60,7 @@ use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
 use crate::algorithm::{self, Outcome};
-use crate::error::Error;
+use crate::error::{Error, LostCause};
 use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
@@ -376,5 +376,6 @@ fn lock_lost(resource: &str, outcome: Outcome) -> Error {
         confirmed: outcome.confirmed,
         quorum: outcome.quorum,
         failures: outcome.failures,
+        cause: LostCause::NotHeld,
     }
 }
