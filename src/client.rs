@@ -64,15 +64,36 @@ impl std::fmt::Debug for Redlock {
 }
 
 impl Redlock {
-    /// A client with default settings over the given node URLs.
+    /// A client with default settings over the given node URLs, one node
+    /// (and one vote) each:
     ///
-    /// Each URL is `redis://[user:password@]host[:port][/db]`,
-    /// `rediss://…` (with a TLS feature enabled) or `unix:///path/to/socket`.
+    /// | URL | node |
+    /// | --- | --- |
+    /// | `redis://[user:password@]host[:port][/db]` | one Redis server (port 6379 by default) |
+    /// | `rediss://…` | the same over TLS (a TLS feature: `tls-rustls` or `tls-native-tls`) |
+    /// | `unix:///path/to/socket[?db=N&pass=…]` (or `redis+unix://`) | one server on a Unix socket |
+    /// | `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]` | whichever server the Sentinels name as the service's master (the password is the master's; see [`RedlockBuilder::sentinel_password`]) |
+    /// | `redis+cluster://[user:password@]host:port[,host:port…]` | a whole Redis Cluster, reached through some of its masters (`rediss+cluster://` over TLS) |
+    ///
+    /// Percent-encode `@`, `/`, `?` and `#` in a password (`%40`…). List
+    /// independent servers, each once; a cluster member is listed through
+    /// its cluster's `redis+cluster://` URL, never as `redis://`.
+    ///
+    /// ```no_run
+    /// let redlock = redlock_sync::Redlock::new([
+    ///     "redis://10.0.0.1",
+    ///     "redis://:secret@10.0.0.2:6380",
+    ///     "redis+cluster://10.0.1.1:7000,10.0.1.2:7000",
+    /// ])?;
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`Error::Config`] when the list is empty or a URL is malformed,
-    /// unsupported or listed twice. Nodes that are down are not an error.
+    /// [`Error::Config`] when the list is empty, a URL is malformed,
+    /// unsupported or listed twice, or a node that answered while the
+    /// client started can never count (see [`RedlockBuilder::build`]).
+    /// Nodes that are down are not an error.
     pub fn new<I>(nodes: I) -> Result<Redlock, Error>
     where
         I: IntoIterator,
@@ -439,7 +460,8 @@ impl Redlock {
     /// every call on every clone, and on its [`Semaphore`], [`RwLock`] and
     /// [`Election`] handles, fails with [`Error::Shutdown`] — except
     /// [`node_health`](Self::node_health) and [`verify`](Self::verify),
-    /// which report the health last seen without asking the nodes, and an
+    /// which ask no node and report each down and not counting, "the
+    /// client was shut down", and an
     /// [`Observer`](crate::Observer), which reports nothing more. A call
     /// while another shutdown is under way waits for it (up to `within`)
     /// and returns its result.
@@ -525,8 +547,10 @@ impl RedlockBuilder {
     ///
     /// [`Error::Config`] for an empty node list, a malformed, unsupported or
     /// duplicate node URL, a setting out of range, or a node that answered
-    /// at the start and can never count: the same server as another node (one
-    /// `run_id` under two addresses), an eviction policy (see
+    /// at the start and can never count: the same server (or Redis Cluster)
+    /// as another node (one `run_id` under two addresses), a replica, a
+    /// Redis Cluster member listed as `redis://` or a standalone server
+    /// listed as `redis+cluster://`, an eviction policy (see
     /// [`allow_eviction`](RedlockBuilder::allow_eviction)), a Redis older
     /// than 7.0, `INFO` refused, or a Sentinel service no Sentinel knows;
     /// [`Error::System`] if a thread cannot be started.

@@ -12,9 +12,18 @@ use crate::transport::NodeSpec;
 
 /// Configures and builds a [`Redlock`](crate::Redlock) client.
 ///
-/// Every setter consumes and returns the builder; every setting has a getter
-/// and a documented default. [`build`](Self::build) validates everything and
-/// returns [`Error::Config`] on bad input; it never panics.
+/// Every setter consumes and returns the builder; every setting has a
+/// documented default, and a built client shows them all with
+/// [`Redlock::config`](crate::Redlock::config). [`build`](Self::build)
+/// validates everything and returns [`Error::Config`] on bad input; it
+/// never panics. The node URL forms are listed at
+/// [`Redlock::new`](crate::Redlock::new).
+///
+/// Resource names are checked per call, not here: with a Redis Cluster node
+/// (`redis+cluster://`) listed, a name that contains `}` without a hash tag
+/// of its own (`a}b`) cannot keep its keys in one hash slot, and every call
+/// with it fails with [`Error::Config`] (give it a tag, `{a}b`, or drop the
+/// `}`).
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -348,6 +357,15 @@ impl RedlockBuilder {
     pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Settings), Error> {
         validate(&self.settings)?;
         let nodes = parse_nodes(&self.nodes, &self.tls, &self.sentinel)?;
+        if let [a, b] = &nodes[..] {
+            // Often taken for redundancy; it is the opposite.
+            log::warn!(
+                "redlock: two nodes ({}, {}) need both for a quorum (2 of 2): either one down \
+                 stops every lock; list 3 or 5 independent nodes (or 1, knowingly)",
+                a.address,
+                b.address
+            );
+        }
         Ok((nodes, self.settings))
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::error::NodeFailure;
+use crate::error::{FailureKind, NodeFailure};
 
 /// One node as the client sees it, from [`Redlock::node_health`](crate::Redlock::node_health):
 /// what a blocking web server shows at `/healthz`.
@@ -48,6 +48,26 @@ impl NodeHealth {
             resolved: None,
             refusal: None,
             masters: Vec::new(),
+        }
+    }
+
+    /// As it is once the client was shut down: down, and counting for
+    /// nothing, with the shutdown as the reason (not the health last seen).
+    pub(crate) fn shut_down(self) -> Self {
+        let failure = NodeFailure::new(
+            self.address.as_str().into(),
+            FailureKind::Connection,
+            "the client was shut down (Redlock::shutdown): it no longer connects to any node",
+        );
+        NodeHealth {
+            up: false,
+            refusal: Some(failure),
+            masters: self
+                .masters
+                .into_iter()
+                .map(NodeHealth::shut_down)
+                .collect(),
+            ..self
         }
     }
 

@@ -366,3 +366,66 @@ fn the_retry_settings_hold_with_and_without_wake_ups() {
         }
     }
 }
+
+/// A two-node list builds (both up, it works), and says once, at build,
+/// that it tolerates no failure: a quorum of 2 of 2.
+#[test]
+fn a_two_node_list_is_warned_about_once_at_build() {
+    harness::capture_logs();
+    let cluster = Cluster::start(3);
+    let pair = &cluster.urls()[..2];
+    let client = Redlock::builder(pair)
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    assert_eq!(client.quorum(), 2);
+    let address = format!("127.0.0.1:{}", cluster.nodes[1].port);
+    let warned = |logs: &[String]| {
+        logs.iter()
+            .filter(|l| l.starts_with("WARN") && l.contains(&address) && l.contains("2 of 2"))
+            .count()
+    };
+    assert_eq!(warned(&harness::logs()), 1, "{:#?}", *harness::logs());
+    client
+        .try_lock("newcomer:pair", TTL)
+        .unwrap()
+        .expect("free")
+        .release()
+        .unwrap();
+    // Three nodes: no such warning.
+    let third = format!("127.0.0.1:{}", cluster.nodes[2].port);
+    let _three = Redlock::builder(cluster.urls())
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    assert_eq!(warned(&harness::logs()), 1);
+    assert!(
+        !harness::logs()
+            .iter()
+            .any(|l| l.contains("2 of 2") && l.contains(&third)),
+        "{:#?}",
+        *harness::logs()
+    );
+}
+
+/// After `shutdown()`, `verify()` and `node_health()` ask nothing and say
+/// so: every node down and not counting, "the client was shut down" (they
+/// once showed the health last seen: "up, admitted").
+#[test]
+fn verify_after_shutdown_reports_the_shutdown_not_stale_health() {
+    let cluster = Cluster::start(3);
+    let client = Redlock::builder(cluster.urls())
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+        .build()
+        .unwrap();
+    assert!(client.verify().iter().all(|h| h.is_up() && h.is_admitted()));
+    client.shutdown(Duration::from_secs(5)).unwrap();
+    for health in [client.verify(), client.node_health()] {
+        assert_eq!(health.len(), 3);
+        for node in &health {
+            assert!(!node.is_up() && !node.is_admitted(), "{node:?}");
+            let why = node.refusal().unwrap().to_string();
+            assert!(why.contains("the client was shut down"), "{why}");
+        }
+    }
+}

@@ -61,6 +61,7 @@ use parking_lot::Mutex;
 
 use crate::algorithm::{self, Outcome};
 use crate::error::{Error, LostCause};
+use crate::health::NodeHealth;
 use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
@@ -225,7 +226,12 @@ impl Core {
 
     /// Every node's health.
     pub(crate) fn node_health(&self) -> Vec<crate::health::NodeHealth> {
-        self.transport.health()
+        let health = self.transport.health();
+        if self.life.is_closed() {
+            health.into_iter().map(NodeHealth::shut_down).collect()
+        } else {
+            health
+        }
     }
 
     /// Every node's health, after asking each node now.
@@ -233,7 +239,7 @@ impl Core {
         match self.enter() {
             Ok(_busy) => self.transport.verify(),
             // Shut down: nothing is asked any more.
-            Err(_) => self.transport.health(),
+            Err(_) => self.node_health(),
         }
     }
 
