@@ -227,6 +227,10 @@ pub(crate) struct Outcome {
     pub(crate) slots: Vec<u64>,
     /// An election's read: the proclamations the nodes that said yes hold.
     pub(crate) reads: Vec<std::sync::Arc<Proclaimed>>,
+    /// Nodes the request never left the client for (refused at their queue:
+    /// full, or the client shutting down): nothing of it can be there, so
+    /// nothing needs cleaning up there.
+    pub(crate) unsent: Vec<usize>,
 }
 
 impl Outcome {
@@ -426,6 +430,7 @@ impl Tally {
             },
             slots: self.slots.clone(),
             reads: self.reads.clone(),
+            unsent: Vec::new(),
         }
     }
 

@@ -533,7 +533,7 @@ impl Core {
         let mut request = self.request(Op::Leave, keys, &Arc::from(""), timeout, expires);
         request.queue = Some(member);
         request.report = report;
-        self.transport.broadcast(request);
+        self.transport.broadcast(request, &[]);
     }
 
     /// One acquisition round, sent as `route` says, in the gate node's
@@ -610,6 +610,7 @@ impl Core {
             && !outcome.permanent
             && outcome.confirmed + outcome.stale + outcome.failures.len() >= outcome.quorum)
             .then(|| outcome.fence.unwrap_or(0));
+        let unsent = outcome.unsent.clone();
         let failed = match outcome.verdict {
             Verdict::Confirmed if behind => Failed::Busy {
                 granted: false,
@@ -658,7 +659,7 @@ impl Core {
         // a majority refused it. Then the resource is held elsewhere, and a
         // queued waiter keeps its turn (see `clean_up`).
         let keep = member.filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale { .. }));
-        self.clean_up(keys, &token, (start, ttl), keep);
+        self.clean_up(keys, &token, (start, ttl), keep, &unsent);
         log::debug!("redlock: round for {keys:?} failed");
         Err(failed)
     }

@@ -32,6 +32,8 @@
 mod acquire;
 #[cfg(test)]
 mod called_tests;
+#[cfg(test)]
+mod clean_up_tests;
 mod elect;
 #[cfg(test)]
 mod elect_tests;
@@ -307,17 +309,22 @@ impl Core {
         start.checked_add(slack).unwrap_or(start)
     }
 
-    /// After a failed round: releases `token` on every node, including those
-    /// that failed or did not answer (their `SET` may still have landed),
-    /// without making the caller wait. A queued waiter's `member` (`None`:
-    /// not queued) keeps its turn: where the gate node had granted the
-    /// round, it goes back to the head of the queue there, unwoken.
+    /// After a failed round: releases `token` on every node the round's
+    /// request left the client for (all but `unsent`), including those that
+    /// failed or did not answer (their `SET` may still have landed),
+    /// without making the caller wait. A node whose queue refused the
+    /// request gets no clean-up: nothing of the round is there, and a slow
+    /// node's queue would otherwise grow by one clean-up per failed round,
+    /// past its capacity. A queued waiter's `member` (`None`: not queued)
+    /// keeps its turn: where the gate node had granted the round, it goes
+    /// back to the head of the queue there, unwoken.
     fn clean_up(
         &self,
         keys: &Keys,
         token: &Arc<str>,
         (start, ttl): (Instant, Duration),
         member: Option<Arc<str>>,
+        unsent: &[usize],
     ) {
         let timeout = self.node_timeout(ttl);
         let gone_by = self.keys_gone_by(start, ttl);
@@ -329,7 +336,7 @@ impl Core {
         {
             request.queue = Some(member);
         }
-        self.transport.broadcast(request);
+        self.transport.broadcast(request, unsent);
     }
 
     /// Queues a release of `token` (a lease's: it held the resource) on
@@ -337,7 +344,7 @@ impl Core {
     /// waiter.
     fn release_unawaited(&self, keys: &Keys, token: &Arc<str>, ttl: Duration, expires: Instant) {
         let request = self.release_request(keys, token, self.node_timeout(ttl), expires);
-        self.transport.broadcast(request);
+        self.transport.broadcast(request, &[]);
     }
 
     /// A lease's release: on the gate node it also wakes the next waiter

@@ -38,8 +38,9 @@
 //! one script. Each slot's keys go as one all-or-nothing script of their
 //! own, and the node's vote is yes only if every one of them is. When one
 //! refuses, the others may have granted their keys: the round's clean-up
-//! (every failed round releases its token on every node) removes them, as
-//! it removes what a round left on nodes that voted no for any reason.
+//! (every failed round releases its token on every node it reached)
+//! removes them, as it removes what a round left on nodes that voted no for
+//! any reason.
 //! Meanwhile another client may find part of these keys taken on this node
 //! and be refused there: a refusal, never a second holder.
 //!

@@ -527,6 +527,12 @@ impl Transport {
         &self.hub
     }
 
+    /// How many requests wait in node `index`'s queue now.
+    #[cfg(test)]
+    pub(crate) fn queued(&self, index: usize) -> usize {
+        self.nodes[index].queue.len()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -680,7 +686,7 @@ impl Transport {
             };
             if let Err(failure) = send(node, job) {
                 node.shared.note_failure(&failure);
-                round.record(index, Err(failure));
+                round.unsent(index, failure);
             }
         }
     }
@@ -701,12 +707,15 @@ impl Transport {
         }
     }
 
-    /// Sends `req` to every node (a [`Op::Leave`] to the gate node only)
-    /// without waiting for any answer.
-    pub(crate) fn broadcast(&self, req: Request) {
+    /// Sends `req` to every node but those in `skip` (a [`Op::Leave`] to
+    /// the gate node only) without waiting for any answer.
+    pub(crate) fn broadcast(&self, req: Request, skip: &[usize]) {
         let leave = req.op == Op::Leave;
         let (gate, plain) = self.split(req);
         for (index, node) in self.nodes.iter().enumerate() {
+            if skip.contains(&index) {
+                continue;
+            }
             let req = match &gate {
                 Some((g, at_gate)) if *g == index => at_gate,
                 _ if leave => continue,
@@ -743,9 +752,11 @@ fn enqueue(
 /// its capacity already — unless it cleans up (a release, a leave, a
 /// resignation), which is always queued: a full queue must not leave a
 /// key or a queue entry behind until it expires. Beyond the capacity,
-/// clean-ups pile up only while a stall is not yet noticed: the batch in
-/// flight fails at its per-node timeout, and a node found failing fails
-/// the rest fast (at the latest, each is dropped at its `expires`).
+/// clean-ups come only for requests queued below it (a failed round
+/// cleans up only where its request was queued: `Core::clean_up`), so a
+/// node slower than the rounds holds at most its capacity plus one
+/// clean-up per caller racing at the edge; and at the latest each is
+/// dropped at its `expires` (its keys gone by their TTL).
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     let address = || node.shared.address.clone();
     let closing = node.closing.load(Ordering::SeqCst);

@@ -26,6 +26,8 @@ struct RoundState {
     gate: Option<(usize, Option<Option<Vote>>)>,
     /// Set once the caller has taken the outcome: later answers are ignored.
     closed: bool,
+    /// Nodes the request never left the client for ([`Outcome::unsent`]).
+    unsent: Vec<usize>,
     /// When the answers decided the verdict: a caller that collects after
     /// its deadline (a single node's round runs on its thread, the keeper
     /// collects its renewals one by one) does not count a confirmation
@@ -41,10 +43,18 @@ impl RoundShared {
                 answered: vec![false; nodes],
                 gate: None,
                 closed: false,
+                unsent: Vec::new(),
                 decided_at: None,
             }),
             decided: Condvar::new(),
         })
+    }
+
+    /// Records that the request could not be queued for node `index`, and
+    /// why: it never left the client.
+    pub(crate) fn unsent(&self, index: usize, failure: NodeFailure) {
+        self.state.lock().unsent.push(index);
+        self.record(index, Err(failure));
     }
 
     /// Records node `index`'s answer (only its first; once the caller took
@@ -173,11 +183,16 @@ impl PendingRound {
                     self.missing(index, wait_until.saturating_duration_since(self.started))
                 ));
             }
-            return late.outcome();
+            let mut outcome = late.outcome();
+            outcome.unsent = std::mem::take(&mut state.unsent);
+            return outcome;
         }
         let decided_early = state.tally.verdict().is_some();
         let RoundState {
-            tally, answered, ..
+            tally,
+            answered,
+            unsent,
+            ..
         } = &mut *state;
         if !decided_early {
             for (index, done) in answered.iter_mut().enumerate() {
@@ -187,6 +202,7 @@ impl PendingRound {
             }
         }
         let mut outcome = tally.outcome();
+        outcome.unsent = std::mem::take(unsent);
         if outcome.verdict != Verdict::Confirmed {
             // Name the nodes the verdict did not wait for.
             for (index, _) in answered.iter().enumerate().filter(|(_, done)| !**done) {
