@@ -299,6 +299,7 @@ impl Core {
             value: None,
             waits: true,
             held: false,
+            awaited: true,
         }
     }
 

@@ -177,6 +177,20 @@ impl SlotMap {
         Some(map)
     }
 
+    /// This map, with each slot it leaves unserved given to its master in
+    /// `older` (the slots' last known masters).
+    pub(crate) fn over(&self, older: &SlotMap) -> SlotMap {
+        let mut known = self.clone();
+        for slot in 0..SLOTS {
+            if known.master(slot).is_none()
+                && let Some(was) = older.master(slot)
+            {
+                known.moved(slot, was.clone());
+            }
+        }
+        known
+    }
+
     /// The first slot `master` serves, if any.
     pub(crate) fn first_slot(&self, master: &(String, u16)) -> Option<u16> {
         let index = self.masters.iter().position(|m| m == master)?;
@@ -302,6 +316,13 @@ mod tests {
         let partial = SlotMap::parse(&Value::Array(vec![range(0, 99, "h", 1)]), "s").unwrap();
         assert_eq!(partial.unserved(), 16384 - 100);
         assert_eq!(partial.master(100), None);
+        // A slot left unserved keeps its last known master.
+        let known = partial.over(&map);
+        assert_eq!(known.master(0), Some(&("h".to_owned(), 1)));
+        assert_eq!(known.master(100), Some(&("127.0.0.1".to_owned(), 7001)));
+        assert_eq!(known.master(16383), Some(&("127.0.0.1".to_owned(), 7003)));
+        assert_eq!(known.unserved(), 0);
+        assert_eq!(partial.over(&SlotMap::empty()), partial);
         for bad in [
             Value::Nil,
             Value::Array(vec![range(5, 4, "h", 1)]),

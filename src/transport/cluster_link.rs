@@ -20,11 +20,19 @@
 //!   next batch.
 //! - `ASK slot host:port` (the slot is migrating, and the key is not here):
 //!   the request goes there once, after `ASKING`.
-//! - `TRYAGAIN` (a request's keys are split between the two ends of a
-//!   migration for a moment): sent again after a pause of a millisecond.
+//! - `TRYAGAIN` (a script's keys are split between the two ends of a
+//!   migration, or some of them do not exist while its slot migrates:
+//!   a release with its queue key, a fenced acquisition, the rw-lock and
+//!   election scripts): sent again to the same master, after `ASKING` if
+//!   it went so, after a pause that doubles from 1 ms to 16 ms, for one
+//!   per-node timeout at most (the time its caller waits for it). A
+//!   request no caller waits for (a failed round's clean-up) is sent
+//!   again as for a redirection: the batch's other answers wait for it.
 //!
-//! Each only while the request's caller still waits, and at most
-//! [`PASSES`] sends of one request. Any other failure (a master
+//! `MOVED` and `ASK` only while the request's caller still waits, and at
+//! most [`PASSES`] sends of one request. A request for a slot no master
+//! serves in the map read last (a cluster still forming, slots added since
+//! the client started) has the map read again first. Any other failure (a master
 //! unreachable, silent, refusing writes, or `CLUSTERDOWN`) also has the map
 //! read again, at most every [`REFRESH_GAP`], through the masters that
 //! answer first, then the seeds; a request a master could not be sent
@@ -106,6 +114,12 @@ pub(crate) struct ClusterLink {
     /// Masters that did not answer in time, and until when they get no
     /// request but a probe (see [`SILENT_FOR`]).
     silent: HashMap<Master, Instant>,
+    /// Every slot's last known master: the map's, or for a slot the map
+    /// leaves unserved now, the master that served it last. A master given
+    /// a slot another master served, gone since (a promoted replica, a
+    /// lost master's slots handed on), takes over its keys, even when the
+    /// slot was unserved for a while in between (see [`Self::takes_over`]).
+    known: SlotMap,
     /// When the map was last read.
     read_at: Option<Instant>,
     /// A redirection or a master's failure says the map is out of date.
@@ -151,6 +165,7 @@ impl ClusterLink {
             rules,
             registry,
             map: SlotMap::empty(),
+            known: SlotMap::empty(),
             masters: HashMap::new(),
             indices: HashMap::new(),
             tags: HashMap::new(),
@@ -219,7 +234,9 @@ impl ClusterLink {
             Ok(map) => {
                 self.stale = false;
                 self.shared.mark_up();
-                let before = std::mem::replace(&mut self.map, map);
+                let known = map.over(&self.known);
+                let before = std::mem::replace(&mut self.known, known);
+                self.map = map;
                 self.keep_masters(&before, connect);
             }
             Err(err) => {
@@ -300,10 +317,11 @@ impl ClusterLink {
         self.publish_masters();
     }
 
-    /// Whether `master` serves a slot that another master, gone from the
-    /// map now, served `before` (a promoted replica, or a master given a
-    /// lost master's slots). A slot moved from a master still in the map
-    /// (a reshard, which moves the keys with it) is not taken over.
+    /// Whether `master` serves a slot whose last known master `before` was
+    /// another, gone from the map now (a promoted replica, or a master given
+    /// a lost master's slots) — also when the slot went unserved in
+    /// between. A slot moved from a master still in the map (a reshard,
+    /// which moves the keys with it) is not taken over.
     fn takes_over(&self, master: &Master, before: &SlotMap) -> bool {
         (0..SLOTS).any(|slot| {
             self.map.master(slot) == Some(master)
@@ -398,8 +416,22 @@ impl ClusterLink {
             .map(|(i, part)| (i, self.map.master(part.slot).cloned(), false))
             .collect();
         let started = Instant::now();
-        for pass in 0..PASSES {
-            let last = pass + 1 == PASSES;
+        // Per part: the redirections followed, and until when a `TRYAGAIN`
+        // is sent again: for as long as its caller waits (one per-node
+        // timeout, never past its deadline); one no caller waits for only
+        // as a redirection is followed, so that it does not hold up the
+        // batch's other answers.
+        let mut redirected = vec![0; parts.len()];
+        let retry_until: Vec<Option<Instant>> = parts
+            .iter()
+            .map(|p| {
+                p.req
+                    .awaited
+                    .then(|| p.req.expires.min(started + p.req.timeout.value))
+            })
+            .collect();
+        let mut pause = Duration::from_millis(1);
+        for pass in 0.. {
             let now = Instant::now();
             // Per master, its parts and whether each goes after `ASKING`.
             let mut groups: Vec<(Master, Vec<(usize, bool)>)> = Vec::new();
@@ -439,7 +471,7 @@ impl ClusterLink {
             }
             let mut next = Vec::new();
             let mut unreachable: Vec<(usize, Master)> = Vec::new();
-            let mut pause = false;
+            let mut again = false;
             for ((master, members), sending) in groups.iter().zip(sendings) {
                 let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
                 let Some((link, sending)) = self.masters.get_mut(master).zip(sending) else {
@@ -464,17 +496,32 @@ impl ClusterLink {
                     self.silent.remove(master);
                 }
                 let mut failed = false;
-                for (&(i, _), raw) in members.iter().zip(raws) {
-                    match redirection(&raw, &master.0) {
-                        Some(Redirect::Moved(slot, to)) if !last => {
+                for (&(i, asking), raw) in members.iter().zip(raws) {
+                    let redirect = redirection(&raw, &master.0);
+                    let follows = redirected[i] + 1 < PASSES;
+                    match redirect {
+                        Some(Redirect::Moved(slot, to)) if follows => {
+                            redirected[i] += 1;
                             self.map.moved(slot, to.clone());
                             self.stale = true;
                             next.push((i, Some(to), false));
                         }
-                        Some(Redirect::Ask(to)) if !last => next.push((i, Some(to), true)),
-                        Some(Redirect::TryAgain) if !last => {
-                            pause = true;
-                            next.push((i, Some(master.clone()), false));
+                        Some(Redirect::Ask(to)) if follows => {
+                            redirected[i] += 1;
+                            next.push((i, Some(to), true));
+                        }
+                        // The keys are split between the two ends of a
+                        // migration: the same master again, `ASKING` again
+                        // if it was asked so (an importing master answers
+                        // `MOVED` back without it).
+                        Some(Redirect::TryAgain)
+                            if retry_until[i].map_or(follows, |until| Instant::now() < until) =>
+                        {
+                            if retry_until[i].is_none() {
+                                redirected[i] += 1;
+                            }
+                            again = true;
+                            next.push((i, Some(master.clone()), asking));
                         }
                         _ => {
                             if let Raw::Failed(failure) = &raw
@@ -497,7 +544,7 @@ impl ClusterLink {
             // failed over: read the map again, and send the request to the
             // master that serves its slot now. (Not after a timeout: the
             // request may have run there.)
-            if !unreachable.is_empty() && !last {
+            if !unreachable.is_empty() && pass + 1 < PASSES {
                 let until = unreachable
                     .iter()
                     .map(|(i, _)| parts[*i].req.expires)
@@ -519,8 +566,11 @@ impl ClusterLink {
             if next.is_empty() {
                 break;
             }
-            if pause {
-                std::thread::sleep(Duration::from_millis(1));
+            if again {
+                // Until the migration moves the rest of the keys: 1 ms,
+                // then twice as long each time, at most 16 ms.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(16));
             }
             route = next;
         }
@@ -533,7 +583,8 @@ impl ClusterLink {
     }
 
     /// A part still redirected when its caller stopped waiting (or after
-    /// [`PASSES`] sends).
+    /// [`PASSES`] redirections), or still refused with `TRYAGAIN` after one
+    /// per-node timeout.
     fn gave_up(&self, part: &Part) -> NodeFailure {
         NodeFailure::timed_out(
             self.shared.address.clone(),
@@ -577,12 +628,17 @@ impl Link for ClusterLink {
             .map(|req| req.timeout.value)
             .max()
             .unwrap_or(Duration::from_millis(1));
-        self.refresh(timeout, until.min(Instant::now() + timeout), false);
         let parts: Vec<Part> = batch
             .iter()
             .enumerate()
             .flat_map(|(of, req)| split(of, req))
             .collect();
+        // A slot no master serves in the map read last: the cluster may
+        // serve it by now (one still forming, slots added since).
+        if parts.iter().any(|p| self.map.master(p.slot).is_none()) {
+            self.stale = true;
+        }
+        self.refresh(timeout, until.min(Instant::now() + timeout), false);
         let mut answers = self.exchange(&parts).into_iter();
         let mut at = 0;
         batch
@@ -715,6 +771,7 @@ mod tests {
             value: None,
             waits: true,
             held: true,
+            awaited: true,
         }
     }
 

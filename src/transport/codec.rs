@@ -568,6 +568,7 @@ mod tests {
             value: None,
             waits: true,
             held: true,
+            awaited: true,
         }
     }
 

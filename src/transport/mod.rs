@@ -710,6 +710,10 @@ impl Transport {
     /// Sends `req` to every node but those in `skip` (a [`Op::Leave`] to
     /// the gate node only) without waiting for any answer.
     pub(crate) fn broadcast(&self, req: Request, skip: &[usize]) {
+        let req = Request {
+            awaited: false,
+            ..req
+        };
         let leave = req.op == Op::Leave;
         let (gate, plain) = self.split(req);
         for (index, node) in self.nodes.iter().enumerate() {

@@ -602,6 +602,7 @@ mod tests {
             value: None,
             waits: true,
             held: true,
+            awaited: true,
         }
     }
 

@@ -94,6 +94,12 @@ pub(crate) struct Request {
     /// node wakes the next waiter whatever it holds; after a clean-up only
     /// where the resource is free there (see `codec.rs`).
     pub(crate) held: bool,
+    /// A caller waits for its answer (not a request sent and forgotten: a
+    /// failed round's clean-up, an abandoned lease's release, a leave).
+    /// On a cluster, only such a request is sent again after `TRYAGAIN`
+    /// for as long as its caller waits (see `cluster_link.rs`): one no
+    /// caller waits for must not hold up the others' answers.
+    pub(crate) awaited: bool,
 }
 
 impl std::fmt::Debug for Request {

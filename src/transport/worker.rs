@@ -259,6 +259,7 @@ mod tests {
             value: None,
             waits: true,
             held: true,
+            awaited: true,
         };
         let round = RoundShared::new(1, crate::algorithm::Decides::Verdict);
         let pending = PendingRound {
