@@ -75,7 +75,8 @@ impl Redlock {
     /// | `redis+sentinel://[user:password@]host:port[,host:port…]/service[/db]` | whichever server the Sentinels name as the service's master (the password is the master's; see [`RedlockBuilder::sentinel_password`]) |
     /// | `redis+cluster://[user:password@]host:port[,host:port…]` | a whole Redis Cluster, reached through some of its masters (`rediss+cluster://` over TLS) |
     ///
-    /// Percent-encode `@`, `/`, `?` and `#` in a password (`%40`…). List
+    /// Percent-encode `@`, `/`, `?` and `#` in a password (`%40`…), and in
+    /// a `redis+cluster://` URL `,` too (`%2C`). List
     /// independent servers, each once; a cluster member is listed through
     /// its cluster's `redis+cluster://` URL, never as `redis://`.
     ///

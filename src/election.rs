@@ -354,14 +354,15 @@ impl Leadership {
         }
     }
 
-    /// `LockLost` for a leadership already resigned.
+    /// `LockLost` for a leadership already resigned (never seen: only
+    /// `resign(self)` and `Drop` take the guard).
     fn resigned(&self) -> Error {
         Error::LockLost {
             resource: self.election.name.to_string(),
             confirmed: 0,
             quorum: self.election.core.quorum(),
             failures: Vec::new(),
-            cause: LostCause::Resigned,
+            cause: LostCause::NotHeld,
         }
     }
 

@@ -217,19 +217,15 @@ impl fmt::Display for Error {
                     LostCause::Expired => write!(
                         f,
                         "lock on {resource:?} was lost: its validity ran out while renewals \
-                         failed (the last reached {confirmed} node(s), {quorum} needed, the \
-                         others unreachable); stop the work it protected"
+                         failed (the last was confirmed by {confirmed} node(s), {quorum} \
+                         needed); stop the work it protected"
                     )?,
                     LostCause::NotHeld => write!(
                         f,
                         "lock on {resource:?} was lost: only {confirmed} node(s) still held it, \
-                         {quorum} needed; the others answered that its token is gone (it \
-                         expired there, or was deleted or taken); stop the work it protected"
-                    )?,
-                    LostCause::Resigned => write!(
-                        f,
-                        "the leadership of {resource:?} was resigned through this handle; \
-                         campaign again to lead"
+                         {quorum} needed; the other nodes that answered no longer hold its \
+                         token (it expired there, or was deleted or taken); stop the work it \
+                         protected"
                     )?,
                 }
                 write_failures(f, failures)
@@ -272,8 +268,6 @@ pub enum LostCause {
     /// The nodes were asked, and too few of them still held its token: it
     /// expired there, or was deleted or taken.
     NotHeld,
-    /// A leadership this handle resigned.
-    Resigned,
 }
 
 /// What an acquisition that found its resource held asked for.
@@ -461,12 +455,14 @@ pub enum FailureKind {
     /// The node does not offer what this client needs: Redis 7.0 or later
     /// (for `SET … NX GET`), and `INFO` (to tell which server it is and
     /// whether it evicts keys); or it is not what its URL says (a Redis
-    /// Cluster member listed as `redis://`, a standalone server listed as
-    /// `redis+cluster://`). Retrying does not help; the detail says which.
+    /// Cluster member listed as `redis://`). Retrying does not help; the
+    /// detail says which.
     Unsupported,
     /// The node is the same Redis server as another node of the list (one
     /// `run_id`, reached under two addresses, or one Redis Cluster listed
-    /// twice): it would count twice, so only the one listed first counts.
+    /// twice): it would count twice, so only one counts — the one listed
+    /// first if both answered while the client started, else the one that
+    /// reached the server first (one that counts is never pushed aside).
     /// List each server once.
     Duplicate,
     /// The node has a memory limit with an eviction policy other than

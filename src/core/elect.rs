@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::handoff::Woken;
-use super::{Core, Lease, answer_by, lock_lost, no_quorum};
+use super::{Core, Lease, answer_by, no_quorum};
 use crate::algorithm::{Outcome, Proclaimed, Verdict};
 use crate::error::Error;
 use crate::transport::{Keys, Op, elect_keys};
@@ -55,10 +55,7 @@ impl Core {
         let outcome = self.elect_round(lease, name, Op::Proclaim { term, seq }, Some(value));
         match outcome.verdict {
             Verdict::Confirmed => Ok(()),
-            Verdict::Refused => {
-                lease.mark_lost();
-                Err(lock_lost(name, outcome))
-            }
+            Verdict::Refused => Err(lease.lose_not_held(name, outcome)),
             Verdict::Unreachable => Err(no_quorum(name, outcome)),
         }
     }

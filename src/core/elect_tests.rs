@@ -16,7 +16,7 @@ use super::elect::term_and_value;
 use super::tests::{core_with, eventually, settings, sleeps_30_s};
 use super::wake_tests::clients;
 use super::{Lease, Patience, Target};
-use crate::error::Error;
+use crate::error::{Error, LostCause};
 use crate::transport::elect_keys;
 use crate::transport::fake::FakeNode;
 
@@ -153,8 +153,20 @@ fn a_proclamation_the_nodes_refuse_marks_the_leadership_lost() {
     }
     assert!(!old.remaining().is_zero());
     let late = core.proclaim(&old, "e", (term, 2), "late");
-    assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
+    let not_held = |result: &Result<(), Error>| {
+        matches!(
+            result,
+            Err(Error::LockLost {
+                cause: LostCause::NotHeld,
+                ..
+            })
+        )
+    };
+    assert!(not_held(&late), "{late:?}");
     assert!(old.is_lost() && old.remaining().is_zero());
+    // Every later call says what the nodes said, not "its validity ran out".
+    let later = Err(old.lost_error(core.quorum()));
+    assert!(not_held(&later), "{later:?}");
     assert_eq!(
         core.read_leader("e").unwrap(),
         Some((term + 1, Arc::from("next")))

@@ -28,7 +28,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::acquire::millis;
 use super::{Core, answer_by, lock_lost, no_quorum};
-use crate::algorithm::{self, Verdict};
+use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, LostCause, NodeFailure};
 use crate::metrics;
@@ -191,6 +191,23 @@ impl Lease {
     /// `LockLost` with the failures of the last failed extension.
     pub(crate) fn lost_error(&self, quorum: usize) -> Error {
         lost_error(&self.name, &self.state.lock(), quorum)
+    }
+
+    /// Marks the lease lost because a round's refusals showed its token
+    /// gone (`outcome`), and returns that `LockLost`: what every later
+    /// call on it reports too.
+    pub(crate) fn lose_not_held(&self, name: &str, outcome: Outcome) -> Error {
+        self.not_held(&mut self.state.lock(), &outcome);
+        self.signal();
+        lock_lost(name, outcome)
+    }
+
+    /// [`lose_not_held`](Self::lose_not_held), under the lease's lock.
+    fn not_held(&self, state: &mut LeaseState, outcome: &Outcome) {
+        state.failures = outcome.failures.clone();
+        state.confirmed = outcome.confirmed;
+        state.cause = LostCause::NotHeld;
+        self.lose(state);
     }
 
     /// Marks the lease lost (once) and says so in the log.
@@ -397,10 +414,13 @@ impl Lease {
     pub(crate) fn begin_release(&self, core: &Core, queued: bool) -> Option<PendingRelease<'_>> {
         let (ttl, keys_gone_by, was_lost) = {
             let mut state = self.state.lock();
+            // A kept-alive lease whose validity ran out is lost, whether or
+            // not the keeper woke to mark it yet.
+            let lost = state.lost || (state.kept && remaining(&state).is_zero());
             if std::mem::replace(&mut state.released, true) {
                 return None;
             }
-            (state.ttl, state.keys_gone_by, state.lost)
+            (state.ttl, state.keys_gone_by, lost)
         };
         self.signal();
         let start = Instant::now();
@@ -522,10 +542,7 @@ impl PendingExtend<'_> {
             }
             Verdict::Confirmed => Err(lost_error(&lease.name, &state, core.quorum())),
             Verdict::Refused => {
-                state.failures = outcome.failures.clone();
-                state.confirmed = outcome.confirmed;
-                state.cause = LostCause::NotHeld;
-                lease.lose(&mut state);
+                lease.not_held(&mut state, &outcome);
                 Err(lock_lost(&lease.name, outcome))
             }
             Verdict::Unreachable => {

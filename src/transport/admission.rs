@@ -14,7 +14,8 @@
 //!   unless the user accepted eviction (`allow_eviction`);
 //! - **no other node of this client reaches the same server** (one
 //!   `run_id`): of two addresses that reach one server, the one listed
-//!   first counts, the other never does ([`Registry`]);
+//!   first counts if both answered while the client started, else the one
+//!   that reached it first; the other never does ([`Registry`]);
 //! - **it is what its URL says**: a member of a Redis Cluster is listed as
 //!   a cluster (`redis+cluster://`), not as one `redis://` server;
 //! - **with the restart quarantine on, it cannot have lost acknowledged
@@ -89,8 +90,13 @@ struct Claims {
     /// Per entry, the listed node it belongs to: itself, or for a cluster
     /// master, its cluster node.
     owners: Vec<usize>,
-    /// Per entry: the `run_id` it reached last.
-    ids: Vec<Option<String>>,
+    /// Per entry: the `run_id` it reached last, and when it first reached
+    /// it: 0 while the client starts, else a sequence number.
+    ids: Vec<Option<(String, u64)>>,
+    /// The last sequence number given.
+    next: u64,
+    /// The client has started: a server's claims rank by arrival from now.
+    started: bool,
     counting: Vec<bool>,
 }
 
@@ -119,6 +125,8 @@ impl Registry {
                 addresses,
                 owners: (0..n).collect(),
                 ids: vec![None; n],
+                next: 0,
+                started: false,
                 counting: vec![false; n],
             }),
         })
@@ -139,10 +147,7 @@ impl Registry {
     /// A cluster's master `index` is no longer used (its link is gone): it
     /// claims no server until it is used again.
     pub(crate) fn forget(&self, index: usize) {
-        let mut claims = self.claims.lock();
-        if let Some(id) = claims.ids.get_mut(index) {
-            *id = None;
-        }
+        self.claim(index, None);
     }
 
     /// The address of node (or master) `index`.
@@ -155,21 +160,45 @@ impl Registry {
         index >= self.listed
     }
 
-    /// Node `index` reached server `run_id`.
-    fn claim(&self, index: usize, run_id: &str) {
-        self.claims.lock().ids[index] = Some(run_id.to_owned());
+    /// The client has started (its first answers are in): from now on, of
+    /// two entries that reach one server, the one that reached it first
+    /// counts, so that an entry that counts (whose votes may be in a round
+    /// under way) is never pushed aside.
+    pub(crate) fn started(&self) {
+        self.claims.lock().started = true;
+    }
+
+    /// Node `index` reached server `run_id` (`None`: it claims none).
+    fn claim(&self, index: usize, run_id: Option<&str>) {
+        let mut claims = self.claims.lock();
+        if claims.ids[index].as_ref().map(|(r, _)| r.as_str()) == run_id {
+            return;
+        }
+        let seq = if claims.started {
+            claims.next += 1;
+            claims.next
+        } else {
+            0
+        };
+        claims.ids[index] = run_id.map(|r| (r.to_owned(), seq));
     }
 
     /// The mistake, when another entry reached the server entry `index`
-    /// reached and counts for it: the one listed first (a cluster's masters
-    /// in their cluster node's place), whichever reached it first — so the
-    /// same list counts the same address on every run.
+    /// reached and counts for it: of those that reached it while the
+    /// client started, the one listed first (a cluster's masters in their
+    /// cluster node's place), so that the same list counts the same address
+    /// on every run; after that, the one that reached it first.
     fn duplicate(&self, index: usize) -> Option<String> {
         let claims = self.claims.lock();
-        let run_id = claims.ids.get(index)?.as_ref()?;
-        let rank = |j: usize| (claims.owners[j], j);
+        let (run_id, _) = claims.ids.get(index)?.as_ref()?;
+        let rank = |j: usize| {
+            let seq = claims.ids[j].as_ref().map_or(u64::MAX, |(_, seq)| *seq);
+            (seq, claims.owners[j], j)
+        };
         let first = (0..claims.ids.len())
-            .filter(|&j| claims.ids[j].as_ref() == Some(run_id) && rank(j) < rank(index))
+            .filter(|&j| {
+                claims.ids[j].as_ref().is_some_and(|(r, _)| r == run_id) && rank(j) < rank(index)
+            })
             .min_by_key(|&j| rank(j))?;
         let (theirs, ours) = (claims.owners[first], claims.owners[index]);
         Some(if theirs != first && ours != index && theirs != ours {
@@ -367,8 +396,12 @@ impl Admission {
 
     /// [`examined`](Self::examined) for a node that said what it is.
     fn judge(&self, state: &mut State, facts: &Facts, now: Instant) -> Option<String> {
-        self.registry.claim(self.index, &facts.run_id);
         let in_cluster = self.registry.in_cluster(self.index);
+        // Listed in the wrong form, it claims no server: it must not
+        // outrank the entry that reaches the server as listed.
+        let listed_right = facts.cluster == in_cluster;
+        self.registry
+            .claim(self.index, listed_right.then_some(facts.run_id.as_str()));
         state.refused = if facts.cluster && !in_cluster {
             Some((
                 FailureKind::Unsupported,
@@ -1024,6 +1057,29 @@ mod tests {
     }
 
     #[test]
+    fn once_started_a_node_that_counts_is_never_pushed_aside() {
+        let registry = Registry::new(vec!["a:1".into(), "b:1".into()]);
+        let nodes: Vec<Admission> = (0..2)
+            .map(|i| Admission::new(i, Rules::default(), registry.clone()))
+            .collect();
+        registry.started();
+        // Node 0 was down when the client started; node 1 counts, and its
+        // votes may be in a round under way when node 0 comes up.
+        see(&nodes[1], facts("same:x", 5, None));
+        see(&nodes[0], facts("same:x", 5, None));
+        assert!(admitted(&nodes[1]), "the one that counted keeps counting");
+        let failure = nodes[0].refusal().unwrap();
+        assert_eq!(failure.kind(), FailureKind::Duplicate);
+        assert!(
+            failure.detail().starts_with("node b:1 and node a:1"),
+            "{failure}"
+        );
+        // Reconnecting to the same server changes nothing.
+        see(&nodes[1], facts("same:x", 6, None));
+        assert!(admitted(&nodes[1]) && !admitted(&nodes[0]));
+    }
+
+    #[test]
     fn a_cluster_listed_twice_or_as_one_server_is_named() {
         let member = |id: &str| Facts {
             cluster: true,
@@ -1055,6 +1111,16 @@ mod tests {
             b1.permanent_problem().unwrap(),
             "cluster nodes cluster:s:1 and cluster:s:2 reach the same Redis Cluster (the same \
              masters): list each cluster once, its seeds in one redis+cluster:// URL"
+        );
+        // A cluster's master that the plainly listed entry also reaches:
+        // the plain one, listed in the wrong form, claims nothing, so the
+        // master counts.
+        let master_of_plain = master("p:1", 1);
+        see(&master_of_plain, member("m1:x"));
+        assert!(
+            admitted(&master_of_plain),
+            "{:?}",
+            master_of_plain.refusal()
         );
         // A cluster's master in standalone mode (never so in practice).
         let odd = master("m3:1", 1);

@@ -327,6 +327,9 @@ impl Transport {
                 .collect();
             (opened, unknown)
         });
+        // Its first answers are in: from now on a duplicate found is the
+        // later one to reach its server.
+        registry.started();
         // What keeps a node out for good is a mistake in the deployment or
         // the node list: said now, not at the first lock.
         let problems: Vec<String> = opened
