@@ -454,7 +454,10 @@ impl Redlock {
     /// (nothing else). The keep-alive, wake-up, Sentinel lookup and node
     /// threads stop once the calls under way ended and what was queued
     /// reached the nodes: within `within`, or, for a call still under way
-    /// then, as soon as it ends (so that its clean-up still goes out).
+    /// then, as soon as it ends (so that its clean-up still goes out). (A
+    /// Redis Cluster node still reading its map when the client started
+    /// ends that thread once the reading does, within twice the connect
+    /// timeout, and closes what it opened.)
     ///
     /// Afterwards every guard of this client is invalid
     /// ([`LockGuard::is_valid`] is false) and dropping it does nothing, and
@@ -536,8 +539,8 @@ impl RedlockBuilder {
     /// another's. Connects to every node at once and waits for their first
     /// answers only while they come: once a majority has answered, as long
     /// again (at least 250 ms), never past the connect timeout (a Redis
-    /// Cluster node reads its map and then opens its masters, each step
-    /// within the connect timeout, before `build()` returns). A node that
+    /// Cluster node answers once it read its map and opened its masters).
+    /// A node that
     /// has not answered by then (a black hole, a paused process) is not
     /// waited for: it is logged, [`Redlock::node_health`] shows it down
     /// ("connecting in the background"), and it counts as soon as it

@@ -82,6 +82,37 @@ fn a_client_started_while_two_of_five_nodes_are_black_holed_builds_and_locks_at_
     guard.release().unwrap();
 }
 
+/// A Redis Cluster node whose seed is black-holed is not waited for
+/// either: its map is read on a thread of its own, and until then it
+/// answers as connecting. (`build()` once waited the connect timeout for
+/// its map, then for its masters.)
+#[test]
+fn a_black_holed_cluster_node_does_not_hold_up_the_start() {
+    let cluster = Cluster::start(3);
+    let hole = BlackHole::new();
+    let seed = hole.url().replace("redis://", "redis+cluster://");
+    let urls = vec![
+        cluster.nodes[0].url(),
+        seed,
+        cluster.nodes[1].url(),
+        cluster.nodes[2].url(),
+    ];
+    let (client, built_in) = fresh(&urls);
+    println!("built in {built_in:?}");
+    assert!(
+        built_in < CONNECT_TIMEOUT,
+        "build() waited {built_in:?} for the black-holed cluster node"
+    );
+    let health = client.node_health();
+    assert!(!health[1].is_up(), "{:?}", health[1]);
+    let guard = client
+        .try_lock("avail:cluster-hole", TTL)
+        .expect("the three live nodes answer")
+        .expect("free");
+    cluster.await_count("avail:cluster-hole", 3);
+    guard.release().unwrap();
+}
+
 #[test]
 fn every_primitive_of_a_client_started_during_a_partition_answers_at_once() {
     let setup = partitioned();

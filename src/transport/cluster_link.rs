@@ -179,6 +179,11 @@ impl ClusterLink {
         link
     }
 
+    /// Whether its map was read (at least one master to send to).
+    pub(crate) fn opened(&self) -> bool {
+        !self.map.masters.is_empty()
+    }
+
     /// Why the node can never count: a seed is no cluster member, or a
     /// master's admission refuses it for good (too old, evicts keys,
     /// listed twice).

@@ -50,11 +50,16 @@ impl FirstAnswer {
 
     /// Tells the start-up that the node answered (`unknown`: what to say
     /// about a Sentinel service no Sentinel knows); only the first call
-    /// tells, and none after [`give_up`](Self::give_up).
-    pub(crate) fn tell(&self, unknown: impl FnOnce() -> Option<String>) {
+    /// tells, and none after [`give_up`](Self::give_up). Whether it told
+    /// (false: the start gave up on the node first).
+    pub(crate) fn tell(&self, unknown: impl FnOnce() -> Option<String>) -> bool {
         let mut slot = self.0.lock();
-        if let Some((index, answers)) = slot.take() {
-            let _ = answers.send((index, unknown()));
+        match slot.take() {
+            Some((index, answers)) => {
+                let _ = answers.send((index, unknown()));
+                true
+            }
+            None => false,
         }
     }
 

@@ -13,6 +13,7 @@
 mod admission;
 mod cluster;
 mod cluster_link;
+mod cluster_opening;
 mod codec;
 mod conn;
 mod elect;
@@ -46,6 +47,7 @@ use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
 pub(crate) use cluster::ClusterSource;
 use cluster_link::ClusterLink;
+use cluster_opening::ClusterOpening;
 use conn::{NodeManager, NodeShared};
 #[cfg(test)]
 pub(crate) use keys::fence_key;
@@ -233,10 +235,11 @@ impl std::fmt::Debug for Transport {
 impl Transport {
     /// Opens every node at once and starts one pool and one worker per
     /// node: each pool connects on a helper thread of its own, and a
-    /// cluster node reads its map on a thread of its own (within the
-    /// connect timeout). Waits for the nodes' first answers only while
-    /// they come (see `opening.rs`), then refuses a deployment mistake
-    /// found on a node that answered.
+    /// cluster node reads its map and opens its masters on a thread of its
+    /// own, which hands its link over when done (`cluster_opening.rs`).
+    /// Waits for the nodes' first answers only while they come (see
+    /// `opening.rs`), then refuses a deployment mistake found on a node that
+    /// answered.
     pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Settings) -> Result<Self, Error> {
         // rustls panics on the first TLS connection when no crypto provider
         // was chosen (or when two are compiled in); choose ring unless the
@@ -274,8 +277,9 @@ impl Transport {
                 // own connections.
                 Source::Cluster(cluster) => {
                     probes.push(None);
-                    waited.push((shared.clone(), None));
-                    opening.push((shared, Err(cluster)));
+                    let first = answers.first(index);
+                    waited.push((shared.clone(), first.clone()));
+                    opening.push((shared, Err((cluster, first))));
                 }
                 source => {
                     probes.push(Some(manager(source.clone())));
@@ -283,50 +287,78 @@ impl Transport {
                     let follow = source.is_sentinel().then(|| source.clone());
                     let manager = manager(source).telling(first.clone());
                     let link = pools.link(shared.clone(), manager, follow);
-                    waited.push((shared.clone(), Some(first)));
+                    waited.push((shared.clone(), first));
                     opening.push((shared, Ok(link)));
                 }
             }
         }
-        let (opened, unknown) = std::thread::scope(|scope| {
-            let opening: Vec<_> = opening
-                .into_iter()
-                .enumerate()
-                .map(|(index, (shared, link))| match link {
-                    Ok(link) => Ok((shared, link)),
-                    Err(cluster) => {
-                        let (pools, registry) = (pools.clone(), registry.clone());
-                        let answered = answers.sender();
-                        Err(scope.spawn(move || {
-                            let link =
-                                ClusterLink::open(shared.clone(), cluster, pools, rules, registry);
-                            let _ = answered.send((index, None));
-                            (shared, link)
-                        }))
-                    }
-                })
-                .collect();
-            let unknown = answers.wait(&waited, settings.connect_timeout);
-            let opened: Vec<(_, Box<dyn Link>, Vec<String>)> = opening
-                .into_iter()
-                .filter_map(|node| match node {
-                    Ok((shared, link)) => {
-                        let problem = shared.admission.permanent_problem();
-                        Some((
-                            shared,
-                            Box::new(link) as Box<dyn Link>,
-                            Vec::from_iter(problem),
-                        ))
-                    }
-                    Err(cluster) => {
-                        let (shared, link) = cluster.join().ok()?;
+        let mut clusters = Vec::new();
+        let opening: Vec<_> = opening
+            .into_iter()
+            .enumerate()
+            .map(|(index, (shared, link))| match link {
+                Ok(link) => Ok((shared, link)),
+                Err((cluster, first)) => {
+                    // Opened on a thread of its own, which hands the link
+                    // over when done: not waited for beyond the others.
+                    let (pools, registry) = (pools.clone(), registry.clone());
+                    let (hand_over, handed) = crossbeam_channel::bounded(1);
+                    let opener = shared.clone();
+                    clusters.push(
+                        std::thread::Builder::new()
+                            .name(format!("redlock-open-{index}"))
+                            .spawn(move || {
+                                let link = ClusterLink::open(
+                                    opener.clone(),
+                                    cluster,
+                                    pools,
+                                    rules,
+                                    registry,
+                                );
+                                let opened = link.opened();
+                                let _ = hand_over.send(link);
+                                // The start gave up on it and marked it down
+                                // meanwhile: it is reachable after all.
+                                if !first.tell(|| None) && opened {
+                                    opener.mark_up();
+                                }
+                            }),
+                    );
+                    Err((shared, handed))
+                }
+            })
+            .collect();
+        if let Some(Err(e)) = clusters.into_iter().find(Result::is_err) {
+            return Err(Error::System {
+                reason: format!("could not start a thread to open a cluster node: {e}"),
+            });
+        }
+        let unknown = answers.wait(&waited, settings.connect_timeout);
+        let opened: Vec<(_, Box<dyn Link>, Vec<String>)> = opening
+            .into_iter()
+            .map(|node| match node {
+                Ok((shared, link)) => {
+                    let problem = shared.admission.permanent_problem();
+                    (
+                        shared,
+                        Box::new(link) as Box<dyn Link>,
+                        Vec::from_iter(problem),
+                    )
+                }
+                Err((shared, handed)) => match handed.try_recv() {
+                    Ok(link) => {
                         let problems = link.problems();
-                        Some((shared, Box::new(link) as Box<dyn Link>, problems))
+                        (shared, Box::new(link) as Box<dyn Link>, problems)
                     }
-                })
-                .collect();
-            (opened, unknown)
-        });
+                    // Still opening: it answers as connecting until done.
+                    Err(_) => {
+                        let address = shared.address.clone();
+                        let link = ClusterOpening::new(address, handed);
+                        (shared, Box::new(link) as Box<dyn Link>, Vec::new())
+                    }
+                },
+            })
+            .collect();
         // Its first answers are in: from now on a duplicate found is the
         // later one to reach its server.
         registry.started();

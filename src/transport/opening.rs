@@ -3,8 +3,8 @@
 //! (a black hole, a paused process) is reported and connected in the
 //! background, never waited for; no node's opening waits on another's.
 //! (A cluster node is opened whole on a thread of its own: its map, then
-//! its masters, each step within the connect timeout, joined before the
-//! start returns.)
+//! its masters, each step within the connect timeout; one not opened when
+//! the wait ends hands its link over later, see `cluster_opening.rs`.)
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,15 +35,8 @@ impl Answers {
         FirstAnswer::new(index, self.sender.clone())
     }
 
-    /// Where node `index` tells its first answer, as a plain sender (a
-    /// cluster node's opening thread).
-    pub(super) fn sender(&self) -> Sender<Answered> {
-        self.sender.clone()
-    }
-
     /// Waits for the first answers of `nodes` (each with its
-    /// [`FirstAnswer`], `None` for a node that always answers within
-    /// `timeout`): until every node answered, or until a majority did and
+    /// [`FirstAnswer`]): until every node answered, or until a majority did and
     /// as long again has passed (at least [`STRAGGLER_FLOOR`]), and never
     /// past `timeout`. A node that has not answered then is marked down
     /// ("connecting in the background") and said once in the log; it
@@ -51,7 +44,7 @@ impl Answers {
     /// Sentinel services no Sentinel knows.
     pub(super) fn wait(
         self,
-        nodes: &[(Arc<NodeShared>, Option<FirstAnswer>)],
+        nodes: &[(Arc<NodeShared>, FirstAnswer)],
         timeout: Duration,
     ) -> Vec<String> {
         let Answers { sender, answers } = self;
@@ -81,7 +74,7 @@ impl Answers {
         }
         let waited = started.elapsed();
         for ((shared, first), seen) in nodes.iter().zip(answered) {
-            if let (Some(first), false) = (first, seen) {
+            if !seen {
                 first.give_up(|| shared.mark_unanswered(waited));
             }
         }
