@@ -168,11 +168,13 @@ fn migrate(from: &Node, to: &Node, keys: &[&str]) {
     let _: String = query(from, &args);
 }
 
-/// Ends the migration of `slot`: `to` serves it, as every member says.
+/// Ends the migration of `slot`: `to` serves it, as every member says
+/// (told first, so that a request the old master sends there is served).
 fn migrated(slot: i64, nodes: &[Node], to: &Node) {
     let slot = slot.to_string();
     let to_id = id(to);
-    for node in nodes {
+    let others = nodes.iter().filter(|n| n.port != to.port);
+    for node in std::iter::once(to).chain(others) {
         let _: () = query(node, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
     }
 }
@@ -211,8 +213,10 @@ fn a_release_meeting_tryagain_mid_migration_goes_through_once_the_migration_ends
                 if !ask {
                     migrate(a, b, &[name]);
                 }
+                // Before the slot moves: the release cannot end before it.
+                let moving = Instant::now();
                 migrated(slot, &nodes, b);
-                Instant::now()
+                moving
             });
             let released = guard.release();
             let at = Instant::now();
@@ -227,6 +231,22 @@ fn a_release_meeting_tryagain_mid_migration_goes_through_once_the_migration_ends
 
 #[test]
 fn a_master_given_a_lost_masters_slots_after_a_map_flap_waits_the_quarantine() {
+    map_flap(false);
+}
+
+/// The same when the master that lost the slots still serves others (the
+/// rule once asked for the old master to be gone from the map).
+#[test]
+fn a_master_given_slots_its_old_master_lost_after_a_map_flap_waits_the_quarantine() {
+    map_flap(true);
+}
+
+/// a serves 0-8191, b 8192-16383; a lock is held in 12000-16383. Those
+/// slots go unserved everywhere (b lost them: its keys with them, and with
+/// `b_keeps_some`, b keeps serving 8192-11999), the client reads that map,
+/// then c, up for longer than the quarantine, gets them: c must wait the
+/// quarantine while the first holder's lock is valid.
+fn map_flap(b_keeps_some: bool) {
     const PERIOD: Duration = Duration::from_secs(2);
     let nodes = members(3);
     let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
@@ -241,24 +261,32 @@ fn a_master_given_a_lost_masters_slots_after_a_map_flap_waits_the_quarantine() {
         .restart_quarantine(PERIOD)
         .build()
         .expect("client");
-    let name = name_in(a, "edges:flap", 8192..=16383);
+    let name = name_in(a, "edges:flap", 12000..=16383);
     let guard = holder.try_lock(&name, TTL).unwrap().expect("free");
 
-    // b's slots go unserved (b lost: its keys with it), and the client
-    // reads the map without them.
+    let lost_from = if b_keeps_some { "12000" } else { "8192" };
     for node in &nodes {
-        let _: () = query(node, &["CLUSTER", "DELSLOTSRANGE", "8192", "16383"]);
+        let _: () = query(node, &["CLUSTER", "DELSLOTSRANGE", lost_from, "16383"]);
     }
-    agreed(&nodes, &[(0, 8191, a.port)]);
+    if b_keeps_some {
+        agreed(&nodes, &[(0, 8191, a.port), (8192, 11999, b.port)]);
+    } else {
+        agreed(&nodes, &[(0, 8191, a.port)]);
+    }
     let _: () = query(b, &["FLUSHALL"]);
-    harness::settles("the client read the map without b", || {
+    harness::settles("the client read the map without those slots", || {
         let err = holder.try_lock(&name, TTL).unwrap_err();
         assert!(matches!(err, Error::NoQuorum { .. }), "{err:?}");
         err.to_string().contains("no master")
     });
-    // Then c, up for longer than the period, gets them.
-    let _: () = query(c, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]);
-    agreed(&nodes, &[(0, 8191, a.port), (8192, 16383, c.port)]);
+    let _: () = query(c, &["CLUSTER", "ADDSLOTSRANGE", lost_from, "16383"]);
+    let mut map = vec![(0, 8191, a.port)];
+    if b_keeps_some {
+        map.extend([(8192, 11999, b.port), (12000, 16383, c.port)]);
+    } else {
+        map.push((8192, 16383, c.port));
+    }
+    agreed(&nodes, &map);
     let mut refused = String::new();
     harness::settles("the client reads the new map", || {
         match holder.try_lock(&name, TTL) {

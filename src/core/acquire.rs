@@ -629,7 +629,7 @@ impl Core {
                 let gone_by = self.keys_gone_by(start, ttl);
                 let lease =
                     Lease::new(keys.clone(), name.clone(), token, ttl, valid_until, gone_by);
-                return Ok(lease.with_fence(proposed));
+                return Ok(lease.with_fence(proposed).with_unsent(unsent));
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),

@@ -44,6 +44,9 @@ pub(crate) struct Lease {
     extension_ended: Condvar,
     /// The fencing token, on a fencing client. Never changes.
     fence: Option<u64>,
+    /// The nodes its acquisition never left the client for (their queues
+    /// refused it): nothing of it is there, so its release skips them.
+    unsent: Vec<usize>,
     /// Cancelled once the lease stops being valid (see [`Lease::lost_token`]);
     /// made on first ask.
     lost_token: OnceLock<CancelToken>,
@@ -133,6 +136,7 @@ impl Lease {
             }),
             extension_ended: Condvar::new(),
             fence: None,
+            unsent: Vec::new(),
             lost_token: OnceLock::new(),
             #[cfg(test)]
             queued_extensions: Default::default(),
@@ -142,6 +146,12 @@ impl Lease {
     /// With its fencing token.
     pub(crate) fn with_fence(mut self, fence: Option<u64>) -> Self {
         self.fence = fence;
+        self
+    }
+
+    /// With the nodes its acquisition never left the client for.
+    pub(crate) fn with_unsent(mut self, unsent: Vec<usize>) -> Self {
+        self.unsent = unsent;
         self
     }
 
@@ -393,7 +403,13 @@ impl Lease {
             (state.ttl, state.keys_gone_by)
         };
         self.signal();
-        core.release_unawaited(&self.resources, &self.token, ttl, keys_gone_by);
+        core.release_unawaited(
+            &self.resources,
+            &self.token,
+            ttl,
+            keys_gone_by,
+            &self.unsent,
+        );
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
@@ -428,11 +444,7 @@ impl Lease {
         let by = answer_by(start, timeout, None);
         let request =
             core.release_request(&self.resources, &self.token, timeout, keys_gone_by.max(by));
-        let round = if queued {
-            core.transport.start_queued_round(request)
-        } else {
-            core.transport.start_round(request)
-        };
+        let round = core.transport.start_release(request, queued, &self.unsent);
         Some(PendingRelease {
             lease: self,
             round,

@@ -343,9 +343,16 @@ impl Core {
     /// Queues a release of `token` (a lease's: it held the resource) on
     /// every node and waits for no answer. The gate node wakes the next
     /// waiter.
-    fn release_unawaited(&self, keys: &Keys, token: &Arc<str>, ttl: Duration, expires: Instant) {
+    fn release_unawaited(
+        &self,
+        keys: &Keys,
+        token: &Arc<str>,
+        ttl: Duration,
+        expires: Instant,
+        unsent: &[usize],
+    ) {
         let request = self.release_request(keys, token, self.node_timeout(ttl), expires);
-        self.transport.broadcast(request, &[]);
+        self.transport.broadcast(request, unsent);
     }
 
     /// A lease's release: on the gate node it also wakes the next waiter

@@ -25,9 +25,10 @@
 //!   a release with its queue key, a fenced acquisition, the rw-lock and
 //!   election scripts): sent again to the same master, after `ASKING` if
 //!   it went so, after a pause that doubles from 1 ms to 16 ms, for one
-//!   per-node timeout at most (the time its caller waits for it). A
-//!   request no caller waits for (a failed round's clean-up) is sent
-//!   again as for a redirection: the batch's other answers wait for it.
+//!   per-node timeout from the batch's start at most (about the time its
+//!   caller waits for it; the cluster's other requests wait meanwhile). A
+//!   request no caller waits for (a clean-up, a dropped guard's release, a
+//!   leave) is sent again as for a redirection, at most [`PASSES`] sends.
 //!
 //! `MOVED` and `ASK` only while the request's caller still waits, and at
 //! most [`PASSES`] sends of one request. A request for a slot no master
@@ -127,6 +128,14 @@ pub(crate) struct ClusterLink {
     /// Seeds (or masters) that said they are not in cluster mode, by
     /// address: a standalone server listed as a cluster.
     standalone: Vec<String>,
+}
+
+/// What the client knew before it read the map again: every slot's last
+/// known master, and the map it read before (see
+/// [`ClusterLink::takes_over`]).
+struct Before {
+    known: SlotMap,
+    map: SlotMap,
 }
 
 /// How a master's link is made: its place in the registry, whether it
@@ -240,8 +249,10 @@ impl ClusterLink {
                 self.stale = false;
                 self.shared.mark_up();
                 let known = map.over(&self.known);
-                let before = std::mem::replace(&mut self.known, known);
-                self.map = map;
+                let before = Before {
+                    known: std::mem::replace(&mut self.known, known),
+                    map: std::mem::replace(&mut self.map, map),
+                };
                 self.keep_masters(&before, connect);
             }
             Err(err) => {
@@ -257,7 +268,7 @@ impl ClusterLink {
     /// those of masters it no longer names (their connections close, and
     /// they claim no server in the registry), and keeps each master's
     /// marker in the first slot it serves now.
-    fn keep_masters(&mut self, before: &SlotMap, connect: bool) {
+    fn keep_masters(&mut self, before: &Before, connect: bool) {
         let named: Vec<Master> = self.map.masters.clone();
         let gone: Vec<Master> = self
             .masters
@@ -322,17 +333,20 @@ impl ClusterLink {
         self.publish_masters();
     }
 
-    /// Whether `master` serves a slot whose last known master `before` was
-    /// another, gone from the map now (a promoted replica, or a master given
-    /// a lost master's slots) — also when the slot went unserved in
-    /// between. A slot moved from a master still in the map (a reshard,
-    /// which moves the keys with it) is not taken over.
-    fn takes_over(&self, master: &Master, before: &SlotMap) -> bool {
+    /// Whether `master` serves a slot whose last known master was another
+    /// that is gone from the map now (a promoted replica, or a master given
+    /// a lost master's slots), or that the map read before left unserved (a
+    /// master given slots that were lost: their keys were not moved to it).
+    /// A slot moved from a master still in the map without going unserved
+    /// (a reshard, which moves the keys with it) is not taken over. A flap
+    /// that no reading of the map saw cannot be told from a reshard.
+    fn takes_over(&self, master: &Master, before: &Before) -> bool {
         (0..SLOTS).any(|slot| {
             self.map.master(slot) == Some(master)
-                && before
-                    .master(slot)
-                    .is_some_and(|was| was != master && !self.map.masters.contains(was))
+                && before.known.master(slot).is_some_and(|was| {
+                    was != master
+                        && (!self.map.masters.contains(was) || before.map.master(slot).is_none())
+                })
         })
     }
 
@@ -436,6 +450,9 @@ impl ClusterLink {
             })
             .collect();
         let mut pause = Duration::from_millis(1);
+        // The first pass's time is the round trip: redirections and the
+        // pauses of `TRYAGAIN` say nothing of how fast the masters answer.
+        let mut first_pass = None;
         for pass in 0.. {
             let now = Instant::now();
             // Per master, its parts and whether each goes after `ASKING`.
@@ -568,6 +585,7 @@ impl ClusterLink {
                     }
                 }
             }
+            first_pass.get_or_insert_with(|| started.elapsed());
             if next.is_empty() {
                 break;
             }
@@ -579,7 +597,9 @@ impl ClusterLink {
             }
             route = next;
         }
-        self.shared.note_round_trip(started.elapsed());
+        if let Some(took) = first_pass {
+            self.shared.note_round_trip(took);
+        }
         answers
             .into_iter()
             .zip(parts)

@@ -598,7 +598,53 @@ impl Transport {
         self.start_with(req, false)
     }
 
+    /// A lease's release ([`start_round`](Self::start_round), or with
+    /// `queued` [`start_queued_round`](Self::start_queued_round)), sent to
+    /// every node but those in `unsent`, which its acquisition never left
+    /// the client for: they hold nothing of it, and each counts as a node
+    /// that could not confirm.
+    pub(crate) fn start_release(
+        &self,
+        req: Request,
+        queued: bool,
+        unsent: &[usize],
+    ) -> PendingRound {
+        let unsent = self.skippable(&req, unsent);
+        let pending = self.start_skipping(req, !queued, &unsent);
+        for &index in &unsent {
+            pending.round.record(
+                index,
+                Err(NodeFailure::new(
+                    self.nodes[index].shared.address.clone(),
+                    FailureKind::Overloaded,
+                    "not sent: the acquisition never reached this node (its queue was full), so \
+                     nothing of the lock is there",
+                )),
+            );
+        }
+        pending
+    }
+
     fn start_with(&self, req: Request, inline: bool) -> PendingRound {
+        self.start_skipping(req, inline, &[])
+    }
+
+    /// Of `unsent`, the nodes `req` (a release) may skip: all but the gate
+    /// node when it wakes a queue of waiters there (the key is free there:
+    /// the head of the queue must hear it).
+    fn skippable(&self, req: &Request, unsent: &[usize]) -> Vec<usize> {
+        let gate = req
+            .queue
+            .as_ref()
+            .map(|_| self.gate_of.gate(req.keys.first().map_or("", |k| &**k)));
+        unsent
+            .iter()
+            .copied()
+            .filter(|&i| Some(i) != gate)
+            .collect()
+    }
+
+    fn start_skipping(&self, req: Request, inline: bool, skip: &[usize]) -> PendingRound {
         let round = RoundShared::new(self.nodes.len(), req.op.decides());
         let timeout = req.timeout;
         let (gate, plain) = self.split(req);
@@ -606,10 +652,14 @@ impl Transport {
         let started = Instant::now();
         if let Some((index, at_gate)) = &gate {
             round.gate_on(*index);
-            self.fan_out(at_gate, &round, inline, |i| i == *index);
+            self.fan_out(at_gate, &round, inline, |i| {
+                i == *index && !skip.contains(&i)
+            });
         }
-        let skip = gate.as_ref().map(|(index, _)| *index);
-        self.fan_out(&plain, &round, inline, |i| Some(i) != skip);
+        let gate = gate.as_ref().map(|(index, _)| *index);
+        self.fan_out(&plain, &round, inline, |i| {
+            Some(i) != gate && !skip.contains(&i)
+        });
         PendingRound {
             round,
             started,
@@ -742,13 +792,15 @@ impl Transport {
         }
     }
 
-    /// Sends `req` to every node but those in `skip` (a [`Op::Leave`] to
-    /// the gate node only) without waiting for any answer.
+    /// Sends `req` to every node but those in `skip` (never the gate node
+    /// of a release that wakes a queue there; a [`Op::Leave`] to the gate
+    /// node only) without waiting for any answer.
     pub(crate) fn broadcast(&self, req: Request, skip: &[usize]) {
         let req = Request {
             awaited: false,
             ..req
         };
+        let skip = self.skippable(&req, skip);
         let leave = req.op == Op::Leave;
         let (gate, plain) = self.split(req);
         for (index, node) in self.nodes.iter().enumerate() {
@@ -791,11 +843,13 @@ fn enqueue(
 /// its capacity already — unless it cleans up (a release, a leave, a
 /// resignation), which is always queued: a full queue must not leave a
 /// key or a queue entry behind until it expires. Beyond the capacity,
-/// clean-ups come only for requests queued below it (a failed round
-/// cleans up only where its request was queued: `Core::clean_up`), so a
-/// node slower than the rounds holds at most its capacity plus one
-/// clean-up per caller racing at the edge; and at the latest each is
-/// dropped at its `expires` (its keys gone by their TTL).
+/// clean-ups come only for acquisitions queued below it (a failed round,
+/// and a lease's release, skip the nodes whose queue refused the
+/// acquisition), so a node slower than the rounds holds at most its
+/// capacity plus about two requests per caller racing at its edge (the
+/// check and the send are not atomic); and at the latest each is dropped
+/// at its `expires` (its keys gone by their TTL). Leaves are not bounded
+/// so: one per waiter that gives up, at most.
 fn send(node: &NodeHandle, job: Job) -> Result<(), NodeFailure> {
     let address = || node.shared.address.clone();
     let closing = node.closing.load(Ordering::SeqCst);
