@@ -231,6 +231,9 @@ pub(crate) struct Outcome {
     /// full, or the client shutting down): nothing of it can be there, so
     /// nothing needs cleaning up there.
     pub(crate) unsent: Vec<usize>,
+    /// The nodes that confirmed, by index, as the round recorded them (a
+    /// lease counts on their keys: see `Clocks::holds_until`).
+    pub(crate) voters: Vec<usize>,
 }
 
 impl Outcome {
@@ -431,6 +434,7 @@ impl Tally {
             slots: self.slots.clone(),
             reads: self.reads.clone(),
             unsent: Vec::new(),
+            voters: Vec::new(),
         }
     }
 

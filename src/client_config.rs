@@ -97,6 +97,11 @@ impl Config {
         self.settings.allow_eviction
     }
 
+    /// See [`RedlockBuilder::max_clock_offset`](crate::RedlockBuilder::max_clock_offset).
+    pub fn max_clock_offset(&self) -> Duration {
+        self.settings.max_clock_offset
+    }
+
     /// See [`RedlockBuilder::release_notifications`](crate::RedlockBuilder::release_notifications).
     pub fn release_notifications(&self) -> bool {
         self.settings.notifications

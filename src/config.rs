@@ -303,6 +303,30 @@ impl RedlockBuilder {
         self
     }
 
+    /// How far a node's wall clock may be, steadily, from the median of
+    /// the nodes' clocks before the node stops counting
+    /// ([`FailureKind::Clock`](crate::FailureKind::Clock), with the size
+    /// and "fix its time sync" in the reason). Redis expires keys by its
+    /// wall clock, and a client cannot tell a clock that is steadily off
+    /// from one that just jumped (whose keys expired early by the jump):
+    /// every round and every examination reads each node's `TIME` to find
+    /// out. Every round also refuses a node further off than its own drift
+    /// allowance (`ttl × drift_factor + 2 ms`), so this bound matters for
+    /// long TTLs, whose allowance is larger. Defaults to 500 ms: NTP keeps
+    /// servers within milliseconds of each other. At least 1 ms and at
+    /// most 1 hour. See "Clocks" in `docs/operations.md`.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = redlock_sync::Redlock::builder(["redis://127.0.0.1:6379/"])
+    ///     .max_clock_offset(Duration::from_millis(200));
+    /// # let _ = builder;
+    /// ```
+    pub fn max_clock_offset(mut self, offset: Duration) -> Self {
+        self.settings.max_clock_offset = offset;
+        self
+    }
+
     /// Verifies `rediss://` nodes against this CA certificate (PEM) instead
     /// of the system's trust store. Needs the `tls-rustls` or
     /// `tls-native-tls` feature. Defaults to the system's trust store.
@@ -376,6 +400,8 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_QUEUE: usize = 1 << 20;
 /// Upper bound of `restart_quarantine`.
 const MAX_QUARANTINE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Upper bound of `max_clock_offset`.
+const MAX_CLOCK_OFFSET: Duration = Duration::from_secs(3600);
 /// Upper bound of `fencing_idle`.
 const MAX_FENCING_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Upper bound of `retry_delay` and `retry_jitter`.
@@ -437,6 +463,12 @@ fn validate(s: &Settings) -> Result<(), Error> {
         return Err(Error::config(format!(
             "restart_quarantine must be above zero and at most 7 days, got {}",
             Human(period)
+        )));
+    }
+    if s.max_clock_offset < Duration::from_millis(1) || s.max_clock_offset > MAX_CLOCK_OFFSET {
+        return Err(Error::config(format!(
+            "max_clock_offset must be between 1 ms and 1 h, got {}",
+            Human(s.max_clock_offset)
         )));
     }
     if s.queue_capacity == 0 || s.queue_capacity > MAX_QUEUE {

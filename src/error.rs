@@ -471,6 +471,14 @@ pub enum FailureKind {
     /// noeviction`, use a dedicated instance, or accept the risk with
     /// [`RedlockBuilder::allow_eviction`](crate::RedlockBuilder::allow_eviction).
     Eviction,
+    /// The node's wall clock, by which Redis expires keys, cannot be
+    /// trusted: it jumped ahead (its keys expired early by the jump; it
+    /// counts again once every key it may have dropped no longer matters),
+    /// or it disagrees with the other nodes' clocks by more than a round's
+    /// drift allowance or, steadily, by more than
+    /// [`RedlockBuilder::max_clock_offset`](crate::RedlockBuilder::max_clock_offset).
+    /// Fix the node's time synchronisation (NTP); the detail gives the size.
+    Clock,
 }
 
 impl FailureKind {
@@ -497,6 +505,7 @@ impl FailureKind {
                 | FailureKind::Unsupported
                 | FailureKind::Duplicate
                 | FailureKind::Eviction
+                | FailureKind::Clock
         )
     }
 
@@ -514,6 +523,7 @@ impl FailureKind {
             FailureKind::Unsupported => "unsupported",
             FailureKind::Duplicate => "the same server as another node",
             FailureKind::Eviction => "may evict keys",
+            FailureKind::Clock => "clock not trusted",
         }
     }
 }

@@ -92,6 +92,10 @@ mod on {
         metrics::counter!("redlock_leases_lost_total").increment(1);
     }
 
+    pub(crate) fn clock_jump(node: &str) {
+        metrics::counter!("redlock_clock_jumps_total", "node" => node.to_owned()).increment(1);
+    }
+
     pub(crate) fn node_admitted(counts: bool) {
         let gauge = metrics::gauge!("redlock_nodes_admitted");
         if counts {
@@ -114,6 +118,7 @@ mod on {
             FailureKind::Unsupported => "unsupported",
             FailureKind::Duplicate => "duplicate",
             FailureKind::Eviction => "eviction",
+            FailureKind::Clock => "clock",
             FailureKind::Unanswered => return,
         };
         metrics::counter!("redlock_node_failures_total", "node" => node.to_owned(), "kind" => kind)
@@ -134,9 +139,13 @@ mod on {
     #[inline]
     pub(crate) fn lease_lost() {}
     #[inline]
+    pub(crate) fn clock_jump(_: &str) {}
+    #[inline]
     pub(crate) fn node_failure(_: &str, _: FailureKind) {}
     #[inline]
     pub(crate) fn node_admitted(_: bool) {}
 }
 
-pub(crate) use on::{acquired, lease_lost, node_admitted, node_failure, renewal, round};
+pub(crate) use on::{
+    acquired, clock_jump, lease_lost, node_admitted, node_failure, renewal, round,
+};

@@ -11,6 +11,11 @@ use crate::human::Human;
 /// confirms its place in the queue of waiters (see `transport/codec.rs`).
 pub(crate) const QUEUE_REFRESH: Duration = Duration::from_millis(500);
 
+/// The default of `max_clock_offset`: how far a node's clock may be from
+/// the others' median, steadily. NTP keeps servers within milliseconds of
+/// each other; half a second off is a broken time sync, whatever the TTL.
+pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_millis(500);
+
 /// Validated settings shared by every clone of a client.
 #[derive(Clone)]
 pub(crate) struct Settings {
@@ -29,6 +34,7 @@ pub(crate) struct Settings {
     pub(crate) fencing_floor: bool,
     pub(crate) restart_quarantine: Option<Duration>,
     pub(crate) allow_eviction: bool,
+    pub(crate) max_clock_offset: Duration,
     /// Publish releases and wake waiters on other clients' releases.
     pub(crate) notifications: bool,
     /// The longest a queued waiter sleeps between rounds. Always
@@ -53,6 +59,7 @@ impl Default for Settings {
             fencing_floor: true,
             restart_quarantine: None,
             allow_eviction: false,
+            max_clock_offset: DEFAULT_MAX_CLOCK_OFFSET,
             notifications: true,
             queue_refresh: QUEUE_REFRESH,
         }
@@ -76,6 +83,7 @@ impl fmt::Debug for Settings {
             .field("fencing_idle", &self.fencing_idle)
             .field("restart_quarantine", &self.restart_quarantine)
             .field("allow_eviction", &self.allow_eviction)
+            .field("max_clock_offset", &self.max_clock_offset)
             .field("release_notifications", &self.notifications)
             .finish()
     }

@@ -629,7 +629,14 @@ impl Core {
                 let gone_by = self.keys_gone_by(start, ttl);
                 let lease =
                     Lease::new(keys.clone(), name.clone(), token, ttl, valid_until, gone_by);
-                return Ok(lease.with_fence(proposed).with_unsent(unsent));
+                let quorum = self.quorum();
+                let clocks = self.transport.clocks().clone();
+                return Ok(lease.with_fence(proposed).with_unsent(unsent).with_voters(
+                    clocks,
+                    quorum,
+                    outcome.voters,
+                    start,
+                ));
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),

@@ -75,7 +75,8 @@ impl Core {
             if self.life.is_closed() {
                 return Err(Error::Shutdown);
             }
-            let started = start(Arc::downgrade(self)).map_err(|e| Error::System {
+            let jumps = self.transport.clocks().jumps();
+            let started = start(Arc::downgrade(self), jumps).map_err(|e| Error::System {
                 reason: format!("could not start the keeper thread: {e}"),
             })?;
             *keeper = Some(started);
@@ -109,11 +110,11 @@ impl Core {
 
 /// Starts the keeper thread for a client; it stops when the client is gone
 /// (its registration sender is dropped).
-fn start(core: Weak<Core>) -> std::io::Result<Sender<Weak<Lease>>> {
+fn start(core: Weak<Core>, jumps: Receiver<()>) -> std::io::Result<Sender<Weak<Lease>>> {
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::Builder::new()
         .name("redlock-keeper".into())
-        .spawn(move || run(&core, &rx))?;
+        .spawn(move || run(&core, &rx, &jumps))?;
     Ok(tx)
 }
 
@@ -185,6 +186,15 @@ impl Schedule {
         }
     }
 
+    /// Follows every lease again: a node's clock jumped, and the leases
+    /// that counted on it end sooner (see `Lease::until`).
+    fn refresh(&mut self) {
+        let leases: Vec<Weak<Lease>> = self.entries.values().map(|e| e.lease.clone()).collect();
+        for lease in leases {
+            self.update(lease);
+        }
+    }
+
     /// Drops the heap's stale entries.
     fn compact(&mut self) {
         let entries = &self.entries;
@@ -229,7 +239,7 @@ impl Schedule {
     }
 }
 
-fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
+fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>, jumps: &Receiver<()>) {
     let mut schedule = Schedule::default();
     loop {
         let timer = match schedule.next() {
@@ -242,6 +252,10 @@ fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>) {
                 Err(_) => return,
             },
             recv(timer) -> _ => {}
+            recv(jumps) -> _ => {
+                while jumps.try_recv().is_ok() {}
+                schedule.refresh();
+            }
         }
         // Take every change already queued before deciding what is due.
         while let Ok(lease) = changes.try_recv() {

@@ -32,7 +32,7 @@ use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, LostCause, NodeFailure};
 use crate::metrics;
-use crate::transport::{Keys, Op, PendingRound, gate_name};
+use crate::transport::{Clocks, Keys, Op, PendingRound, gate_name};
 
 pub(crate) struct Lease {
     resources: Keys,
@@ -50,6 +50,9 @@ pub(crate) struct Lease {
     /// Cancelled once the lease stops being valid (see [`Lease::lost_token`]);
     /// made on first ask.
     lost_token: OnceLock<CancelToken>,
+    /// The nodes' clocks, and the quorum: a node whose clock jumped ahead
+    /// after it voted holds its key that much less (see [`Lease::until`]).
+    clocks: Option<(Arc<Clocks>, usize)>,
     /// Callers' extensions waiting for one in flight (observed by tests).
     #[cfg(test)]
     pub(crate) queued_extensions: std::sync::atomic::AtomicUsize,
@@ -59,8 +62,13 @@ pub(crate) struct Lease {
 struct LeaseState {
     /// The TTL last set on a majority of the nodes.
     ttl: Duration,
-    /// Until when a majority is known to hold our token (drift deducted).
+    /// Until when a majority is known to hold our token (drift deducted),
+    /// unless a clock jumped since (see [`Lease::until`]).
     valid_until: Instant,
+    /// The nodes that confirmed the round that set `valid_until`, and when
+    /// it started.
+    voters: Vec<usize>,
+    granted: Instant,
     /// No key of ours can outlive this instant on any node.
     keys_gone_by: Instant,
     /// Validity ran out while kept alive, or nodes answered that our token
@@ -122,6 +130,8 @@ impl Lease {
             state: Mutex::new(LeaseState {
                 ttl,
                 valid_until,
+                voters: Vec::new(),
+                granted: Instant::now(),
                 keys_gone_by,
                 lost: false,
                 released: false,
@@ -138,6 +148,7 @@ impl Lease {
             fence: None,
             unsent: Vec::new(),
             lost_token: OnceLock::new(),
+            clocks: None,
             #[cfg(test)]
             queued_extensions: Default::default(),
         }
@@ -147,6 +158,43 @@ impl Lease {
     pub(crate) fn with_fence(mut self, fence: Option<u64>) -> Self {
         self.fence = fence;
         self
+    }
+
+    /// With the nodes that confirmed its acquisition (round started at
+    /// `granted`), judged by `clocks` with `quorum`.
+    pub(crate) fn with_voters(
+        mut self,
+        clocks: Arc<Clocks>,
+        quorum: usize,
+        voters: Vec<usize>,
+        granted: Instant,
+    ) -> Self {
+        self.clocks = Some((clocks, quorum));
+        let state = self.state.get_mut();
+        state.voters = voters;
+        state.granted = granted;
+        self
+    }
+
+    /// Until when it is valid: `valid_until`, or sooner if the clock of a
+    /// node it needs for its quorum jumped ahead since it voted (its key
+    /// there expires early by the jump).
+    fn until(&self, state: &LeaseState) -> Instant {
+        match &self.clocks {
+            Some((clocks, quorum)) => {
+                clocks.holds_until(&state.voters, state.granted, state.valid_until, *quorum)
+            }
+            None => state.valid_until,
+        }
+    }
+
+    /// Validity left: zero once it ran out or the lease was lost or
+    /// released.
+    fn left(&self, state: &LeaseState) -> Duration {
+        if state.lost || state.released {
+            return Duration::ZERO;
+        }
+        self.until(state).saturating_duration_since(Instant::now())
     }
 
     /// With the nodes its acquisition never left the client for.
@@ -186,12 +234,12 @@ impl Lease {
     }
 
     pub(crate) fn valid_until(&self) -> Instant {
-        self.state.lock().valid_until
+        self.until(&self.state.lock())
     }
 
     /// Validity left: zero once it ran out or the lease was lost or released.
     pub(crate) fn remaining(&self) -> Duration {
-        remaining(&self.state.lock())
+        self.left(&self.state.lock())
     }
 
     pub(crate) fn is_lost(&self) -> bool {
@@ -248,7 +296,7 @@ impl Lease {
         if let Some(token) = self.lost_token.get() {
             let over = {
                 let state = self.state.lock();
-                state.lost || state.released || (!state.extending && remaining(&state).is_zero())
+                state.lost || state.released || (!state.extending && self.left(&state).is_zero())
             };
             if over {
                 token.cancel();
@@ -301,17 +349,15 @@ impl Lease {
         if state.released || state.lost {
             return None;
         }
+        let until = self.until(&state);
         if !state.kept {
-            return state.watched.then_some((state.epoch, state.valid_until));
+            return state.watched.then_some((state.epoch, until));
         }
         let due = match state.retry_at {
             Some(at) => at,
-            None => state
-                .valid_until
-                .checked_sub(state.ttl / 3)
-                .unwrap_or(state.valid_until),
+            None => until.checked_sub(state.ttl / 3).unwrap_or(until),
         };
-        Some((state.epoch, due.min(state.valid_until)))
+        Some((state.epoch, due.min(until)))
     }
 
     /// Sends compare-and-pexpire to every node; [`PendingExtend::finish`]
@@ -333,10 +379,8 @@ impl Lease {
             }
             // The extension in flight is collected before the validity it
             // started with runs out; wait a little past that for its result.
-            let until = state
-                .valid_until
-                .checked_add(EXTENSION_SLACK)
-                .unwrap_or(state.valid_until);
+            let until = self.until(&state);
+            let until = until.checked_add(EXTENSION_SLACK).unwrap_or(until);
             #[cfg(test)]
             self.queued_extensions
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -356,7 +400,7 @@ impl Lease {
         {
             return Ok(None);
         }
-        if state.lost || state.released || remaining(&state).is_zero() {
+        if state.lost || state.released || self.left(&state).is_zero() {
             return Err(lost_error(&self.name, &state, core.quorum()));
         }
         let ttl = asked.unwrap_or(state.ttl);
@@ -365,7 +409,7 @@ impl Lease {
         // outlive a key this extension may lengthen.
         state.keys_gone_by = state.keys_gone_by.max(core.keys_gone_by(start, ttl));
         state.extending = true;
-        let cap = state.valid_until;
+        let cap = self.until(&state);
         drop(state);
         let timeout = core.node_timeout(ttl);
         let by = answer_by(start, timeout, Some(cap));
@@ -432,7 +476,7 @@ impl Lease {
             let mut state = self.state.lock();
             // A kept-alive lease whose validity ran out is lost, whether or
             // not the keeper woke to mark it yet.
-            let lost = state.lost || (state.kept && remaining(&state).is_zero());
+            let lost = state.lost || (state.kept && self.left(&state).is_zero());
             if std::mem::replace(&mut state.released, true) {
                 return None;
             }
@@ -509,13 +553,6 @@ fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
     }
 }
 
-fn remaining(state: &LeaseState) -> Duration {
-    if state.lost || state.released {
-        return Duration::ZERO;
-    }
-    state.valid_until.saturating_duration_since(Instant::now())
-}
-
 /// An extension whose requests are out; its answers are still to be collected.
 /// Dropping it unfinished still ends the extension, so none can be stuck
 /// "in flight".
@@ -547,6 +584,8 @@ impl PendingExtend<'_> {
             Verdict::Confirmed if !state.lost && !state.released => {
                 state.ttl = self.ttl;
                 state.valid_until = new_until;
+                state.voters = outcome.voters.clone();
+                state.granted = self.start;
                 state.retry_at = None;
                 state.failures.clear();
                 state.confirmed = 0;

@@ -44,7 +44,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::facts::{self, Facts, MARKER, Marker};
+use super::clock::{Clocks, Judged, Reading};
+use super::facts::{self, CLOCK_MARKER, Facts, MARKER, Marker};
 use crate::error::{FailureKind, NodeFailure};
 use crate::human::Human;
 use crate::metrics;
@@ -65,12 +66,24 @@ const UNPROVEN: &str = "not admitted by any client with this quarantine yet, and
 const RESTARTED: &str = "restarted (or new)";
 
 /// What the client asks of every node.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Rules {
     /// The restart quarantine period, if on.
     pub(crate) quarantine: Option<Duration>,
     /// Admit nodes that may evict keys.
     pub(crate) allow_eviction: bool,
+    /// How far a node's clock may be from the others' median, steadily.
+    pub(crate) max_clock_offset: Duration,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules {
+            quarantine: None,
+            allow_eviction: false,
+            max_clock_offset: crate::settings::DEFAULT_MAX_CLOCK_OFFSET,
+        }
+    }
 }
 
 /// Which server each node of one client reached (by `run_id`), and which
@@ -81,6 +94,7 @@ pub(crate) struct Registry {
     /// cluster's masters come after them).
     listed: usize,
     claims: Mutex<Claims>,
+    clocks: Arc<Clocks>,
 }
 
 #[derive(Debug)]
@@ -117,10 +131,19 @@ impl Claims {
 }
 
 impl Registry {
+    /// With the client's drift factor 0.01 (the unit tests').
+    #[cfg(test)]
     pub(crate) fn new(addresses: Vec<Arc<str>>) -> Arc<Registry> {
+        Registry::for_client(addresses, 0.01)
+    }
+
+    /// The registry of a client with `drift_factor` over the nodes at
+    /// `addresses`.
+    pub(crate) fn for_client(addresses: Vec<Arc<str>>, drift_factor: f64) -> Arc<Registry> {
         let n = addresses.len();
         Arc::new(Registry {
             listed: n,
+            clocks: Arc::new(Clocks::new(n, drift_factor)),
             claims: Mutex::new(Claims {
                 addresses,
                 owners: (0..n).collect(),
@@ -141,7 +164,14 @@ impl Registry {
         claims.owners.push(owner);
         claims.ids.push(None);
         claims.counting.push(false);
-        claims.addresses.len() - 1
+        let index = claims.addresses.len() - 1;
+        self.clocks.add(index, owner);
+        index
+    }
+
+    /// The nodes' clocks.
+    pub(crate) fn clocks(&self) -> &Arc<Clocks> {
+        &self.clocks
     }
 
     /// A cluster's master `index` is no longer used (its link is gone): it
@@ -278,6 +308,12 @@ struct State {
     examined: Option<Instant>,
     /// It takes another server's place (see [`Admission::succeeds`]).
     successor: bool,
+    /// Its clock jumped ahead (this client saw it, or a jump marker on the
+    /// node says a client did): out until then, and why.
+    clock_until: Option<(Instant, String)>,
+    /// Its clock is off the others' median by more than the steady bound:
+    /// why (as first found, so that the log says it once).
+    clock_off: Option<String>,
     /// Connected now (for the gauge).
     up: bool,
     /// What the log last said (with the quarantine's end): `None` while
@@ -331,6 +367,11 @@ impl Admission {
         state.marked = false;
         state.tried = false;
         true
+    }
+
+    /// The clocks of the client's nodes.
+    pub(crate) fn clocks(&self) -> &Clocks {
+        self.registry.clocks()
     }
 
     /// The key of its marker now.
@@ -387,7 +428,13 @@ impl Admission {
                 ));
                 None
             }
-            Some(facts) => self.judge(&mut state, facts, now),
+            Some(facts) => {
+                if let Some((left, size)) = facts.clock_jumped {
+                    let how = " (a client that saw it left redlock:clock-jumped on the node)";
+                    self.clock_jumped(&mut state, now + left, size, how);
+                }
+                self.judge(&mut state, facts, now)
+            }
         };
         let refusal = self.verdict(&state, now);
         self.news(&mut state, refusal.as_ref(), now);
@@ -629,6 +676,20 @@ impl Admission {
                 until: None,
             });
         }
+        if let Some((until, why)) = state.clock_until.as_ref().filter(|(u, _)| *u > now) {
+            return Some(Refusal {
+                kind: FailureKind::Clock,
+                why: why.clone(),
+                until: Some(*until),
+            });
+        }
+        if let Some(why) = &state.clock_off {
+            return Some(Refusal {
+                kind: FailureKind::Clock,
+                why: why.clone(),
+                until: None,
+            });
+        }
         match state.until {
             Some((until, cause)) if until > now => Some(Refusal {
                 kind: FailureKind::Quarantined,
@@ -664,6 +725,104 @@ impl Admission {
             .counting(self.index, state.up && state.said.is_none());
     }
 
+    /// Judges the node's clock by `reading` (see `clock.rs`): a jump ahead
+    /// is a loss of keys, so the node is out for the [`clock_period`]
+    /// (a restart quarantine's, or the longest TTL this client used) from
+    /// now; a clock steadily off the others' median by more than
+    /// `max_clock_offset` is out while it is. Returns the judgement, and
+    /// the jump marker to write on the node if it just jumped.
+    ///
+    /// [`clock_period`]: Self::clock_period
+    pub(crate) fn clock(&self, reading: Reading) -> (Judged, Option<JumpMarker>) {
+        let judged = self.registry.clocks().observe(self.index, reading);
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        if judged.disagreement.is_some() {
+            match judged.beyond(self.rules.max_clock_offset) {
+                None => state.clock_off = None,
+                Some(d) if state.clock_off.is_none() => {
+                    state.clock_off = Some(format!(
+                        "its clock is {} {} the other nodes' (their median), more than \
+                         max_clock_offset ({}): Redis expires keys by it, so they may expire \
+                         early; fix the node's time synchronisation (NTP)",
+                        Human(Duration::from_micros(d.unsigned_abs())),
+                        if d > 0 { "ahead of" } else { "behind" },
+                        Human(self.rules.max_clock_offset)
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        let marker = judged.jumped.map(|size| {
+            let period = self.clock_period();
+            self.clock_jumped(&mut state, now + period, size, "");
+            metrics::clock_jump(&self.address);
+            JumpMarker {
+                key: self.clock_marker(),
+                value: format!("{} ms", size.as_millis()),
+                period,
+            }
+        });
+        let refusal = self.verdict(&state, now);
+        self.news(&mut state, refusal.as_ref(), now);
+        (judged, marker)
+    }
+
+    /// Out until `until` for a jump of `size` (`how`: how the client
+    /// knows, for the reason), unless out longer already.
+    fn clock_jumped(&self, state: &mut State, until: Instant, size: Duration, how: &str) {
+        if state.clock_until.as_ref().is_some_and(|(u, _)| *u >= until) {
+            return;
+        }
+        state.clock_until = Some((
+            until,
+            format!(
+                "its clock jumped {} ahead{how}: Redis expires keys by it, so every key it \
+                 held expired that much early; it counts again once none of them matters",
+                Human(size)
+            ),
+        ));
+    }
+
+    /// How long a node whose clock jumped stays out: until every key it
+    /// may have dropped early would have expired anyway — the longest TTL
+    /// this client used, or the restart quarantine if longer.
+    pub(crate) fn clock_period(&self) -> Duration {
+        let longest = self.registry.clocks().longest_ttl();
+        self.rules.quarantine.unwrap_or_default().max(longest) + MARGIN
+    }
+
+    /// The key of its jump marker, beside its admission marker (in the same
+    /// hash slot on a cluster's master).
+    fn clock_marker(&self) -> String {
+        let marker = self.marker();
+        format!(
+            "{CLOCK_MARKER}{}",
+            &marker[MARKER.len().min(marker.len())..]
+        )
+    }
+
+    /// Whether a round's request with `ttl` may count this node's vote,
+    /// given its clock's judgement in the same exchange: not if the clock
+    /// disagrees with the median by more than the round's drift allowance.
+    pub(crate) fn round_refusal(&self, judged: &Judged, ttl: Duration) -> Option<NodeFailure> {
+        let allowance = self.registry.clocks().allowance(ttl);
+        let d = judged.beyond(allowance)?;
+        Some(NodeFailure::new(
+            self.address.clone(),
+            FailureKind::Clock,
+            format!(
+                "its clock is {} {} the other nodes' (their median), more than this round's \
+                 drift allowance ({} for a {} TTL): Redis expires keys by it, so they may \
+                 expire early; fix the node's time synchronisation (NTP)",
+                Human(Duration::from_micros(d.unsigned_abs())),
+                if d > 0 { "ahead of" } else { "behind" },
+                Human(allowance),
+                Human(ttl)
+            ),
+        ))
+    }
+
     /// What keeps the node out for good, for `build` to refuse: its facts
     /// (too old, evicts, unidentified) or another node reaching its server.
     pub(crate) fn permanent_problem(&self) -> Option<String> {
@@ -685,7 +844,8 @@ pub(crate) fn examine(
     let marker = admission.marker();
     // The marker matters only to the restart quarantine.
     let wanted = admission.rules.quarantine.map(|_| &*marker);
-    let facts = facts::ask(conn, wanted)?;
+    let clock = admission.clock_marker();
+    let facts = facts::ask(conn, wanted, Some(&clock))?;
     let identity = facts.as_ref().map(Facts::identity);
     if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
         let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(&*marker).arg(value).query(conn);
@@ -695,7 +855,52 @@ pub(crate) fn examine(
             Err(err) => return Err(err),
         }
     }
+    if let Some(reading) = facts.as_ref().and_then(|f| f.time) {
+        let (_, jumped) = admission.clock(reading);
+        if let Some(marker) = jumped {
+            marker.write(conn, &admission.address)?;
+        }
+    }
     Ok(identity)
+}
+
+/// What a client that saw a node's clock jump leaves on the node, so that
+/// clients started later (after NTP stepped the clock back, say) keep it
+/// out as long: a key whose value is the jump's size, which expires at the
+/// end of the period (by the node's clock, which only steps back now).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct JumpMarker {
+    pub(crate) key: String,
+    pub(crate) value: String,
+    pub(crate) period: Duration,
+}
+
+impl JumpMarker {
+    /// Writes it on `conn` (a refusal, by an ACL say, is logged: clients
+    /// started later then judge the clock as they find it).
+    pub(crate) fn write(&self, conn: &mut redis::Connection, node: &str) -> redis::RedisResult<()> {
+        let ms = u64::try_from(self.period.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let wrote: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&self.key)
+            .arg(&self.value)
+            .arg("PX")
+            .arg(ms)
+            .query(conn);
+        match wrote {
+            Err(err) if err.code().is_some() => {
+                log::warn!(
+                    "redlock: node {node} refused the clock-jump marker {} ({}): clients \
+                     started later judge its clock as they find it; with an ACL, allow +set on it",
+                    self.key,
+                    err.code().unwrap_or("error")
+                );
+                Ok(())
+            }
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -730,7 +935,7 @@ mod tests {
     fn quarantined(period: u64) -> Admission {
         let rules = Rules {
             quarantine: Some(Duration::from_secs(period)),
-            allow_eviction: false,
+            ..Rules::default()
         };
         Admission::new(0, rules, Registry::new(vec!["n".into()]))
     }
@@ -1009,8 +1214,8 @@ mod tests {
         see(&a, facts("r1:x", 6, None));
         assert!(admitted(&a));
         let allowed = Rules {
-            quarantine: None,
             allow_eviction: true,
+            ..Rules::default()
         };
         let a = Admission::new(0, allowed, Registry::new(vec!["n".into()]));
         see(&a, facts_with("r1:x", 5, None, evicting));

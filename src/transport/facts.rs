@@ -5,15 +5,22 @@
 //! `uptime_in_seconds`, `redis_version`, `redis_mode`), `INFO replication`
 //! (`master_replid`, which a promotion changes), `INFO memory`
 //! (`maxmemory`, `maxmemory_policy`: whether keys can vanish before they
-//! expire) and the admission marker [`MARKER`].
+//! expire), `TIME` (its wall clock, judged in `clock.rs`), the jump
+//! marker [`CLOCK_MARKER`] and the admission marker [`MARKER`].
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use super::clock::Reading;
 
 /// The marker key: which process was last admitted at this node, and by
 /// whom (see [`Marker`]). It lives in the node's data set, so it replicates
 /// to replicas, is persisted and restored with the data, and is lost by a
 /// restart without persistence.
 pub(crate) const MARKER: &str = "redlock:admitted";
+
+/// The jump marker: a client saw the node's clock jump ahead by the value
+/// (`"{ms} ms"`), and the node stays out until the key expires.
+pub(crate) const CLOCK_MARKER: &str = "redlock:clock-jumped";
 
 /// The oldest Redis this client speaks to (`SET … NX GET`, `ZADD … GT`).
 const OLDEST: (u32, u32) = (7, 0);
@@ -50,6 +57,10 @@ pub(crate) struct Facts {
     /// cluster master does not serve (now, or while the slot migrates), or
     /// the cluster was down.
     pub(crate) marker_elsewhere: bool,
+    /// Its clock, read in the same exchange.
+    pub(crate) time: Option<Reading>,
+    /// A jump marker on it: how long it has left, and the jump's size.
+    pub(crate) clock_jumped: Option<(Duration, Duration)>,
 }
 
 /// Who admitted which master at a node (the value of [`MARKER`]):
@@ -131,6 +142,8 @@ impl Facts {
             policy: field(memory, "maxmemory_policy")?.to_owned(),
             marker: marker.and_then(Marker::parse),
             marker_elsewhere: false,
+            time: None,
+            clock_jumped: None,
         })
     }
 
@@ -180,20 +193,22 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
         .map(str::trim)
 }
 
-/// Asks the node, and reads the marker at `marker` (`None`: not needed,
-/// without a restart quarantine); `Ok(None)` when an ACL refused (`NOPERM`:
-/// no `INFO` or no `GET` on the marker) or its answer lacks a field: it
-/// cannot be identified. A cluster master that answers `MOVED` or `ASK`
-/// for the marker's key (its slot moved, or is migrating), or
-/// `CLUSTERDOWN` (its cluster lost a master a moment ago), is identified
-/// without it ([`Facts::marker_elsewhere`]): the connection stays, and the
-/// requests sent on it get the cluster's own answers. Any other error reply
+/// Asks the node, reads its clock and the jump marker at `clock`, and the
+/// admission marker at `marker` (`None`: not needed, without a restart
+/// quarantine); `Ok(None)` when an ACL refused (`NOPERM`: no `INFO`, or no
+/// `GET` on a marker) or its answer lacks a field: it cannot be identified.
+/// A cluster master that answers `MOVED` or `ASK` for a marker's key (its
+/// slot moved, or is migrating), or `CLUSTERDOWN` (its cluster lost a
+/// master a moment ago), is identified without them
+/// ([`Facts::marker_elsewhere`]): the connection stays, and the requests
+/// sent on it get the cluster's own answers. Any other error reply
 /// (`LOADING`, say) fails the connection, which is retried.
 pub(crate) fn ask(
     conn: &mut redis::Connection,
     marker: Option<&str>,
+    clock: Option<&str>,
 ) -> redis::RedisResult<Option<Facts>> {
-    // The marker as bytes: one that is not UTF-8 is no marker, not a
+    // The markers as bytes: one that is not UTF-8 is no marker, not a
     // conversion error (which the `redis` crate reports as a parse error,
     // read as "not a Redis server"). `INFO` as a string: over RESP3 it is
     // a verbatim string, which does not convert to bytes.
@@ -203,31 +218,76 @@ pub(crate) fn ask(
         .cmd("INFO")
         .arg("replication")
         .cmd("INFO")
-        .arg("memory");
-    let asked: redis::RedisResult<(String, String, String, Option<Vec<u8>>)> = match marker {
-        Some(key) => pipe.cmd("GET").arg(key).query(conn),
-        None => pipe
-            .query::<(String, String, String)>(conn)
-            .map(|(s, r, m)| (s, r, m, None)),
-    };
+        .arg("memory")
+        .cmd("TIME");
+    if let Some(key) = clock {
+        pipe.cmd("PTTL").arg(key).cmd("GET").arg(key);
+    }
+    if let Some(key) = marker {
+        pipe.cmd("GET").arg(key);
+    }
+    let sent = Instant::now();
+    let asked: redis::RedisResult<Vec<redis::Value>> = pipe.query(conn);
+    let got = Instant::now();
     match asked {
-        Ok((server, replication, memory, marker)) => Ok(Facts::parse(
-            &server,
-            &replication,
-            &memory,
-            marker.as_deref(),
-        )),
+        Ok(values) => Ok(read(values, clock.is_some(), marker.is_some(), sent, got)),
         Err(err) if err.code() == Some("NOPERM") => Ok(None),
         Err(err)
-            if marker.is_some() && matches!(err.code(), Some("MOVED" | "ASK" | "CLUSTERDOWN")) =>
+            if (marker.is_some() || clock.is_some())
+                && matches!(err.code(), Some("MOVED" | "ASK" | "CLUSTERDOWN")) =>
         {
-            Ok(ask(conn, None)?.map(|facts| Facts {
+            Ok(ask(conn, None, None)?.map(|facts| Facts {
                 marker_elsewhere: true,
                 ..facts
             }))
         }
         Err(err) => Err(err),
     }
+}
+
+/// Reads [`ask`]'s replies.
+fn read(
+    values: Vec<redis::Value>,
+    clock: bool,
+    marker: bool,
+    sent: Instant,
+    got: Instant,
+) -> Option<Facts> {
+    let mut values = values.into_iter();
+    let mut text = || -> Option<String> { redis::from_redis_value(values.next()?).ok() };
+    let (server, replication, memory) = (text()?, text()?, text()?);
+    let time = values.next().and_then(|v| Reading::parse(&v, sent, got));
+    let next_bytes = |values: &mut std::vec::IntoIter<redis::Value>| -> Option<Vec<u8>> {
+        redis::from_redis_value::<Option<Vec<u8>>>(values.next()?)
+            .ok()
+            .flatten()
+    };
+    let clock_jumped = if clock {
+        let left: i64 = redis::from_redis_value(values.next()?).ok()?;
+        let size = next_bytes(&mut values)
+            .and_then(|v| {
+                let text = String::from_utf8(v).ok()?;
+                text.strip_suffix(" ms")?.parse::<u64>().ok()
+            })
+            .map(Duration::from_millis)
+            .unwrap_or_default();
+        u64::try_from(left)
+            .ok()
+            .filter(|&ms| ms > 0)
+            .map(|ms| (Duration::from_millis(ms), size))
+    } else {
+        None
+    };
+    let marker = if marker {
+        next_bytes(&mut values)
+    } else {
+        None
+    };
+    Some(Facts {
+        time,
+        clock_jumped,
+        ..Facts::parse(&server, &replication, &memory, marker.as_deref())?
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! (see `worker.rs`).
 
 mod admission;
+mod clock;
 mod cluster;
 mod cluster_link;
 mod cluster_opening;
@@ -45,6 +46,7 @@ use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
 use admission::{Admission, Registry, Rules};
+pub(crate) use clock::Clocks;
 pub(crate) use cluster::ClusterSource;
 use cluster_link::ClusterLink;
 use cluster_opening::ClusterOpening;
@@ -179,6 +181,8 @@ pub(crate) struct Transport {
     probes: Vec<Option<NodeManager>>,
     /// Some node is a Redis Cluster (whose key layout refuses some names).
     clustered: bool,
+    /// The nodes' clocks (see `clock.rs`).
+    clocks: Arc<Clocks>,
 }
 
 /// Picks a resource's gate node: by a hash of its name (FNV-1a) among the
@@ -255,8 +259,12 @@ impl Transport {
         let rules = Rules {
             quarantine: settings.restart_quarantine,
             allow_eviction: settings.allow_eviction,
+            max_clock_offset: settings.max_clock_offset,
         };
-        let registry = Registry::new(specs.iter().map(|s| s.address.as_str().into()).collect());
+        let registry = Registry::for_client(
+            specs.iter().map(|s| s.address.as_str().into()).collect(),
+            settings.drift_factor,
+        );
         let clustered = specs
             .iter()
             .any(|spec| matches!(spec.source, Source::Cluster(_)));
@@ -379,6 +387,7 @@ impl Transport {
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         transport.probes = probes;
         transport.clustered = clustered;
+        transport.clocks = registry.clocks().clone();
         if settings.notifications {
             transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
         }
@@ -420,6 +429,7 @@ impl Transport {
         let gate_of = GateOf::new(&addresses);
         let client_id: Arc<str> = Arc::from(format!("{:016x}", rand::random::<u64>()).as_str());
         let hub = Hub::new(vec![None; nodes.len()], &client_id, Duration::from_secs(1));
+        let clocks = Arc::new(Clocks::new(nodes.len(), 0.01));
         Ok(Transport {
             nodes,
             addresses,
@@ -432,6 +442,7 @@ impl Transport {
             client_id,
             probes: Vec::new(),
             clustered: false,
+            clocks,
         })
     }
 
@@ -531,6 +542,11 @@ impl Transport {
     /// Where wake-ups go (set once, by the core).
     pub(crate) fn set_sink(&self, sink: std::sync::Weak<dyn Sink>) {
         self.hub.set_sink(sink);
+    }
+
+    /// The nodes' clocks: what leases lost to jumps, and news of them.
+    pub(crate) fn clocks(&self) -> &Arc<Clocks> {
+        &self.clocks
     }
 
     /// This client's name in the gate nodes' queues of waiters.

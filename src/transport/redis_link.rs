@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::admission::examine;
+use super::clock::Reading;
 use super::codec::{encode, interpret};
 use super::conn::{HealthErrors, HealthEvents, NodeConn, NodeManager, NodeShared};
 use super::failure::classify;
@@ -158,6 +159,9 @@ pub(crate) struct Sending {
     asking: Vec<bool>,
     /// The scripts the connection had sent before this batch.
     scripts_before: Sent,
+    /// `TIME` follows the batch: it holds votes, judged with the node's
+    /// clock as it was when it voted (see `clock.rs`).
+    timed: bool,
 }
 
 impl RedisLink {
@@ -192,6 +196,7 @@ impl RedisLink {
             started: Instant::now(),
             asking: Vec::new(),
             scripts_before: Sent::none(),
+            timed: false,
         };
         let fail_all = |mut sending: Sending, failure: NodeFailure| {
             sending.early = vec![Some(failure); batch.len()];
@@ -281,11 +286,21 @@ impl RedisLink {
             .map(|(i, req)| (*req, asking.get(i).copied().unwrap_or(false)))
             .unzip();
         if !sent.is_empty() {
+            let clocks = self.shared.admission.clocks();
+            for ttl in sent.iter().filter_map(|req| req.op.ttl_ms()) {
+                clocks.used(ttl);
+            }
+            sending.timed = sent.iter().any(|req| !req.op.cleans_up());
             let mut scripts = conn.sent;
             sending.scripts_before = scripts;
             sending.started = Instant::now();
-            sending.write =
-                write(&mut conn, &sent, self.layout, &mut scripts, timeout, &asked).err();
+            let out = Out {
+                layout: self.layout,
+                timeout,
+                asking: &asked,
+                timed: sending.timed,
+            };
+            sending.write = write(&mut conn, &sent, &mut scripts, &out).err();
             conn.sent = scripts;
         }
         sending.asking = asked;
@@ -305,6 +320,7 @@ impl RedisLink {
             started,
             asking,
             scripts_before,
+            timed,
         } = sending;
         let Some(mut conn) = conn else {
             return early
@@ -318,6 +334,7 @@ impl RedisLink {
             .filter(|(_, early)| early.is_none())
             .map(|(req, _)| *req)
             .collect();
+        let mut reading = None;
         let replies = match write {
             Some(err) => {
                 conn.broken = true;
@@ -326,6 +343,9 @@ impl RedisLink {
             None if sent.is_empty() => Vec::new(),
             None => {
                 let replies = read(&mut conn, &asking, timeout, &self.shared, started);
+                if timed && !conn.broken {
+                    reading = read_time(&mut conn, started);
+                }
                 exchange(
                     &mut conn,
                     &sent,
@@ -363,10 +383,56 @@ impl RedisLink {
         if self.follow.is_some() && raws.iter().any(|raw| self.not_writable(raw)) {
             conn.broken = true;
         }
+        let raws = match reading {
+            Some(reading) => self.judge_clock(&mut conn, reading, batch, raws),
+            None => raws,
+        };
         if !conn.broken {
             self.conn = Some(conn);
         }
         raws
+    }
+
+    /// Judges the node's clock by the `reading` taken with the batch's
+    /// votes: a vote counts only if the clock was trusted when it was cast
+    /// (no jump, within the round's drift allowance of the others' and the
+    /// steady bound; see `clock.rs`). Writes the jump marker on `conn` if
+    /// the clock just jumped.
+    fn judge_clock(
+        &self,
+        conn: &mut NodeConn,
+        reading: Reading,
+        batch: &[&Request],
+        raws: Vec<Raw>,
+    ) -> Vec<Raw> {
+        let admission = &self.shared.admission;
+        let (judged, jumped) = admission.clock(reading);
+        if let Some(marker) = jumped
+            && marker.write(&mut conn.conn, &self.shared.address).is_err()
+        {
+            conn.broken = true;
+        }
+        let out = admission.refusal();
+        batch
+            .iter()
+            .zip(raws)
+            .map(|(req, raw)| match raw {
+                Raw::Reply(_) if !req.op.cleans_up() => {
+                    let ttl = req
+                        .op
+                        .ttl_ms()
+                        .map_or_else(|| admission.clocks().longest_ttl(), Duration::from_millis);
+                    match out
+                        .clone()
+                        .or_else(|| admission.round_refusal(&judged, ttl))
+                    {
+                        Some(failure) => Raw::Failed(failure),
+                        None => raw,
+                    }
+                }
+                raw => raw,
+            })
+            .collect()
     }
 
     /// Reads `raw` as a vote on `req`.
@@ -448,7 +514,13 @@ fn exchange(
     let left = timeout.min(until.saturating_duration_since(now));
     let sources = &mut Sent::sources_only();
     let asked: Vec<bool> = live.iter().map(|&i| asking[i]).collect();
-    let resent = match write(conn, &again, layout, sources, left, &asked) {
+    let out = Out {
+        layout,
+        timeout: left,
+        asking: &asked,
+        timed: false,
+    };
+    let resent = match write(conn, &again, sources, &out) {
         Ok(()) => read(conn, &asked, left, shared, Instant::now()),
         Err(err) => {
             conn.broken = true;
@@ -513,25 +585,48 @@ fn refused_by_hash(reply: &redis::RedisResult<redis::Value>) -> Option<Refusal> 
     }
 }
 
-/// Writes all of `batch`'s commands at once (each one `asking` marks after
-/// `ASKING`), their keys as `layout` lays them out.
+/// How a batch goes out.
+struct Out<'a> {
+    /// How its keys are laid out.
+    layout: Layout,
+    timeout: Duration,
+    /// Per request, whether it goes after `ASKING`.
+    asking: &'a [bool],
+    /// `TIME` follows it.
+    timed: bool,
+}
+
+/// Writes all of `batch`'s commands at once, as `out` says.
 fn write(
     conn: &mut NodeConn,
     batch: &[&Request],
-    layout: Layout,
     sent: &mut Sent,
-    timeout: Duration,
-    asking: &[bool],
+    out: &Out<'_>,
 ) -> redis::RedisResult<()> {
-    let mut packed = Vec::with_capacity(batch.len() * 160);
+    let mut packed = Vec::with_capacity(batch.len() * 160 + 16);
     for (i, req) in batch.iter().enumerate() {
-        if asking.get(i).copied().unwrap_or(false) {
+        if out.asking.get(i).copied().unwrap_or(false) {
             redis::cmd("ASKING").write_packed_command(&mut packed);
         }
-        encode(req, layout, sent, &mut packed);
+        encode(req, out.layout, sent, &mut packed);
     }
-    conn.set_io_timeout(timeout)?;
+    if out.timed {
+        packed.extend_from_slice(b"*1\r\n$4\r\nTIME\r\n");
+    }
+    conn.set_io_timeout(out.timeout)?;
     conn.conn.send_packed_command(&packed)
+}
+
+/// Reads the reply to the `TIME` after a batch written at `sent` (`None`:
+/// not a clock reading; the connection is broken if it failed).
+fn read_time(conn: &mut NodeConn, sent: Instant) -> Option<Reading> {
+    match conn.conn.recv_response() {
+        Ok(value) => Reading::parse(&value, sent, Instant::now()),
+        Err(_) => {
+            conn.broken = true;
+            None
+        }
+    }
 }
 
 /// Reads one reply per command of a batch written at `started`, one

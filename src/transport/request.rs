@@ -53,6 +53,16 @@ impl Op {
         matches!(self, Op::Release | Op::Leave | Op::Resign)
     }
 
+    /// The TTL it sets, in milliseconds, if it sets one.
+    pub(crate) fn ttl_ms(self) -> Option<u64> {
+        match self {
+            Op::Acquire { ttl_ms } | Op::Extend { ttl_ms } | Op::AcquireFenced { ttl_ms, .. } => {
+                Some(ttl_ms)
+            }
+            _ => None,
+        }
+    }
+
     /// What its caller makes of a round's outcome, and so what the round
     /// waits for.
     pub(crate) fn decides(self) -> Decides {

@@ -28,6 +28,9 @@ struct RoundState {
     closed: bool,
     /// Nodes the request never left the client for ([`Outcome::unsent`]).
     unsent: Vec<usize>,
+    /// Nodes that confirmed before the caller took the outcome
+    /// ([`Outcome::voters`]).
+    voters: Vec<usize>,
     /// When the answers decided the verdict: a caller that collects after
     /// its deadline (a single node's round runs on its thread, the keeper
     /// collects its renewals one by one) does not count a confirmation
@@ -44,6 +47,7 @@ impl RoundShared {
                 gate: None,
                 closed: false,
                 unsent: Vec::new(),
+                voters: Vec::new(),
                 decided_at: None,
             }),
             decided: Condvar::new(),
@@ -72,6 +76,9 @@ impl RoundShared {
             _ => false,
         };
         if !state.closed {
+            if answer.as_ref().is_ok_and(|vote| vote.yes) {
+                state.voters.push(index);
+            }
             state.tally.record(answer);
         }
         let decided = !state.closed && state.tally.verdict().is_some();
@@ -192,6 +199,7 @@ impl PendingRound {
             tally,
             answered,
             unsent,
+            voters,
             ..
         } = &mut *state;
         if !decided_early {
@@ -203,6 +211,7 @@ impl PendingRound {
         }
         let mut outcome = tally.outcome();
         outcome.unsent = std::mem::take(unsent);
+        outcome.voters = std::mem::take(voters);
         if outcome.verdict != Verdict::Confirmed {
             // Name the nodes the verdict did not wait for.
             for (index, _) in answered.iter().enumerate().filter(|(_, done)| !**done) {

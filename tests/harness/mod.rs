@@ -8,6 +8,7 @@
 #![allow(dead_code, unreachable_pub, unused_imports)]
 
 mod clients;
+pub mod clock;
 mod fenced;
 pub mod partition;
 mod proxy;
@@ -60,6 +61,9 @@ pub struct NodeOptions {
     pub extra_args: Vec<String>,
     /// Also listen on a unix socket in the node's directory.
     pub unix_socket: bool,
+    /// Run with the clock-shift library preloaded, so that the test can
+    /// move the node's wall clock ([`Node::set_clock_offset`]).
+    pub shift_clock: bool,
 }
 
 /// One local `redis-server` process.
@@ -356,6 +360,13 @@ impl Node {
             cmd.args(["--unixsocketperm", "700"]);
         }
         cmd.args(&self.options.extra_args);
+        if self.options.shift_clock {
+            if !self.clock_file().exists() {
+                std::fs::write(self.clock_file(), "0").expect("clock offset file");
+            }
+            cmd.env("LD_PRELOAD", clock::library())
+                .env("CLOCKSHIFT_FILE", self.clock_file());
+        }
         let child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::null())

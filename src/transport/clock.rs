@@ -1,0 +1,484 @@
+//! The nodes' wall clocks, as the client sees them. Redis expires keys by
+//! its wall clock, so a node whose clock steps ahead drops every key early
+//! by the step: a lease counted there ends early. Every acquisition and
+//! extension reads the node's `TIME` in the same pipelined exchange as its
+//! vote (and every examination of a node does, `facts.rs`); each reading
+//! lands here and is judged two ways:
+//!
+//! - **against the other nodes**: its *skew* (node time minus the client's
+//!   monotonic time at the exchange's midpoint) minus the median skew of
+//!   the nodes read within [`FRESH`] (itself included, so that one clock
+//!   off among three cannot drag the median): the *disagreement*. Two
+//!   healthy clocks tick alike, so the skews of healthy nodes stay equal
+//!   however far apart in time they were read. A client started after a
+//!   jump sees it only this way.
+//! - **against its own history**: its skew moved forward since its last
+//!   reading, and so did its disagreement (the others did not move with
+//!   it: the client's host was not paused) — by more than the drift
+//!   allowance of the shortest TTL this client used plus what the round
+//!   trips leave uncertain: it *jumped*.
+//!
+//! A reading is only known within half its round trip (the node read its
+//! clock somewhere between the write and the reply) plus a millisecond of
+//! `PX` rounding: that is its uncertainty, added to every allowance.
+//!
+//! What to do about it (count or not, quarantine, the marker) is
+//! `admission.rs`'s; what leases lose is recorded here ([`Clocks::cut`])
+//! and announced on [`Clocks::jumps`].
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+
+use crate::algorithm;
+
+/// Readings older than this take no part in another node's median.
+pub(crate) const FRESH: Duration = Duration::from_secs(60);
+
+/// What a real clock may drift between two readings, per second between
+/// them (100 ppm: ten times a poor crystal's).
+const DRIFT_PPM: u64 = 100;
+
+/// `PX` and `TIME` are read in whole milliseconds on the node's side.
+const GRANULE_US: i64 = 1_000;
+
+/// One `TIME` answer and when the exchange that carried it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    /// The node's wall clock, in microseconds since the Unix epoch.
+    pub(crate) node_us: i64,
+    /// When the request was written.
+    pub(crate) sent: Instant,
+    /// When the reply was read.
+    pub(crate) got: Instant,
+}
+
+impl Reading {
+    /// From a `TIME` reply (`[seconds, microseconds]`, as text).
+    pub(crate) fn parse(value: &redis::Value, sent: Instant, got: Instant) -> Option<Reading> {
+        let redis::Value::Array(parts) = value else {
+            return None;
+        };
+        let number = |v: &redis::Value| -> Option<i64> {
+            match v {
+                redis::Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+                redis::Value::Int(n) => Some(*n),
+                _ => None,
+            }
+        };
+        match parts.as_slice() {
+            [secs, micros] => Some(Reading {
+                node_us: number(secs)?
+                    .checked_mul(1_000_000)?
+                    .checked_add(number(micros)?)?,
+                sent,
+                got: got.max(sent),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A node's clock as one reading found it.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// Node time minus the client's monotonic time, in microseconds.
+    skew: i64,
+    /// How far off `skew` may be.
+    uncertainty: i64,
+    at: Instant,
+    /// Its disagreement with the median, if enough nodes were read.
+    disagreement: Option<i64>,
+}
+
+/// What one reading says of its node's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Judged {
+    /// Ahead (positive) or behind the median of the nodes' clocks, in
+    /// microseconds, with how far off that figure may be; `None` while
+    /// fewer than three nodes were read lately.
+    pub(crate) disagreement: Option<(i64, i64)>,
+    /// It stepped forward by this much since the last reading.
+    pub(crate) jumped: Option<Duration>,
+}
+
+impl Judged {
+    /// Whether the disagreement is beyond `allowance` even at its most
+    /// favourable (its uncertainty taken off).
+    pub(crate) fn beyond(&self, allowance: Duration) -> Option<i64> {
+        let (d, uncertainty) = self.disagreement?;
+        let allowance = i64::try_from(allowance.as_micros()).unwrap_or(i64::MAX);
+        (d.abs().saturating_sub(uncertainty) > allowance).then_some(d)
+    }
+}
+
+/// A forward jump at a listed node: every lease counted there before
+/// `at` may lose `size` of its keys' life there.
+#[derive(Debug, Clone, Copy)]
+struct Cut {
+    node: usize,
+    at: Instant,
+    size: Duration,
+}
+
+/// The clocks of one client's nodes (and its clusters' masters).
+#[derive(Debug)]
+pub(crate) struct Clocks {
+    anchor: Instant,
+    drift_factor: f64,
+    table: Mutex<Table>,
+    /// The shortest and longest TTLs this client asked for, in ms (0:
+    /// none yet).
+    shortest_ms: AtomicU64,
+    longest_ms: AtomicU64,
+    jumped: Sender<()>,
+    jumps: Receiver<()>,
+    /// A cut was ever recorded (leases skip the table's lock until then).
+    any_cuts: AtomicBool,
+}
+
+#[derive(Debug)]
+struct Table {
+    /// Per registry entry: the listed node it belongs to.
+    owners: Vec<usize>,
+    samples: Vec<Option<Sample>>,
+    cuts: Vec<Cut>,
+}
+
+impl Clocks {
+    /// For `listed` nodes, with the client's drift factor.
+    pub(crate) fn new(listed: usize, drift_factor: f64) -> Clocks {
+        let (jumped, jumps) = crossbeam_channel::unbounded();
+        Clocks {
+            anchor: Instant::now(),
+            drift_factor,
+            table: Mutex::new(Table {
+                owners: (0..listed).collect(),
+                samples: vec![None; listed],
+                cuts: Vec::new(),
+            }),
+            shortest_ms: AtomicU64::new(0),
+            longest_ms: AtomicU64::new(0),
+            jumped,
+            jumps,
+            any_cuts: AtomicBool::new(false),
+        }
+    }
+
+    /// A cluster's master, of listed node `owner`, as registry entry `index`.
+    pub(crate) fn add(&self, index: usize, owner: usize) {
+        let mut table = self.table.lock();
+        if table.owners.len() <= index {
+            table.owners.resize(index + 1, owner);
+            table.samples.resize(index + 1, None);
+        }
+        table.owners[index] = owner;
+    }
+
+    /// A round asked for `ttl_ms`.
+    pub(crate) fn used(&self, ttl_ms: u64) {
+        self.longest_ms.fetch_max(ttl_ms, Ordering::Relaxed);
+        let _ = self
+            .shortest_ms
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                (s == 0 || ttl_ms < s).then_some(ttl_ms)
+            });
+    }
+
+    /// The longest TTL this client asked for (zero: none yet).
+    pub(crate) fn longest_ttl(&self) -> Duration {
+        Duration::from_millis(self.longest_ms.load(Ordering::Relaxed))
+    }
+
+    /// The drift allowance of a round with `ttl`.
+    pub(crate) fn allowance(&self, ttl: Duration) -> Duration {
+        algorithm::drift(ttl, self.drift_factor)
+    }
+
+    /// What a step must exceed to count as a jump: the drift allowance of
+    /// the shortest TTL this client asked for (a smaller step cuts no
+    /// lease's keys short of its validity), 10 s's before any.
+    fn jump_allowance(&self) -> Duration {
+        match self.shortest_ms.load(Ordering::Relaxed) {
+            0 => self.allowance(Duration::from_secs(10)),
+            ms => self.allowance(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Judges entry `index`'s clock by `reading`, and keeps the reading.
+    /// A jump is recorded as a cut for the listed node it belongs to and
+    /// announced on [`jumps`](Self::jumps).
+    pub(crate) fn observe(&self, index: usize, reading: Reading) -> Judged {
+        let half = reading.got.duration_since(reading.sent) / 2;
+        let mid = reading.sent + half;
+        let mono = i64::try_from(mid.saturating_duration_since(self.anchor).as_micros())
+            .unwrap_or(i64::MAX);
+        let sample = Sample {
+            skew: reading.node_us.saturating_sub(mono),
+            uncertainty: micros(half) + GRANULE_US,
+            at: reading.got,
+            disagreement: None,
+        };
+        let allowance = micros(self.jump_allowance());
+        let mut table = self.table.lock();
+        if table.samples.len() <= index {
+            table.samples.resize(index + 1, None);
+            table.owners.resize(index + 1, index);
+        }
+        let previous = table.samples[index];
+        let median = median(&table.samples, index, &sample);
+        let disagreement = median.map(|(m, unc)| (sample.skew - m, sample.uncertainty + unc));
+        let jumped = previous.and_then(|prev| {
+            let elapsed = sample.at.saturating_duration_since(prev.at);
+            let slack = allowance
+                + sample.uncertainty
+                + prev.uncertainty
+                + micros(elapsed) / 1_000_000 * DRIFT_PPM as i64;
+            let step = sample.skew - prev.skew;
+            let with_others = match (disagreement, prev.disagreement) {
+                (Some((now, _)), Some(before)) => now - before > slack,
+                // Too few nodes read to tell the client's pause from the
+                // node's step: the node's step it is (the safe reading).
+                _ => true,
+            };
+            (step > slack && with_others).then(|| Duration::from_micros(step.unsigned_abs()))
+        });
+        table.samples[index] = Some(Sample {
+            disagreement: disagreement.map(|(d, _)| d),
+            ..sample
+        });
+        if let Some(size) = jumped {
+            let node = table.owners[index];
+            let now = Instant::now();
+            let keep = self.longest_ttl().max(FRESH) * 2;
+            table
+                .cuts
+                .retain(|cut| now.saturating_duration_since(cut.at) < keep);
+            table.cuts.push(Cut {
+                node,
+                at: now,
+                size,
+            });
+            self.any_cuts.store(true, Ordering::Release);
+            drop(table);
+            let _ = self.jumped.try_send(());
+        }
+        Judged {
+            disagreement,
+            jumped,
+        }
+    }
+
+    /// How much of its keys' life listed node `node` lost to jumps the
+    /// client learnt of at or after `since`.
+    #[cfg(test)]
+    pub(crate) fn cut(&self, node: usize, since: Instant) -> Duration {
+        cut(&self.table.lock(), node, since)
+    }
+
+    /// Until when a lease valid until `until`, whose keys the listed nodes
+    /// `voters` set in a round started at `since`, still stands on
+    /// `quorum` of them: each voter's keys end early by the jumps learnt
+    /// of since (its cut), and the lease ends with the quorum-th latest.
+    pub(crate) fn holds_until(
+        &self,
+        voters: &[usize],
+        since: Instant,
+        until: Instant,
+        quorum: usize,
+    ) -> Instant {
+        if voters.is_empty() || !self.any_cuts.load(Ordering::Acquire) {
+            return until;
+        }
+        let table = self.table.lock();
+        let mut ends: Vec<Instant> = voters
+            .iter()
+            .map(|&node| {
+                until
+                    .checked_sub(cut(&table, node, since))
+                    .unwrap_or(self.anchor)
+            })
+            .collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        let at = quorum.clamp(1, ends.len()) - 1;
+        ends[at]
+    }
+
+    /// Told (with `()`) each time a jump is recorded: the keeper re-judges
+    /// the leases it watches.
+    pub(crate) fn jumps(&self) -> Receiver<()> {
+        self.jumps.clone()
+    }
+}
+
+fn cut(table: &Table, node: usize, since: Instant) -> Duration {
+    table
+        .cuts
+        .iter()
+        .filter(|cut| cut.node == node && cut.at >= since)
+        .map(|cut| cut.size)
+        .sum()
+}
+
+/// The median skew of the fresh samples of every entry but `index`, and of
+/// `sample` in its place (with its uncertainty); `None` below three.
+fn median(samples: &[Option<Sample>], index: usize, sample: &Sample) -> Option<(i64, i64)> {
+    let now = sample.at;
+    let mut skews: Vec<(i64, i64)> = samples
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != index)
+        .filter_map(|(_, s)| *s)
+        .filter(|s| now.saturating_duration_since(s.at) <= FRESH)
+        .map(|s| {
+            let age = micros(now.saturating_duration_since(s.at));
+            (s.skew, s.uncertainty + age / 1_000_000 * DRIFT_PPM as i64)
+        })
+        .collect();
+    skews.push((sample.skew, sample.uncertainty));
+    if skews.len() < 3 {
+        return None;
+    }
+    skews.sort_unstable();
+    Some(skews[(skews.len() - 1) / 2])
+}
+
+fn micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reading of a node whose clock is `ahead_ms` ahead of the client's
+    /// monotonic clock, at `at`, over a 1 ms round trip.
+    fn reading(clocks: &Clocks, at: Instant, ahead_ms: i64) -> Reading {
+        let mono = at.duration_since(clocks.anchor).as_micros() as i64;
+        Reading {
+            node_us: mono + ahead_ms * 1000 + 500,
+            sent: at,
+            got: at + Duration::from_millis(1),
+        }
+    }
+
+    fn three() -> (Clocks, Instant) {
+        let clocks = Clocks::new(3, 0.01);
+        clocks.used(10_000);
+        (clocks, Instant::now() + Duration::from_millis(10))
+    }
+
+    #[test]
+    fn a_clock_far_from_the_median_disagrees_and_one_near_it_does_not() {
+        let (clocks, t) = three();
+        assert_eq!(clocks.observe(0, reading(&clocks, t, 0)).disagreement, None);
+        assert_eq!(clocks.observe(1, reading(&clocks, t, 3)).disagreement, None);
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000));
+        let (d, _) = judged.disagreement.unwrap();
+        assert!((8_996_000..=9_000_000).contains(&d), "{d}");
+        assert!(judged.beyond(Duration::from_millis(102)).is_some());
+        // Node 0 against the others: the median is node 1's, 3 ms off.
+        let zero = clocks.observe(0, reading(&clocks, t + Duration::from_millis(5), 0));
+        assert!(
+            zero.beyond(Duration::from_millis(102)).is_none(),
+            "{zero:?}"
+        );
+        assert_eq!(zero.jumped, None);
+    }
+
+    #[test]
+    fn a_forward_step_beyond_the_allowance_is_a_jump_and_cuts_its_node() {
+        let (clocks, t) = three();
+        for i in 0..3 {
+            clocks.observe(i, reading(&clocks, t, 0));
+        }
+        let before = Instant::now();
+        let later = t + Duration::from_secs(1);
+        // 50 ms: below a 10 s TTL's 102 ms allowance.
+        assert_eq!(clocks.observe(2, reading(&clocks, later, 50)).jumped, None);
+        let jumped = clocks.observe(2, reading(&clocks, later, 9_050)).jumped;
+        assert_eq!(jumped, Some(Duration::from_secs(9)));
+        assert_eq!(clocks.cut(2, before), Duration::from_secs(9));
+        assert_eq!(clocks.cut(1, before), Duration::ZERO);
+        assert!(clocks.jumps().try_recv().is_ok(), "announced");
+        // Stepped back: no jump (its keys live longer, not shorter).
+        assert_eq!(clocks.observe(2, reading(&clocks, later, 0)).jumped, None);
+        // A cut learnt before a lease was granted is not its own.
+        assert_eq!(clocks.cut(2, Instant::now()), Duration::ZERO);
+        // A lease on nodes 0-2 of 3 (quorum 2) stands on nodes 0 and 1;
+        // on nodes 1 and 2 alone it ends 9 s early.
+        let until = Instant::now() + Duration::from_secs(10);
+        assert_eq!(clocks.holds_until(&[0, 1, 2], before, until, 2), until);
+        assert_eq!(
+            clocks.holds_until(&[1, 2], before, until, 2),
+            until - Duration::from_secs(9)
+        );
+        assert_eq!(
+            clocks.holds_until(&[1, 2], Instant::now(), until, 2),
+            until,
+            "granted after the jump was learnt"
+        );
+    }
+
+    /// The client's host paused (its monotonic clock stopped, as in a
+    /// suspend): every node seems to step at once. The first node read
+    /// after it cannot tell (the others' readings are older: taken for a
+    /// jump, the safe reading); the ones read after it see the others move
+    /// with them.
+    #[test]
+    fn every_clock_moving_at_once_is_the_clients_pause_not_a_jump() {
+        let (clocks, t) = three();
+        for i in [0, 1, 2, 0, 1] {
+            clocks.observe(i, reading(&clocks, t, 0));
+        }
+        let later = t + Duration::from_secs(2);
+        assert!(
+            clocks
+                .observe(0, reading(&clocks, later, 5_000))
+                .jumped
+                .is_some()
+        );
+        for i in 1..3 {
+            let judged = clocks.observe(i, reading(&clocks, later, 5_000));
+            assert_eq!(judged.jumped, None, "node {i}");
+        }
+    }
+
+    #[test]
+    fn the_shortest_ttl_sets_the_jump_allowance() {
+        let (clocks, t) = three();
+        clocks.used(60_000);
+        for i in 0..3 {
+            clocks.observe(i, reading(&clocks, t, 0));
+        }
+        // 150 ms: within a 60 s TTL's 602 ms, beyond a 10 s TTL's 102 ms.
+        let later = t + Duration::from_secs(1);
+        assert!(
+            clocks
+                .observe(0, reading(&clocks, later, 150))
+                .jumped
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_time_reply_is_parsed_and_garbage_is_not() {
+        let now = Instant::now();
+        let ok = redis::Value::Array(vec![
+            redis::Value::BulkString(b"1700000000".to_vec()),
+            redis::Value::BulkString(b"250".to_vec()),
+        ]);
+        let r = Reading::parse(&ok, now, now).unwrap();
+        assert_eq!(r.node_us, 1_700_000_000_000_250);
+        for bad in [
+            redis::Value::Nil,
+            redis::Value::Array(vec![]),
+            redis::Value::Array(vec![redis::Value::BulkString(b"x".to_vec()); 2]),
+            redis::Value::Array(vec![redis::Value::Int(i64::MAX), redis::Value::Int(1)]),
+        ] {
+            assert!(Reading::parse(&bad, now, now).is_none(), "{bad:?}");
+        }
+    }
+}

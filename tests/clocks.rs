@@ -1,0 +1,369 @@
+//! A node whose wall clock steps ahead drops its keys early by the step:
+//! the client must never count it while that matters. Real nodes, their
+//! clocks moved by the harness's preload library (`harness::clock`).
+//!
+//! The scene of the two-holder cases: five nodes; A holds on nodes 0–2
+//! (3 and 4 do not answer A); node 2's clock steps 9 s ahead, so A's key
+//! there expires while A's 10 s validity still runs; B asks for the lock
+//! and may reach nodes 2–4.
+
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::{Cluster, Fault, NodeOptions, Proxy, eventually, settles};
+use redlock_sync::{FailureKind, LockGuard, Redlock};
+
+const TTL: Duration = Duration::from_secs(10);
+const KEY: &str = "clock:r";
+
+fn shifted(n: usize) -> Cluster {
+    Cluster::start_with(
+        n,
+        &NodeOptions {
+            shift_clock: true,
+            ..NodeOptions::default()
+        },
+    )
+}
+
+/// A client with no retries that reaches every node directly.
+fn direct(cluster: &Cluster) -> Redlock {
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    harness::builder(&urls)
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .expect("client")
+}
+
+/// Client A: nodes 3 and 4 behind proxies that stall (they never answer
+/// A), so that A's lock stands on nodes 0–2 alone.
+struct ClientA {
+    client: Redlock,
+    _proxies: Vec<Proxy>,
+}
+
+fn client_a(cluster: &Cluster) -> ClientA {
+    client_a_with(cluster, false)
+}
+
+fn client_a_with(cluster: &Cluster, fencing: bool) -> ClientA {
+    let proxies: Vec<Proxy> = cluster.nodes[3..]
+        .iter()
+        .map(|n| {
+            let p = Proxy::start(n.port);
+            p.set(Fault::Stall);
+            p
+        })
+        .collect();
+    let mut urls: Vec<String> = cluster.nodes[..3].iter().map(|n| n.url()).collect();
+    urls.extend(proxies.iter().map(Proxy::url));
+    let client = harness::builder(&urls)
+        .fencing(fencing)
+        .retry_count(0)
+        .connect_timeout(Duration::from_millis(300))
+        .node_timeout(Duration::from_millis(250))
+        .build()
+        .expect("client A");
+    ClientA {
+        client,
+        _proxies: proxies,
+    }
+}
+
+/// A holds `KEY` on nodes 0–2 only.
+fn a_holds(a: &ClientA, cluster: &Cluster) -> LockGuard {
+    let guard = a
+        .client
+        .lock(KEY, TTL)
+        .expect("A takes the lock on nodes 0-2");
+    for node in &cluster.nodes[..3] {
+        assert!(node.get_now(KEY).is_some(), "A's key on node {}", node.port);
+    }
+    guard
+}
+
+/// Node 2's clock steps `ms` ahead, and A's key there is gone while A's
+/// lease is still valid.
+fn node_2_jumps(cluster: &Cluster, guard: &LockGuard, ms: i64) {
+    let before = cluster.nodes[2].time_ms();
+    cluster.nodes[2].set_clock_offset(ms);
+    let after = cluster.nodes[2].time_ms();
+    assert!(
+        after - before >= ms - 50,
+        "TIME moved by {} ms",
+        after - before
+    );
+    settles("A's key on node 2 expired early", || {
+        cluster.nodes[2].get_now(KEY).is_none()
+    });
+    assert!(guard.is_valid(), "A's lease still runs: the scene is set");
+}
+
+/// B must not get the lock while A's lease is valid.
+fn b_is_refused(b: &Redlock, a: &LockGuard) {
+    let got = b.try_lock(KEY, TTL);
+    let valid = a.is_valid();
+    assert!(
+        !(valid && matches!(got, Ok(Some(_)))),
+        "two holders: A's lease is valid and B got the lock"
+    );
+    assert!(valid, "the check ran while A's lease was valid");
+}
+
+#[test]
+fn the_preload_library_moves_a_nodes_wall_clock_and_its_expiry() {
+    let cluster = shifted(1);
+    let node = &cluster.nodes[0];
+    let _: () = node.query(redis::cmd("SET").arg("k").arg("v").arg("PX").arg(20_000));
+    let t0 = node.time_ms();
+    node.set_clock_offset(9_000);
+    let t1 = node.time_ms();
+    assert!(
+        (8_950..9_500).contains(&(t1 - t0)),
+        "TIME moved {} ms",
+        t1 - t0
+    );
+    let left: i64 = node.query(redis::cmd("PTTL").arg("k"));
+    assert!(left <= 11_000, "PTTL {left}: the key expires 9 s earlier");
+}
+
+/// Case 1: B starts after the jump. It never knew node 2's clock, but node
+/// 2 disagrees with the other four by 9 s.
+#[test]
+fn a_client_started_after_the_jump_does_not_count_the_node() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let guard = a_holds(&a, &cluster);
+    node_2_jumps(&cluster, &guard, 9_000);
+    let b = direct(&cluster);
+    b_is_refused(&b, &guard);
+    let health = b.node_health();
+    let refusal = health[2].refusal().expect("node 2 refused");
+    assert_eq!(refusal.kind(), FailureKind::Clock);
+    assert!(refusal.detail().contains("ahead"), "{refusal}");
+    assert!(refusal.detail().contains("NTP"), "{refusal}");
+    for node in [0, 1, 3, 4] {
+        assert!(health[node].refusal().is_none(), "node {node} counts");
+    }
+}
+
+/// Case 2: B knew node 2 (a lock of its own went through it) before the
+/// jump.
+#[test]
+fn a_client_that_knew_the_node_sees_the_jump() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let b = direct(&cluster);
+    b.lock("clock:b", TTL).unwrap().release().unwrap();
+    let guard = a_holds(&a, &cluster);
+    node_2_jumps(&cluster, &guard, 9_000);
+    b_is_refused(&b, &guard);
+    let refusal = b.node_health()[2].refusal().cloned().expect("refused");
+    assert_eq!(refusal.kind(), FailureKind::Clock);
+    assert!(refusal.detail().contains("jumped"), "{refusal}");
+}
+
+/// Case 3: B saw the jump, then NTP stepped node 2's clock back: the clocks
+/// agree again, but the keys node 2 dropped are still gone. B keeps it out;
+/// so does C, started after the step back, from the marker B left.
+#[test]
+fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let b = direct(&cluster);
+    b.lock("clock:b", TTL).unwrap().release().unwrap();
+    let guard = a_holds(&a, &cluster);
+    node_2_jumps(&cluster, &guard, 9_000);
+    // B sees the jump (a round of its own reaches node 2).
+    let _ = b.try_lock("clock:b", TTL);
+    assert!(
+        b.node_health()[2]
+            .refusal()
+            .is_some_and(|r| r.kind() == FailureKind::Clock),
+        "B saw the jump"
+    );
+    cluster.nodes[2].set_clock_offset(0);
+    b_is_refused(&b, &guard);
+    let c = direct(&cluster);
+    b_is_refused(&c, &guard);
+    let refusal = c.node_health()[2]
+        .refusal()
+        .cloned()
+        .expect("C keeps it out");
+    assert!(
+        refusal.detail().contains("redlock:clock-jumped"),
+        "{refusal}"
+    );
+}
+
+/// The holder learns it: a jump that leaves its lease without a majority
+/// fires its lost token, and its validity shows it.
+#[test]
+fn the_holders_lost_token_fires_when_it_learns_of_the_jump() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let guard = a_holds(&a, &cluster);
+    let lost = guard.lost_token();
+    let before = guard.remaining();
+    node_2_jumps(&cluster, &guard, 9_000);
+    assert!(!lost.is_cancelled(), "A cannot know yet");
+    // A's client talks to node 2 (another lock): it reads the jump.
+    let _ = a.client.try_lock("clock:other", TTL);
+    assert!(
+        guard.remaining() + Duration::from_secs(8) < before,
+        "the validity lost the jump: {:?} of {before:?} left",
+        guard.remaining()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !lost.is_cancelled() {
+        assert!(Instant::now() < deadline, "the lost token never fired");
+        lost.sleep(Duration::from_millis(100));
+    }
+    assert!(!guard.is_valid());
+}
+
+/// A step smaller than the drift allowance (102 ms for a 10 s TTL) cuts no
+/// lease short of its validity: nothing changes.
+#[test]
+fn a_jump_below_the_drift_allowance_changes_nothing() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let guard = a_holds(&a, &cluster);
+    let before = guard.remaining();
+    cluster.nodes[2].set_clock_offset(40);
+    // A needs node 2 for a majority: it still counts.
+    a.client
+        .lock("clock:small", TTL)
+        .expect("node 2 still counts")
+        .release()
+        .unwrap();
+    assert!(a.client.node_health()[2].refusal().is_none());
+    assert!(guard.remaining() + Duration::from_millis(500) >= before);
+    let b = direct(&cluster);
+    assert!(b.node_health()[2].refusal().is_none());
+}
+
+/// A clock steadily off: below `max_clock_offset` (and the round's drift
+/// allowance) it counts; above, it is refused with the reason.
+#[test]
+fn a_steady_offset_counts_below_the_bound_and_is_refused_above() {
+    let cluster = shifted(3);
+    cluster.nodes[2].set_clock_offset(300);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let client = harness::builder(&urls).retry_count(0).build().unwrap();
+    // A 60 s TTL allows 602 ms in a round; the bound is 500 ms.
+    let guard = client
+        .lock("clock:steady", Duration::from_secs(60))
+        .unwrap();
+    assert!(client.node_health()[2].refusal().is_none(), "300 ms counts");
+    guard.release().unwrap();
+    let strict = harness::builder(&urls)
+        .retry_count(0)
+        .max_clock_offset(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    // Its first round judges every node against the others' readings.
+    let guard = strict
+        .lock("clock:steady", Duration::from_secs(60))
+        .unwrap();
+    guard.release().unwrap();
+    let refusal = strict.node_health()[2].refusal().cloned().expect("refused");
+    assert_eq!(refusal.kind(), FailureKind::Clock);
+    assert!(refusal.detail().contains("max_clock_offset"), "{refusal}");
+    assert!(refusal.detail().contains("NTP"), "{refusal}");
+}
+
+/// After the quarantine, with the clock agreeing again, the node counts
+/// again (no restart quarantine: the period is the longest TTL used).
+#[test]
+fn after_its_quarantine_the_node_counts_again() {
+    let mut cluster = shifted(3);
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let client = harness::builder(&urls).retry_count(0).build().unwrap();
+    let ttl = Duration::from_secs(2);
+    client.lock("clock:q", ttl).unwrap().release().unwrap();
+    cluster.nodes[2].set_clock_offset(5_000);
+    let _ = client.try_lock("clock:q", ttl);
+    let refusal = client.node_health()[2].refusal().cloned().expect("jumped");
+    assert_eq!(refusal.kind(), FailureKind::Clock);
+    cluster.nodes[2].set_clock_offset(0);
+    eventually("node 2 counts again", Duration::from_secs(10), || {
+        let _ = client.try_lock("clock:probe", ttl);
+        client.node_health()[2].refusal().is_none()
+    });
+    // Nodes 0 and 2 make a majority without node 1.
+    cluster.nodes[1].pause();
+    let guard = client.lock("clock:q", ttl).expect("node 2's vote counts");
+    guard.release().unwrap();
+    cluster.nodes[1].resume();
+}
+
+/// Every primitive stands on the same rule: A (a fencing client) holds a
+/// fenced lock, a `lock_all`, a semaphore's permit, a writer's and a
+/// reader's rw-lock and an election's leadership on nodes 0–2; node 2's
+/// clock jumps; a fresh B gets none of them.
+#[test]
+fn no_primitive_lets_a_second_holder_in_through_a_jumped_node() {
+    let cluster = shifted(5);
+    let a = client_a_with(&cluster, true);
+    let ttl = TTL;
+    let held = [
+        a.client.lock("p:lock", ttl).unwrap(),
+        a.client.lock_all(&["p:a", "p:b"], ttl).unwrap(),
+        a.client.semaphore("p:sem", 1).lock(ttl).unwrap(),
+        a.client.rw_lock("p:rw").write(ttl).unwrap(),
+        a.client.rw_lock("p:rwr").read(ttl).unwrap(),
+    ];
+    let leader = a.client.election("p:e").campaign("a", ttl).win().unwrap();
+    cluster.nodes[2].set_clock_offset(9_000);
+    settles("A's keys on node 2 expired early", || {
+        cluster.nodes[2].get_now("p:lock").is_none()
+    });
+    let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
+    let b = harness::builder(&urls)
+        .fencing(true)
+        .retry_count(0)
+        .build()
+        .unwrap();
+    let got = [
+        ("lock", b.try_lock("p:lock", ttl).ok().flatten().is_some()),
+        (
+            "lock_all",
+            b.try_lock_all(&["p:a", "p:b"], ttl)
+                .ok()
+                .flatten()
+                .is_some(),
+        ),
+        (
+            "semaphore",
+            b.semaphore("p:sem", 1)
+                .try_lock(ttl)
+                .ok()
+                .flatten()
+                .is_some(),
+        ),
+        (
+            "rw write",
+            b.rw_lock("p:rw").try_write(ttl).ok().flatten().is_some(),
+        ),
+        (
+            "rw write past a reader",
+            b.rw_lock("p:rwr").try_write(ttl).ok().flatten().is_some(),
+        ),
+        (
+            "election",
+            b.election("p:e")
+                .campaign("b", ttl)
+                .try_win()
+                .ok()
+                .flatten()
+                .is_some(),
+        ),
+    ];
+    assert!(held.iter().all(LockGuard::is_valid) && leader.is_leader());
+    for (what, second) in got {
+        assert!(!second, "two holders of the {what}");
+    }
+}
