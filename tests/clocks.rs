@@ -147,6 +147,10 @@ fn a_client_started_after_the_jump_does_not_count_the_node() {
     for node in [0, 1, 3, 4] {
         assert!(health[node].refusal().is_none(), "node {node} counts");
     }
+    // verify() asks every node now, on fresh connections: the same verdict.
+    let verified = b.verify();
+    let refusal = verified[2].refusal().expect("verify refuses node 2");
+    assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
 }
 
 /// Case 2: B knew node 2 (a lock of its own went through it) before the
@@ -366,4 +370,73 @@ fn no_primitive_lets_a_second_holder_in_through_a_jumped_node() {
     for (what, second) in got {
         assert!(!second, "two holders of the {what}");
     }
+}
+
+/// Clients over one node of another kind (a Redis Cluster, or a Sentinel
+/// service) and two standalone nodes, s0 and s1; A's s1 stalls, so A holds
+/// on the first node and s0.
+fn mixed_clients(first: &str, s: &Cluster) -> (ClientA, Redlock) {
+    let stalled = Proxy::start(s.nodes[1].port);
+    stalled.set(Fault::Stall);
+    let build = |urls: [String; 3]| {
+        harness::builder(urls)
+            .retry_count(0)
+            .connect_timeout(Duration::from_millis(300))
+            .node_timeout(Duration::from_millis(250))
+            .build()
+            .expect("client")
+    };
+    let a = build([first.to_owned(), s.nodes[0].url(), stalled.url()]);
+    let b_urls = [first.to_owned(), s.nodes[0].url(), s.nodes[1].url()];
+    let a = ClientA {
+        client: a,
+        _proxies: vec![stalled],
+    };
+    // B knows every node before the jump: its history sees it too.
+    let b = build(b_urls);
+    (a, b)
+}
+
+/// A Redis Cluster's master whose clock jumps: the cluster's vote for the
+/// keys it serves does not count.
+#[test]
+fn a_cluster_master_whose_clock_jumps_does_not_count() {
+    let cluster = harness::redis_cluster::RedisCluster::start_shifted(3);
+    let s = Cluster::start(2);
+    let (a, b) = mixed_clients(&cluster.url(3), &s);
+    let guard = a
+        .client
+        .lock(KEY, TTL)
+        .expect("A holds on the cluster and s0");
+    let master = cluster.master_of(KEY);
+    master.set_clock_offset(9_000);
+    settles("A's key on its master expired early", || {
+        cluster.get_now(KEY).is_none()
+    });
+    b_is_refused(&b, &guard);
+    let health = b.node_health();
+    let refused = health[0]
+        .masters()
+        .iter()
+        .find(|m| m.address().ends_with(&format!(":{}", master.port)))
+        .and_then(|m| m.refusal().cloned())
+        .expect("the master is refused");
+    assert_eq!(refused.kind(), FailureKind::Clock, "{refused}");
+}
+
+/// A Sentinel-managed master whose clock jumps does not count.
+#[test]
+fn a_sentinel_master_whose_clock_jumps_does_not_count() {
+    let sentinels =
+        harness::sentinel::Sentinels::start_with(1, &harness::sentinel::Secrets::default(), true);
+    let s = Cluster::start(2);
+    let (a, b) = mixed_clients(&sentinels.urls()[0], &s);
+    let guard = a.client.lock(KEY, TTL).expect("A holds on g0 and s0");
+    sentinels.master(0).set_clock_offset(9_000);
+    settles("A's key on g0 expired early", || {
+        sentinels.master(0).get_now(KEY).is_none()
+    });
+    b_is_refused(&b, &guard);
+    let refusal = b.node_health()[0].refusal().cloned().expect("refused");
+    assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
 }

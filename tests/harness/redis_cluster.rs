@@ -31,6 +31,15 @@ impl RedisCluster {
         Self::start_with(masters, replicas, node_timeout_ms, |_| None)
     }
 
+    /// [`start`](Self::start) without replicas, every node's wall clock
+    /// movable ([`Node::set_clock_offset`]).
+    pub fn start_shifted(masters: usize) -> RedisCluster {
+        Self::start_with(masters, 0, 5000, |options| {
+            options.shift_clock = true;
+            None
+        })
+    }
+
     /// [`start`](Self::start) over TLS too: each node also listens on a TLS
     /// port with `pki`'s server certificate, the cluster bus and the map
     /// (`CLUSTER SLOTS`) use the TLS ports; the nodes' `tls_ports`.

@@ -57,8 +57,15 @@ impl Sentinels {
     /// `groups` groups (`g0`, `g1`, …) of a master and a synced replica,
     /// and three Sentinels that know every group and its replica.
     pub fn start(groups: usize, secrets: &Secrets) -> Sentinels {
+        Self::start_with(groups, secrets, false)
+    }
+
+    /// [`start`](Self::start), every node's wall clock movable with
+    /// `shift_clock` ([`Node::set_clock_offset`]).
+    pub fn start_with(groups: usize, secrets: &Secrets, shift_clock: bool) -> Sentinels {
         let options = NodeOptions {
             password: secrets.master.clone(),
+            shift_clock,
             ..NodeOptions::default()
         };
         let groups: Vec<Group> = (0..groups)
