@@ -926,10 +926,18 @@ fn main() {
     let s1_runs = s1(&contenders, &plan);
     plot_s1(&contenders, &s1_runs);
     let latencies: Vec<[Duration; 4]> = s1_runs.into_iter().map(|(l, _)| l).collect();
-    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s1") {
-        for (c, l) in contenders.iter().zip(&latencies) {
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s1" || v == "s12") {
+        // `s12` (scripts/ab-bench.sh, old code against new): S2 too.
+        let s2s = std::env::var("BENCH_ONLY")
+            .is_ok_and(|v| v == "s12")
+            .then(|| s2(&contenders, &plan, &cluster));
+        for (i, (c, l)) in contenders.iter().zip(&latencies).enumerate() {
+            let s2 = s2s
+                .as_ref()
+                .map(|s| format!("  S2 {:>6.0} pairs/s", s[i].per_sec))
+                .unwrap_or_default();
             println!(
-                "{:<28} pair p50 {:>5} µs  p99 {:>5} µs",
+                "{:<28} pair p50 {:>5} µs  p99 {:>5} µs{s2}",
                 c.name(),
                 us(l[0]),
                 us(l[1])

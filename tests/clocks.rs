@@ -174,6 +174,7 @@ fn a_client_that_knew_the_node_sees_the_jump() {
 /// so does C, started after the step back, from the marker B left.
 #[test]
 fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
+    harness::capture_logs();
     let cluster = shifted(5);
     let a = client_a(&cluster);
     let b = direct(&cluster);
@@ -200,6 +201,16 @@ fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
         refusal.detail().contains("redlock:clock-jumped"),
         "{refusal}"
     );
+    // C reads the marker again at every examination: news once.
+    c.verify();
+    c.verify();
+    let node = cluster.nodes[2].address();
+    let said = harness::logs()
+        .iter()
+        .filter(|l| l.starts_with("WARN") && l.contains(&node))
+        .filter(|l| l.contains("redlock:clock-jumped"))
+        .count();
+    assert_eq!(said, 1, "{:#?}", harness::logs());
 }
 
 /// The holder learns it: a jump that leaves its lease without a majority

@@ -7,7 +7,7 @@ mod harness;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use harness::{Cluster, settles, test_client};
+use harness::{Cluster, NodeOptions, settles, test_client};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use redlock_sync::{CancelToken, Error};
 
@@ -45,7 +45,13 @@ fn every_documented_series_is_recorded_with_its_labels() {
         .install()
         .expect("the only recorder of this test binary");
 
-    let mut cluster = Cluster::start(3);
+    let mut cluster = Cluster::start_with(
+        3,
+        &NodeOptions {
+            shift_clock: true,
+            ..NodeOptions::default()
+        },
+    );
     let holder = test_client(cluster.urls(), 0, Some(Duration::from_millis(50)));
     let other = test_client(cluster.urls(), 0, Some(Duration::from_millis(50)));
 
@@ -117,4 +123,15 @@ fn every_documented_series_is_recorded_with_its_labels() {
     }
     // Every node counts in both clients: the gauge sums them.
     assert_eq!(seen.get("redlock_nodes_admitted{}"), Some(&6), "{seen:#?}");
+
+    // A node whose clock jumps ahead: counted once per client that sees it.
+    let jumped = cluster.nodes[2].address();
+    cluster.nodes[2].set_clock_offset(5_000);
+    settles("the jump seen", || {
+        drop(holder.try_lock("m:clock", TTL));
+        holder.node_health()[2].refusal().is_some()
+    });
+    let seen = snapshot(&snapshotter);
+    let jumps = format!("redlock_clock_jumps_total{{node={jumped}}}");
+    assert!(seen.get(&jumps).copied().unwrap_or(0) >= 1, "{seen:#?}");
 }

@@ -315,3 +315,29 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
         cluster.count_key_now("acl:quiet") == 0
     });
 }
+
+/// A key pattern written before the clock-jump marker (it names
+/// `redlock:admitted` alone) still works: only the marker is lost.
+#[test]
+fn a_key_pattern_without_the_clock_marker_still_works() {
+    let cluster = Cluster::start(3);
+    let narrow = ACL.replace(
+        " ~* ",
+        " ~acl:* ~redlock-fence:* ~redlock-queue:* ~redlock-alive:* ~redlock:admitted ",
+    );
+    let urls = acl_user(&cluster, "narrow", &narrow);
+    let client = harness::builder(&urls).retry_count(0).build().unwrap();
+    client.lock("acl:narrow", TTL).unwrap().release().unwrap();
+    assert!(client.verify().iter().all(|n| n.refusal().is_none()));
+}
+
+/// A user that may not read the clock (`TIME`) cannot be trusted with
+/// votes: `build()` says what to allow.
+#[test]
+fn a_user_without_time_is_told_to_allow_it() {
+    let cluster = Cluster::start(3);
+    let urls = acl_user(&cluster, "notime", &ACL.replace(" +time", ""));
+    let err = harness::builder(&urls).build().unwrap_err();
+    assert!(err.to_string().contains("+time"), "{err}");
+    assert!(!format!("{err} {err:?}").contains("s3cret"), "{err:?}");
+}

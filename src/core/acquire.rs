@@ -596,6 +596,11 @@ impl Core {
         let gate = gate.settled();
         metrics::round(metrics::RoundOp::Acquire, start);
         let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
+        // Less what a voter's clock jump learnt during the round took.
+        let cut_until =
+            self.transport
+                .clocks()
+                .holds_until(&outcome.voters, start, valid_until, self.quorum());
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.as_ref().is_some_and(|vote| vote.queued && !vote.yes);
@@ -618,7 +623,7 @@ impl Core {
                 behind: true,
                 reports: Vec::new(),
             },
-            Verdict::Confirmed if Instant::now() < valid_until => {
+            Verdict::Confirmed if Instant::now() < cut_until => {
                 log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
                 if let Some(member) = member.clone().filter(|m| !m.is_empty())
                     && !gate.as_ref().is_some_and(|vote| vote.yes)

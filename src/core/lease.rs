@@ -580,7 +580,16 @@ impl PendingExtend<'_> {
         let (lease, core) = (self.lease, self.core);
         let new_until = algorithm::valid_until(self.start, self.ttl, core.settings.drift_factor);
         let mut state = lease.state.lock();
+        // A clock jump learnt during the round cut the validity it started
+        // with short of the round's deadline, and it ran out: a majority may
+        // have lacked our keys meanwhile, so the renewal does not revive it.
+        let old_until = lease.until(&state);
+        let cut_out = old_until < self.answer_by && old_until <= Instant::now();
         let result = match outcome.verdict {
+            Verdict::Confirmed if cut_out && !state.lost && !state.released => {
+                lease.lose(&mut state);
+                Err(lost_error(&lease.name, &state, core.quorum()))
+            }
             Verdict::Confirmed if !state.lost && !state.released => {
                 state.ttl = self.ttl;
                 state.valid_until = new_until;

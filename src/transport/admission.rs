@@ -58,6 +58,11 @@ pub(crate) const RECHECK: Duration = Duration::from_secs(5);
 /// Added to every quarantine: `uptime_in_seconds` may be a second ahead.
 const MARGIN: Duration = Duration::from_secs(1);
 
+/// The least a round allows a node's clock to be ahead of the others':
+/// NTP keeps servers within a few milliseconds of each other, more than a
+/// short TTL's drift allowance (3 ms for 100 ms).
+const ROUND_FLOOR: Duration = Duration::from_millis(5);
+
 const REPLACED: &str = "another process since the last connection (restarted, or a replica \
                         promoted by a failover)";
 const UNPROVEN: &str = "not admitted by any client with this quarantine yet, and its data may \
@@ -420,18 +425,24 @@ impl Admission {
             None => {
                 state.refused = Some((
                     FailureKind::Unsupported,
-                    "did not say which server it is (INFO refused or incomplete, or GET on \
-                     redlock:admitted refused), so the client cannot tell whether it is listed \
-                     twice, evicts keys or lost data: allow +info and +get (the ACL line in \
-                     docs/operations.md)"
+                    "did not say which server it is (INFO or TIME refused, an answer \
+                     incomplete, or GET on redlock:admitted refused), so the client cannot tell \
+                     whether it is listed twice, evicts keys, lost data or keeps time: allow \
+                     +info, +time and +get (the ACL line in docs/operations.md)"
                         .to_owned(),
                 ));
                 None
             }
             Some(facts) => {
-                if let Some((left, size)) = facts.clock_jumped {
+                let in_quarantine = state.clock_until.as_ref().is_some_and(|(u, _)| *u > now);
+                if let Some((left, size)) = facts.clock_jumped.filter(|_| !in_quarantine)
+                    && let Some(until) = now.checked_add(left)
+                {
+                    // News to this client: its leases that counted on the
+                    // node lose the jump too.
+                    self.registry.clocks().learnt(self.index, size);
                     let how = " (a client that saw it left redlock:clock-jumped on the node)";
-                    self.clock_jumped(&mut state, now + left, size, how);
+                    self.clock_jumped(&mut state, until, size, how);
                 }
                 self.judge(&mut state, facts, now)
             }
@@ -755,7 +766,8 @@ impl Admission {
         }
         let marker = judged.jumped.map(|size| {
             let period = self.clock_period();
-            self.clock_jumped(&mut state, now + period, size, "");
+            let until = now.checked_add(period).unwrap_or(now);
+            self.clock_jumped(&mut state, until, size, "");
             metrics::clock_jump(&self.address);
             JumpMarker {
                 key: self.clock_marker(),
@@ -774,12 +786,16 @@ impl Admission {
         if state.clock_until.as_ref().is_some_and(|(u, _)| *u >= until) {
             return;
         }
+        let by = if size.is_zero() {
+            String::new()
+        } else {
+            format!(" {}", Human(size))
+        };
         state.clock_until = Some((
             until,
             format!(
-                "its clock jumped {} ahead{how}: Redis expires keys by it, so every key it \
-                 held expired that much early; it counts again once none of them matters",
-                Human(size)
+                "its clock jumped{by} ahead{how}: Redis expires keys by it, so every key it \
+                 held expired that much early; it counts again once none of them matters"
             ),
         ));
     }
@@ -806,17 +822,16 @@ impl Admission {
     /// given its clock's judgement in the same exchange: not if the clock
     /// disagrees with the median by more than the round's drift allowance.
     pub(crate) fn round_refusal(&self, judged: &Judged, ttl: Duration) -> Option<NodeFailure> {
-        let allowance = self.registry.clocks().allowance(ttl);
-        let d = judged.beyond(allowance)?;
+        let allowance = self.registry.clocks().allowance(ttl).max(ROUND_FLOOR);
+        let d = judged.ahead(allowance)?;
         Some(NodeFailure::new(
             self.address.clone(),
             FailureKind::Clock,
             format!(
-                "its clock is {} {} the other nodes' (their median), more than this round's \
-                 drift allowance ({} for a {} TTL): Redis expires keys by it, so they may \
-                 expire early; fix the node's time synchronisation (NTP)",
+                "its clock is {} ahead of the other nodes' (their median), more than this \
+                 round's drift allowance ({} for a {} TTL): Redis expires keys by it, so they \
+                 may have expired early; fix the node's time synchronisation (NTP)",
                 Human(Duration::from_micros(d.unsigned_abs())),
-                if d > 0 { "ahead of" } else { "behind" },
                 Human(allowance),
                 Human(ttl)
             ),
@@ -878,21 +893,36 @@ pub(crate) struct JumpMarker {
 impl JumpMarker {
     /// Writes it on `conn` (a refusal, by an ACL say, is logged: clients
     /// started later then judge the clock as they find it).
+    /// A marker left by another client for a longer period is never
+    /// shortened (`NX`, then `PEXPIRE … GT`).
     pub(crate) fn write(&self, conn: &mut redis::Connection, node: &str) -> redis::RedisResult<()> {
         let ms = u64::try_from(self.period.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let wrote: redis::RedisResult<()> = redis::cmd("SET")
+        let wrote: redis::RedisResult<()> = redis::pipe()
+            .cmd("SET")
             .arg(&self.key)
             .arg(&self.value)
             .arg("PX")
             .arg(ms)
+            .arg("NX")
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&self.key)
+            .arg(ms)
+            .arg("GT")
+            .ignore()
             .query(conn);
         match wrote {
             Err(err) if err.code().is_some() => {
+                let hint = if err.code() == Some("NOPERM") {
+                    "; with an ACL, allow +set and +pexpire on it"
+                } else {
+                    ""
+                };
                 log::warn!(
                     "redlock: node {node} refused the clock-jump marker {} ({}): clients \
-                     started later judge its clock as they find it; with an ACL, allow +set on it",
+                     started later judge its clock as they find it{hint}",
                     self.key,
                     err.code().unwrap_or("error")
                 );

@@ -7,16 +7,18 @@
 //!
 //! - **against the other nodes**: its *skew* (node time minus the client's
 //!   monotonic time at the exchange's midpoint) minus the median skew of
-//!   the nodes read within [`FRESH`] (itself included, so that one clock
-//!   off among three cannot drag the median): the *disagreement*. Two
-//!   healthy clocks tick alike, so the skews of healthy nodes stay equal
-//!   however far apart in time they were read. A client started after a
-//!   jump sees it only this way.
+//!   the listed nodes read within [`FRESH`] (one value per listed node, so
+//!   that a cluster's masters do not outvote the others; itself included,
+//!   so that one clock off among three cannot drag the median): the
+//!   *disagreement*. Two healthy clocks tick alike, so the skews of
+//!   healthy nodes stay equal however far apart in time they were read. A
+//!   client started after a jump sees it only this way.
 //! - **against its own history**: its skew moved forward since its last
-//!   reading, and so did its disagreement (the others did not move with
-//!   it: the client's host was not paused) — by more than the drift
-//!   allowance of the shortest TTL this client used plus what the round
-//!   trips leave uncertain: it *jumped*.
+//!   reading by more than the drift allowance of the shortest TTL this
+//!   client used, plus what the round trips leave uncertain and what a
+//!   slewing clock drifts — and not with the client's own wall clock (a
+//!   suspended client host moves every skew at once, and its own) nor with
+//!   the others' (when both readings had a median): it *jumped*.
 //!
 //! A reading is only known within half its round trip (the node read its
 //! clock somewhere between the write and the reply) plus a millisecond of
@@ -27,7 +29,7 @@
 //! and announced on [`Clocks::jumps`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -38,8 +40,8 @@ use crate::algorithm;
 pub(crate) const FRESH: Duration = Duration::from_secs(60);
 
 /// What a real clock may drift between two readings, per second between
-/// them (100 ppm: ten times a poor crystal's).
-const DRIFT_PPM: u64 = 100;
+/// them: 500 ppm, the fastest an NTP daemon slews a clock.
+const DRIFT_PPM: i64 = 500;
 
 /// `PX` and `TIME` are read in whole milliseconds on the node's side.
 const GRANULE_US: i64 = 1_000;
@@ -68,16 +70,15 @@ impl Reading {
                 _ => None,
             }
         };
-        match parts.as_slice() {
-            [secs, micros] => Some(Reading {
-                node_us: number(secs)?
-                    .checked_mul(1_000_000)?
-                    .checked_add(number(micros)?)?,
-                sent,
-                got: got.max(sent),
-            }),
-            _ => None,
-        }
+        // Seconds of a sane date (before the year 3000), microseconds
+        // below a second: anything else is no reading.
+        let secs = number(parts.first()?).filter(|s| (0..32_503_680_000).contains(s))?;
+        let micros = number(parts.get(1)?).filter(|m| (0..1_000_000).contains(m))?;
+        (parts.len() == 2).then_some(Reading {
+            node_us: secs * 1_000_000 + micros,
+            sent,
+            got: got.max(sent),
+        })
     }
 }
 
@@ -91,6 +92,8 @@ struct Sample {
     at: Instant,
     /// Its disagreement with the median, if enough nodes were read.
     disagreement: Option<i64>,
+    /// The client's own wall-minus-monotonic clock when it was taken.
+    client: i64,
 }
 
 /// What one reading says of its node's clock.
@@ -105,12 +108,19 @@ pub(crate) struct Judged {
 }
 
 impl Judged {
-    /// Whether the disagreement is beyond `allowance` even at its most
-    /// favourable (its uncertainty taken off).
+    /// Whether the disagreement, either way, is beyond `allowance` even at
+    /// its most favourable (its uncertainty taken off).
     pub(crate) fn beyond(&self, allowance: Duration) -> Option<i64> {
         let (d, uncertainty) = self.disagreement?;
-        let allowance = i64::try_from(allowance.as_micros()).unwrap_or(i64::MAX);
-        (d.abs().saturating_sub(uncertainty) > allowance).then_some(d)
+        (d.saturating_abs().saturating_sub(uncertainty) > micros(allowance)).then_some(d)
+    }
+
+    /// Whether the clock is ahead of the median by more than `allowance`
+    /// even at its most favourable: its keys may have expired early (one
+    /// behind expires them late, which is safe).
+    pub(crate) fn ahead(&self, allowance: Duration) -> Option<i64> {
+        let (d, uncertainty) = self.disagreement?;
+        (d.saturating_sub(uncertainty) > micros(allowance)).then_some(d)
     }
 }
 
@@ -150,7 +160,7 @@ struct Table {
 impl Clocks {
     /// For `listed` nodes, with the client's drift factor.
     pub(crate) fn new(listed: usize, drift_factor: f64) -> Clocks {
-        let (jumped, jumps) = crossbeam_channel::unbounded();
+        let (jumped, jumps) = crossbeam_channel::bounded(1);
         Clocks {
             anchor: Instant::now(),
             drift_factor,
@@ -209,17 +219,18 @@ impl Clocks {
 
     /// Judges entry `index`'s clock by `reading`, and keeps the reading.
     /// A jump is recorded as a cut for the listed node it belongs to and
-    /// announced on [`jumps`](Self::jumps).
+    /// announced on [`jumps`](Self::jumps). A reading older than the one
+    /// kept (an examination's, judged after a batch's) is judged against
+    /// the others only.
     pub(crate) fn observe(&self, index: usize, reading: Reading) -> Judged {
-        let half = reading.got.duration_since(reading.sent) / 2;
+        let half = reading.got.saturating_duration_since(reading.sent) / 2;
         let mid = reading.sent + half;
-        let mono = i64::try_from(mid.saturating_duration_since(self.anchor).as_micros())
-            .unwrap_or(i64::MAX);
         let sample = Sample {
-            skew: reading.node_us.saturating_sub(mono),
-            uncertainty: micros(half) + GRANULE_US,
+            skew: reading.node_us.saturating_sub(self.mono(mid)),
+            uncertainty: micros(half).saturating_add(GRANULE_US),
             at: reading.got,
             disagreement: None,
+            client: self.client_skew(),
         };
         let allowance = micros(self.jump_allowance());
         let mut table = self.table.lock();
@@ -228,40 +239,27 @@ impl Clocks {
             table.owners.resize(index + 1, index);
         }
         let previous = table.samples[index];
-        let median = median(&table.samples, index, &sample);
-        let disagreement = median.map(|(m, unc)| (sample.skew - m, sample.uncertainty + unc));
-        let jumped = previous.and_then(|prev| {
-            let elapsed = sample.at.saturating_duration_since(prev.at);
-            let slack = allowance
-                + sample.uncertainty
-                + prev.uncertainty
-                + micros(elapsed) / 1_000_000 * DRIFT_PPM as i64;
-            let step = sample.skew - prev.skew;
-            let with_others = match (disagreement, prev.disagreement) {
-                (Some((now, _)), Some(before)) => now - before > slack,
-                // Too few nodes read to tell the client's pause from the
-                // node's step: the node's step it is (the safe reading).
-                _ => true,
-            };
-            (step > slack && with_others).then(|| Duration::from_micros(step.unsigned_abs()))
+        let median = median(&table, index, &sample);
+        let disagreement = median.map(|(m, unc)| {
+            (
+                sample.skew.saturating_sub(m),
+                sample.uncertainty.saturating_add(unc),
+            )
         });
+        if previous.is_some_and(|prev| prev.at > sample.at) {
+            return Judged {
+                disagreement,
+                jumped: None,
+            };
+        }
+        let jumped = previous.and_then(|prev| jump(&prev, &sample, disagreement, allowance));
         table.samples[index] = Some(Sample {
             disagreement: disagreement.map(|(d, _)| d),
             ..sample
         });
         if let Some(size) = jumped {
             let node = table.owners[index];
-            let now = Instant::now();
-            let keep = self.longest_ttl().max(FRESH) * 2;
-            table
-                .cuts
-                .retain(|cut| now.saturating_duration_since(cut.at) < keep);
-            table.cuts.push(Cut {
-                node,
-                at: now,
-                size,
-            });
-            self.any_cuts.store(true, Ordering::Release);
+            self.record(&mut table, node, size);
             drop(table);
             let _ = self.jumped.try_send(());
         }
@@ -269,6 +267,48 @@ impl Clocks {
             disagreement,
             jumped,
         }
+    }
+
+    /// A jump of `size` at listed-node entry `index` learnt from a marker
+    /// another client left: recorded as if seen.
+    pub(crate) fn learnt(&self, index: usize, size: Duration) {
+        let mut table = self.table.lock();
+        let Some(&node) = table.owners.get(index) else {
+            return;
+        };
+        self.record(&mut table, node, size);
+        drop(table);
+        let _ = self.jumped.try_send(());
+    }
+
+    /// Records a cut of `size` at listed node `node`, learnt now.
+    fn record(&self, table: &mut Table, node: usize, size: Duration) {
+        let now = Instant::now();
+        let keep = self.longest_ttl().max(FRESH) * 2;
+        table
+            .cuts
+            .retain(|cut| now.saturating_duration_since(cut.at) < keep);
+        table.cuts.push(Cut {
+            node,
+            at: now,
+            size,
+        });
+        self.any_cuts.store(true, Ordering::Release);
+    }
+
+    /// `at` on the client's monotonic clock, in microseconds.
+    fn mono(&self, at: Instant) -> i64 {
+        micros(at.saturating_duration_since(self.anchor))
+    }
+
+    /// The client's own wall clock minus its monotonic clock, now: it moves
+    /// when the client's host was suspended (its monotonic clock stopped)
+    /// or its wall clock was stepped.
+    fn client_skew(&self) -> i64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, micros);
+        wall.saturating_sub(self.mono(Instant::now()))
     }
 
     /// How much of its keys' life listed node `node` lost to jumps the
@@ -322,19 +362,34 @@ fn cut(table: &Table, node: usize, since: Instant) -> Duration {
         .sum()
 }
 
-/// The median skew of the fresh samples of every entry but `index`, and of
-/// `sample` in its place (with its uncertainty); `None` below three.
-fn median(samples: &[Option<Sample>], index: usize, sample: &Sample) -> Option<(i64, i64)> {
+/// The median of the nodes' skews: `sample` for its own listed node, and
+/// for each other listed node its latest fresh sample (a cluster's masters
+/// are one node: they do not outvote the others), with the uncertainty of
+/// the one picked; `None` below three nodes.
+fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
     let now = sample.at;
-    let mut skews: Vec<(i64, i64)> = samples
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| *j != index)
-        .filter_map(|(_, s)| *s)
-        .filter(|s| now.saturating_duration_since(s.at) <= FRESH)
+    let own = table.owners.get(index).copied().unwrap_or(index);
+    let mut latest: Vec<Option<Sample>> = Vec::new();
+    for (j, s) in table.samples.iter().enumerate() {
+        let owner = table.owners.get(j).copied().unwrap_or(j);
+        let Some(s) = s.filter(|s| owner != own && now.saturating_duration_since(s.at) <= FRESH)
+        else {
+            continue;
+        };
+        if latest.len() <= owner {
+            latest.resize(owner + 1, None);
+        }
+        if latest[owner].is_none_or(|l| l.at < s.at) {
+            latest[owner] = Some(s);
+        }
+    }
+    let mut skews: Vec<(i64, i64)> = latest
+        .into_iter()
+        .flatten()
         .map(|s| {
             let age = micros(now.saturating_duration_since(s.at));
-            (s.skew, s.uncertainty + age / 1_000_000 * DRIFT_PPM as i64)
+            let drift = age / 1_000_000 * DRIFT_PPM;
+            (s.skew, s.uncertainty.saturating_add(drift))
         })
         .collect();
     skews.push((sample.skew, sample.uncertainty));
@@ -343,6 +398,31 @@ fn median(samples: &[Option<Sample>], index: usize, sample: &Sample) -> Option<(
     }
     skews.sort_unstable();
     Some(skews[(skews.len() - 1) / 2])
+}
+
+/// Whether the node stepped forward between `prev` and `sample` beyond
+/// `allowance` plus what the readings leave uncertain and what a slewing
+/// clock drifts: by its skew, against the client's own wall clock (a
+/// suspended client host moves every skew, and its own, at once), and
+/// against the others' median when both readings had one. Its size.
+fn jump(
+    prev: &Sample,
+    sample: &Sample,
+    disagreement: Option<(i64, i64)>,
+    allowance: i64,
+) -> Option<Duration> {
+    let elapsed = micros(sample.at.saturating_duration_since(prev.at));
+    let slack = allowance
+        .saturating_add(sample.uncertainty)
+        .saturating_add(prev.uncertainty)
+        .saturating_add(elapsed / 1_000_000 * DRIFT_PPM);
+    let step = sample.skew.saturating_sub(prev.skew);
+    let own = step.saturating_sub(sample.client.saturating_sub(prev.client));
+    let with_others = match (disagreement, prev.disagreement) {
+        (Some((now, _)), Some(before)) => now.saturating_sub(before) > slack,
+        _ => true,
+    };
+    (step > slack && own > slack && with_others).then(|| Duration::from_micros(step.unsigned_abs()))
 }
 
 fn micros(d: Duration) -> i64 {

@@ -385,6 +385,10 @@ impl RedisLink {
         }
         let raws = match reading {
             Some(reading) => self.judge_clock(&mut conn, reading, batch, raws),
+            // A vote whose node's clock could not be read with it (`TIME`
+            // refused, or the connection failed first) is not judged, so
+            // it does not count.
+            None if timed => self.unjudged(batch, raws),
             None => raws,
         };
         if !conn.broken {
@@ -418,10 +422,12 @@ impl RedisLink {
             .zip(raws)
             .map(|(req, raw)| match raw {
                 Raw::Reply(_) if !req.op.cleans_up() => {
-                    let ttl = req
-                        .op
-                        .ttl_ms()
-                        .map_or_else(|| admission.clocks().longest_ttl(), Duration::from_millis);
+                    // An election's proclaim or read: the leadership's TTL
+                    // is the client's longest, as far as it knows.
+                    let ttl = req.op.ttl_ms().map_or_else(
+                        || admission.clocks().longest_ttl().max(Duration::from_secs(1)),
+                        Duration::from_millis,
+                    );
                     match out
                         .clone()
                         .or_else(|| admission.round_refusal(&judged, ttl))
@@ -430,6 +436,23 @@ impl RedisLink {
                         None => raw,
                     }
                 }
+                raw => raw,
+            })
+            .collect()
+    }
+
+    /// The votes of a batch whose clock reading is missing, as failures.
+    fn unjudged(&self, batch: &[&Request], raws: Vec<Raw>) -> Vec<Raw> {
+        batch
+            .iter()
+            .zip(raws)
+            .map(|(req, raw)| match raw {
+                Raw::Reply(_) if !req.op.cleans_up() => Raw::Failed(NodeFailure::new(
+                    self.shared.address.clone(),
+                    FailureKind::Clock,
+                    "its clock could not be read with its vote (TIME refused, or the connection \
+                     failed first): the vote does not count; allow +time",
+                )),
                 raw => raw,
             })
             .collect()
