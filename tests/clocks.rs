@@ -451,3 +451,21 @@ fn a_sentinel_master_whose_clock_jumps_does_not_count() {
     let refusal = b.node_health()[0].refusal().cloned().expect("refused");
     assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
 }
+
+/// The jump marker is never lowered: a later, smaller jump seen at the same
+/// node keeps the larger size another reading left.
+#[test]
+fn a_smaller_jump_never_lowers_the_marker() {
+    let cluster = shifted(3);
+    let b = direct(&cluster);
+    b.lock("clock:m", TTL).unwrap().release().unwrap();
+    cluster.nodes[2].set_clock_offset(9_000);
+    let _ = b.try_lock("clock:m", TTL);
+    let marker = || cluster.nodes[2].get_now("redlock:clock-jumped");
+    assert_eq!(marker().as_deref(), Some("9000"), "the first jump's size");
+    // Another 3 s: seen by the next examination (verify() examines now).
+    cluster.nodes[2].set_clock_offset(12_000);
+    let refusal = b.verify()[2].refusal().cloned().expect("still out");
+    assert!(refusal.detail().contains("jumped 3 s"), "{refusal}");
+    assert_eq!(marker().as_deref(), Some("9000"), "the larger size stays");
+}

@@ -434,15 +434,22 @@ impl Admission {
                 None
             }
             Some(facts) => {
-                let in_quarantine = state.clock_until.as_ref().is_some_and(|(u, _)| *u > now);
-                if let Some((left, size)) = facts.clock_jumped.filter(|_| !in_quarantine)
+                let known = state.clock_until.as_ref().filter(|(u, _)| *u > now);
+                if let Some((left, size)) = facts.clock_jumped
                     && let Some(until) = now.checked_add(left)
                 {
-                    // News to this client: its leases that counted on the
-                    // node lose the jump too.
-                    self.registry.clocks().learnt(self.index, size);
-                    let how = " (a client that saw it left redlock:clock-jumped on the node)";
-                    self.clock_jumped(&mut state, until, size, how);
+                    if known.is_none() {
+                        // News to this client: its leases that counted on
+                        // the node lose the jump too.
+                        self.registry.clocks().learnt(self.index, size);
+                    }
+                    // Another client's longer period (its marker made
+                    // longer since) counts too; the marker's own jitter,
+                    // read again every examination, is no news.
+                    if known.is_none_or(|(u, _)| until > *u + MARGIN) {
+                        let how = " (a client that saw it left redlock:clock-jumped on the node)";
+                        self.clock_jumped(&mut state, until, size, how);
+                    }
                 }
                 self.judge(&mut state, facts, now)
             }
@@ -771,7 +778,7 @@ impl Admission {
             metrics::clock_jump(&self.address);
             JumpMarker {
                 key: self.clock_marker(),
-                value: format!("{} ms", size.as_millis()),
+                size,
                 period,
             }
         });
@@ -881,42 +888,47 @@ pub(crate) fn examine(
 
 /// What a client that saw a node's clock jump leaves on the node, so that
 /// clients started later (after NTP stepped the clock back, say) keep it
-/// out as long: a key whose value is the jump's size, which expires at the
-/// end of the period (by the node's clock, which only steps back now).
+/// out as long: a key whose value is the jump's size in milliseconds, which
+/// expires at the end of the period (by the node's clock, which only steps
+/// back now).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JumpMarker {
     pub(crate) key: String,
-    pub(crate) value: String,
+    pub(crate) size: Duration,
     pub(crate) period: Duration,
 }
+
+/// Writes a jump marker, keeping what another client's said if more: the
+/// larger size and the later end. `KEYS[1]` the marker, `ARGV` the size and
+/// the period in milliseconds. (One call per jump seen: not worth a cached
+/// script.)
+const WRITE_JUMP_MARKER: &str = "local size = math.max(tonumber(redis.call('get', KEYS[1])) or 0, \
+     tonumber(ARGV[1])) \
+     local left = redis.call('pttl', KEYS[1]) \
+     redis.call('set', KEYS[1], size, 'px', math.max(left, tonumber(ARGV[2]))) \
+     return size";
 
 impl JumpMarker {
     /// Writes it on `conn` (a refusal, by an ACL say, is logged: clients
     /// started later then judge the clock as they find it).
-    /// A marker left by another client for a longer period is never
-    /// shortened (`NX`, then `PEXPIRE … GT`).
+    /// A marker another client left is never lowered: the larger size and
+    /// the later end stay ([`WRITE_JUMP_MARKER`]).
     pub(crate) fn write(&self, conn: &mut redis::Connection, node: &str) -> redis::RedisResult<()> {
         let ms = u64::try_from(self.period.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
-        let wrote: redis::RedisResult<()> = redis::pipe()
-            .cmd("SET")
+        let size = u64::try_from(self.size.as_millis()).unwrap_or(u64::MAX);
+        let wrote: redis::RedisResult<u64> = redis::cmd("EVAL")
+            .arg(WRITE_JUMP_MARKER)
+            .arg(1)
             .arg(&self.key)
-            .arg(&self.value)
-            .arg("PX")
+            .arg(size)
             .arg(ms)
-            .arg("NX")
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&self.key)
-            .arg(ms)
-            .arg("GT")
-            .ignore()
             .query(conn);
         match wrote {
             Err(err) if err.code().is_some() => {
                 let hint = if err.code() == Some("NOPERM") {
-                    "; with an ACL, allow +set and +pexpire on it"
+                    "; with an ACL, allow +eval, and +get, +pttl and +set on it"
                 } else {
                     ""
                 };
@@ -928,7 +940,7 @@ impl JumpMarker {
                 );
                 Ok(())
             }
-            other => other,
+            other => other.map(drop),
         }
     }
 }

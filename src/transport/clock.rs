@@ -93,7 +93,17 @@ struct Sample {
     /// Its disagreement with the median, if enough nodes were read.
     disagreement: Option<i64>,
     /// The client's own wall-minus-monotonic clock when it was taken.
-    client: i64,
+    client: Own,
+}
+
+/// The client's own wall clock minus its monotonic clock, in microseconds,
+/// and how far off that figure may be (the two clocks are read one after
+/// the other).
+#[derive(Debug, Clone, Copy)]
+struct Own {
+    skew: i64,
+    uncertainty: i64,
+    at: Instant,
 }
 
 /// What one reading says of its node's clock.
@@ -153,6 +163,10 @@ pub(crate) struct Clocks {
 struct Table {
     /// Per registry entry: the listed node it belongs to.
     owners: Vec<usize>,
+    /// How many listed nodes there are.
+    listed: usize,
+    /// The client's own clocks, as last read (see [`Clocks::observe`]).
+    own: Option<Own>,
     samples: Vec<Option<Sample>>,
     cuts: Vec<Cut>,
 }
@@ -166,6 +180,8 @@ impl Clocks {
             drift_factor,
             table: Mutex::new(Table {
                 owners: (0..listed).collect(),
+                listed,
+                own: None,
                 samples: vec![None; listed],
                 cuts: Vec::new(),
             }),
@@ -238,6 +254,7 @@ impl Clocks {
             table.samples.resize(index + 1, None);
             table.owners.resize(index + 1, index);
         }
+        self.own_step(&mut table, sample.client, allowance);
         let previous = table.samples[index];
         let median = median(&table, index, &sample);
         let disagreement = median.map(|(m, unc)| {
@@ -304,11 +321,45 @@ impl Clocks {
     /// The client's own wall clock minus its monotonic clock, now: it moves
     /// when the client's host was suspended (its monotonic clock stopped)
     /// or its wall clock was stepped.
-    fn client_skew(&self) -> i64 {
+    fn client_skew(&self) -> Own {
+        let before = Instant::now();
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, micros);
-        wall.saturating_sub(self.mono(Instant::now()))
+        let after = Instant::now();
+        let half = after.saturating_duration_since(before) / 2;
+        Own {
+            skew: wall.saturating_sub(self.mono(before + half)),
+            uncertainty: micros(half).saturating_add(GRANULE_US),
+            at: after,
+        }
+    }
+
+    /// The client's own clocks moved apart since they were last read: its
+    /// monotonic clock stopped while the nodes' kept running (its host was
+    /// suspended), so every lease it holds ends that much sooner than its
+    /// `Instant`s say — a cut of every listed node (none is quarantined:
+    /// their clocks did nothing wrong). A step of its wall clock reads the
+    /// same, and cuts too (the safe reading).
+    fn own_step(&self, table: &mut Table, now: Own, allowance: i64) {
+        if let Some(before) = table.own.filter(|b| b.at <= now.at) {
+            let elapsed = micros(now.at.saturating_duration_since(before.at));
+            let slack = allowance
+                .saturating_add(before.uncertainty)
+                .saturating_add(now.uncertainty)
+                .saturating_add(elapsed / 1_000_000 * DRIFT_PPM);
+            let step = now.skew.saturating_sub(before.skew);
+            if step > slack {
+                let size = Duration::from_micros(step.unsigned_abs());
+                for node in 0..table.listed {
+                    self.record(table, node, size);
+                }
+                let _ = self.jumped.try_send(());
+            }
+        }
+        if table.own.is_none_or(|b| b.at <= now.at) {
+            table.own = Some(now);
+        }
     }
 
     /// How much of its keys' life listed node `node` lost to jumps the
@@ -358,8 +409,7 @@ fn cut(table: &Table, node: usize, since: Instant) -> Duration {
         .cuts
         .iter()
         .filter(|cut| cut.node == node && cut.at >= since)
-        .map(|cut| cut.size)
-        .sum()
+        .fold(Duration::ZERO, |sum, cut| sum.saturating_add(cut.size))
 }
 
 /// The median of the nodes' skews: `sample` for its own listed node, and
@@ -417,7 +467,7 @@ fn jump(
         .saturating_add(prev.uncertainty)
         .saturating_add(elapsed / 1_000_000 * DRIFT_PPM);
     let step = sample.skew.saturating_sub(prev.skew);
-    let own = step.saturating_sub(sample.client.saturating_sub(prev.client));
+    let own = step.saturating_sub(sample.client.skew.saturating_sub(prev.client.skew));
     let with_others = match (disagreement, prev.disagreement) {
         (Some((now, _)), Some(before)) => now.saturating_sub(before) > slack,
         _ => true,
@@ -502,13 +552,12 @@ mod tests {
         );
     }
 
-    /// The client's host paused (its monotonic clock stopped, as in a
-    /// suspend): every node seems to step at once. The first node read
-    /// after it cannot tell (the others' readings are older: taken for a
-    /// jump, the safe reading); the ones read after it see the others move
-    /// with them.
+    /// Every node's clock steps at once (the client's own clocks did not
+    /// move). The first node read after it cannot tell (the others'
+    /// readings are older: taken for a jump, the safe reading); the ones
+    /// read after it see the others move with them.
     #[test]
-    fn every_clock_moving_at_once_is_the_clients_pause_not_a_jump() {
+    fn every_clock_moving_at_once_is_one_jump_not_many() {
         let (clocks, t) = three();
         for i in [0, 1, 2, 0, 1] {
             clocks.observe(i, reading(&clocks, t, 0));
@@ -524,6 +573,31 @@ mod tests {
             let judged = clocks.observe(i, reading(&clocks, later, 5_000));
             assert_eq!(judged.jumped, None, "node {i}");
         }
+    }
+
+    /// The client's host was suspended: its monotonic clock stopped while
+    /// its wall clock (and the nodes') ran on. Every lease it holds ends
+    /// that much sooner: every listed node is cut.
+    #[test]
+    fn a_suspended_client_host_cuts_every_lease() {
+        let (clocks, t) = three();
+        let before = Instant::now();
+        let own = |skew_ms: i64| Own {
+            skew: skew_ms * 1000,
+            uncertainty: 1000,
+            at: Instant::now(),
+        };
+        let mut table = clocks.table.lock();
+        clocks.own_step(&mut table, own(0), 102_000);
+        clocks.own_step(&mut table, own(50), 102_000);
+        assert!(table.cuts.is_empty(), "50 ms is within the allowance");
+        clocks.own_step(&mut table, own(5_050), 102_000);
+        drop(table);
+        for node in 0..3 {
+            assert_eq!(clocks.cut(node, before), Duration::from_secs(5), "{node}");
+        }
+        assert!(clocks.jumps().try_recv().is_ok(), "announced");
+        let _ = t;
     }
 
     #[test]
@@ -553,6 +627,9 @@ mod tests {
         let r = Reading::parse(&ok, now, now).unwrap();
         assert_eq!(r.node_us, 1_700_000_000_000_250);
         for bad in [
+            redis::Value::Array(vec![redis::Value::Int(-1), redis::Value::Int(0)]),
+            redis::Value::Array(vec![redis::Value::Int(1), redis::Value::Int(1_000_000)]),
+            redis::Value::Array(vec![redis::Value::Int(1); 3]),
             redis::Value::Nil,
             redis::Value::Array(vec![]),
             redis::Value::Array(vec![redis::Value::BulkString(b"x".to_vec()); 2]),

@@ -19,7 +19,7 @@ use super::clock::Reading;
 pub(crate) const MARKER: &str = "redlock:admitted";
 
 /// The jump marker: a client saw the node's clock jump ahead by the value
-/// (`"{ms} ms"`), and the node stays out until the key expires.
+/// (milliseconds), and the node stays out until the key expires.
 pub(crate) const CLOCK_MARKER: &str = "redlock:clock-jumped";
 
 /// The oldest Redis this client speaks to (`SET … NX GET`, `ZADD … GT`).
@@ -268,12 +268,10 @@ fn read(
     };
     let clock_jumped = if clock {
         let left: i64 = redis::from_redis_value(values.next()?).ok()?;
+        // A size past the longest TTL is no size this client can use.
         let size = next_bytes(&mut values)
-            .and_then(|v| {
-                let text = String::from_utf8(v).ok()?;
-                text.strip_suffix(" ms")?.parse::<u64>().ok()
-            })
-            .map(Duration::from_millis)
+            .and_then(|v| String::from_utf8(v).ok()?.parse::<u64>().ok())
+            .map(|ms| Duration::from_millis(ms).min(crate::algorithm::MAX_TTL))
             .unwrap_or_default();
         u64::try_from(left)
             .ok()
