@@ -101,6 +101,17 @@ fn node_2_jumps(cluster: &Cluster, guard: &LockGuard, ms: i64) {
     assert!(guard.is_valid(), "A's lease still runs: the scene is set");
 }
 
+/// `client`'s verdict on `node` once it refuses it: a call returns at its
+/// majority, so a node's answer (and its clock's judgement) may land after.
+fn refused_by(client: &Redlock, node: usize) -> redlock_sync::NodeFailure {
+    let mut refusal = None;
+    settles("the node refused", || {
+        refusal = client.node_health()[node].refusal().cloned();
+        refusal.is_some()
+    });
+    refusal.expect("refused")
+}
+
 /// B must not get the lock while A's lease is valid.
 fn b_is_refused(b: &Redlock, a: &LockGuard) {
     let got = b.try_lock(KEY, TTL);
@@ -139,11 +150,11 @@ fn a_client_started_after_the_jump_does_not_count_the_node() {
     node_2_jumps(&cluster, &guard, 9_000);
     let b = direct(&cluster);
     b_is_refused(&b, &guard);
-    let health = b.node_health();
-    let refusal = health[2].refusal().expect("node 2 refused");
+    let refusal = refused_by(&b, 2);
     assert_eq!(refusal.kind(), FailureKind::Clock);
     assert!(refusal.detail().contains("ahead"), "{refusal}");
     assert!(refusal.detail().contains("NTP"), "{refusal}");
+    let health = b.node_health();
     for node in [0, 1, 3, 4] {
         assert!(health[node].refusal().is_none(), "node {node} counts");
     }
@@ -164,7 +175,7 @@ fn a_client_that_knew_the_node_sees_the_jump() {
     let guard = a_holds(&a, &cluster);
     node_2_jumps(&cluster, &guard, 9_000);
     b_is_refused(&b, &guard);
-    let refusal = b.node_health()[2].refusal().cloned().expect("refused");
+    let refusal = refused_by(&b, 2);
     assert_eq!(refusal.kind(), FailureKind::Clock);
     assert!(refusal.detail().contains("jumped"), "{refusal}");
 }
@@ -183,20 +194,19 @@ fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
     node_2_jumps(&cluster, &guard, 9_000);
     // B sees the jump (a round of its own reaches node 2).
     let _ = b.try_lock("clock:b", TTL);
-    assert!(
-        b.node_health()[2]
-            .refusal()
-            .is_some_and(|r| r.kind() == FailureKind::Clock),
+    assert_eq!(
+        refused_by(&b, 2).kind(),
+        FailureKind::Clock,
         "B saw the jump"
     );
+    settles("B's marker on node 2", || {
+        cluster.nodes[2].get_now("redlock:clock-jumped").is_some()
+    });
     cluster.nodes[2].set_clock_offset(0);
     b_is_refused(&b, &guard);
     let c = direct(&cluster);
     b_is_refused(&c, &guard);
-    let refusal = c.node_health()[2]
-        .refusal()
-        .cloned()
-        .expect("C keeps it out");
+    let refusal = refused_by(&c, 2);
     assert!(
         refusal.detail().contains("redlock:clock-jumped"),
         "{refusal}"
@@ -226,11 +236,9 @@ fn the_holders_lost_token_fires_when_it_learns_of_the_jump() {
     assert!(!lost.is_cancelled(), "A cannot know yet");
     // A's client talks to node 2 (another lock): it reads the jump.
     let _ = a.client.try_lock("clock:other", TTL);
-    assert!(
-        guard.remaining() + Duration::from_secs(8) < before,
-        "the validity lost the jump: {:?} of {before:?} left",
-        guard.remaining()
-    );
+    settles("the validity lost the jump", || {
+        guard.remaining() + Duration::from_secs(8) < before
+    });
     let deadline = Instant::now() + Duration::from_secs(5);
     while !lost.is_cancelled() {
         assert!(Instant::now() < deadline, "the lost token never fired");
@@ -264,16 +272,18 @@ fn a_jump_below_the_drift_allowance_changes_nothing() {
 /// allowance) it counts; above, it is refused with the reason.
 #[test]
 fn a_steady_offset_counts_below_the_bound_and_is_refused_above() {
-    let cluster = shifted(3);
+    let mut cluster = shifted(3);
     cluster.nodes[2].set_clock_offset(300);
     let urls: Vec<String> = cluster.nodes.iter().map(|n| n.url()).collect();
     let client = harness::builder(&urls).retry_count(0).build().unwrap();
     // A 60 s TTL allows 602 ms in a round; the bound is 500 ms.
-    let guard = client
-        .lock("clock:steady", Duration::from_secs(60))
-        .unwrap();
-    assert!(client.node_health()[2].refusal().is_none(), "300 ms counts");
+    let ttl = Duration::from_secs(60);
+    client.lock("clock:steady", ttl).unwrap().release().unwrap();
+    // With node 1 paused, nodes 0 and 2 make the majority.
+    cluster.nodes[1].pause();
+    let guard = client.lock("clock:steady", ttl).expect("300 ms counts");
     guard.release().unwrap();
+    cluster.nodes[1].resume();
     let strict = harness::builder(&urls)
         .retry_count(0)
         .max_clock_offset(Duration::from_millis(100))
@@ -284,7 +294,7 @@ fn a_steady_offset_counts_below_the_bound_and_is_refused_above() {
         .lock("clock:steady", Duration::from_secs(60))
         .unwrap();
     guard.release().unwrap();
-    let refusal = strict.node_health()[2].refusal().cloned().expect("refused");
+    let refusal = refused_by(&strict, 2);
     assert_eq!(refusal.kind(), FailureKind::Clock);
     assert!(refusal.detail().contains("max_clock_offset"), "{refusal}");
     assert!(refusal.detail().contains("NTP"), "{refusal}");
@@ -301,10 +311,12 @@ fn after_its_quarantine_the_node_counts_again() {
     client.lock("clock:q", ttl).unwrap().release().unwrap();
     cluster.nodes[2].set_clock_offset(5_000);
     let _ = client.try_lock("clock:q", ttl);
-    let refusal = client.node_health()[2].refusal().cloned().expect("jumped");
-    assert_eq!(refusal.kind(), FailureKind::Clock);
+    assert_eq!(refused_by(&client, 2).kind(), FailureKind::Clock);
     cluster.nodes[2].set_clock_offset(0);
-    eventually("node 2 counts again", Duration::from_secs(10), || {
+    // The quarantine is 3 s (the 2 s TTL and a second); the marker, set by
+    // the node's clock 5 s ahead, outlives it by the 5 s the clock stepped
+    // back, and is read at the next examination (5 s apart at most).
+    eventually("node 2 counts again", Duration::from_secs(30), || {
         let _ = client.try_lock("clock:probe", ttl);
         client.node_health()[2].refusal().is_none()
     });
@@ -461,11 +473,20 @@ fn a_smaller_jump_never_lowers_the_marker() {
     b.lock("clock:m", TTL).unwrap().release().unwrap();
     cluster.nodes[2].set_clock_offset(9_000);
     let _ = b.try_lock("clock:m", TTL);
-    let marker = || cluster.nodes[2].get_now("redlock:clock-jumped");
-    assert_eq!(marker().as_deref(), Some("9000"), "the first jump's size");
+    // The size as measured: 9 s within the readings' uncertainty.
+    let marker = || -> Option<i64> {
+        cluster.nodes[2]
+            .get_now("redlock:clock-jumped")?
+            .parse()
+            .ok()
+    };
+    settles("the first jump's size", || {
+        marker().is_some_and(|ms| (8_950..9_100).contains(&ms))
+    });
+    let first = marker();
     // Another 3 s: seen by the next examination (verify() examines now).
     cluster.nodes[2].set_clock_offset(12_000);
     let refusal = b.verify()[2].refusal().cloned().expect("still out");
-    assert!(refusal.detail().contains("jumped 3 s"), "{refusal}");
-    assert_eq!(marker().as_deref(), Some("9000"), "the larger size stays");
+    assert!(refusal.detail().contains("jumped 3"), "{refusal}");
+    assert_eq!(marker(), first, "the larger size stays");
 }
