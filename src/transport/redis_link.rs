@@ -421,7 +421,7 @@ impl RedisLink {
             .iter()
             .zip(raws)
             .map(|(req, raw)| match raw {
-                Raw::Reply(_) if !req.op.cleans_up() => {
+                Raw::Reply(value) if self.says_yes(req, &value) => {
                     // An election's proclaim or read: the leadership's TTL
                     // is the client's longest, as far as it knows.
                     let ttl = req.op.ttl_ms().map_or_else(
@@ -433,7 +433,7 @@ impl RedisLink {
                         .or_else(|| admission.round_refusal(&judged, ttl))
                     {
                         Some(failure) => Raw::Failed(failure),
-                        None => raw,
+                        None => Raw::Reply(value),
                     }
                 }
                 raw => raw,
@@ -441,13 +441,22 @@ impl RedisLink {
             .collect()
     }
 
-    /// The votes of a batch whose clock reading is missing, as failures.
+    /// Whether `value` is a yes to `req` (not a clean-up): what a node
+    /// whose clock cannot be trusted must not give. Its no (the key is
+    /// there; others queued first; a larger fence) only holds a caller back,
+    /// which is safe, and keeps the queue of waiters in order.
+    fn says_yes(&self, req: &Request, value: &redis::Value) -> bool {
+        !req.op.cleans_up()
+            && interpret(req, value.clone(), &self.shared.address).is_ok_and(|vote| vote.yes)
+    }
+
+    /// The yes votes of a batch whose clock reading is missing, as failures.
     fn unjudged(&self, batch: &[&Request], raws: Vec<Raw>) -> Vec<Raw> {
         batch
             .iter()
             .zip(raws)
             .map(|(req, raw)| match raw {
-                Raw::Reply(_) if !req.op.cleans_up() => Raw::Failed(NodeFailure::new(
+                Raw::Reply(value) if self.says_yes(req, &value) => Raw::Failed(NodeFailure::new(
                     self.shared.address.clone(),
                     FailureKind::Clock,
                     "its clock could not be read with its vote (TIME refused, or the connection \
