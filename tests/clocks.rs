@@ -164,16 +164,23 @@ fn a_client_started_after_the_jump_does_not_count_the_node() {
     assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
 }
 
+/// B reads every node (a lock of its own), then A holds on nodes 0–2 and
+/// node 2's clock jumps 9 s.
+fn b_knew_node_2_then_it_jumped(cluster: &Cluster) -> (ClientA, Redlock, LockGuard) {
+    let a = client_a(cluster);
+    let b = direct(cluster);
+    b.lock("clock:b", TTL).unwrap().release().unwrap();
+    let guard = a_holds(&a, cluster);
+    node_2_jumps(cluster, &guard, 9_000);
+    (a, b, guard)
+}
+
 /// Case 2: B knew node 2 (a lock of its own went through it) before the
 /// jump.
 #[test]
 fn a_client_that_knew_the_node_sees_the_jump() {
     let cluster = shifted(5);
-    let a = client_a(&cluster);
-    let b = direct(&cluster);
-    b.lock("clock:b", TTL).unwrap().release().unwrap();
-    let guard = a_holds(&a, &cluster);
-    node_2_jumps(&cluster, &guard, 9_000);
+    let (_a, b, guard) = b_knew_node_2_then_it_jumped(&cluster);
     b_is_refused(&b, &guard);
     let refusal = refused_by(&b, 2);
     assert_eq!(refusal.kind(), FailureKind::Clock);
@@ -187,11 +194,7 @@ fn a_client_that_knew_the_node_sees_the_jump() {
 fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
     harness::capture_logs();
     let cluster = shifted(5);
-    let a = client_a(&cluster);
-    let b = direct(&cluster);
-    b.lock("clock:b", TTL).unwrap().release().unwrap();
-    let guard = a_holds(&a, &cluster);
-    node_2_jumps(&cluster, &guard, 9_000);
+    let (_a, b, guard) = b_knew_node_2_then_it_jumped(&cluster);
     // B sees the jump (a round of its own reaches node 2).
     let _ = b.try_lock("clock:b", TTL);
     assert_eq!(
