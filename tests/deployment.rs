@@ -266,6 +266,20 @@ fn a_node_in_doubt_is_news_once_per_change() {
 }
 
 /// The node's uptime in seconds.
+/// Whether `node`'s slow log (every command, once `slowlog-log-slower-than`
+/// is 0) holds a command naming `key`.
+fn logged_a_command_on(node: &Node, key: &str) -> bool {
+    use redis::Value;
+    let entries: Vec<Value> = node.query(redis::cmd("SLOWLOG").arg("GET").arg(1000));
+    let key = Value::BulkString(key.as_bytes().to_vec());
+    entries.iter().any(|entry| match entry {
+        Value::Array(fields) => {
+            matches!(fields.get(3), Some(Value::Array(args)) if args.contains(&key))
+        }
+        _ => false,
+    })
+}
+
 fn uptime(node: &Node) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("server")
@@ -338,7 +352,17 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
         &cluster.nodes[1],
         &["SET", "took-over", "someone", "PX", "60000"],
     );
+    // Node 1 logs every command from now, so the test can await A's request:
+    // `lock` returns at its majority, and a `DEL` that overtook A's request
+    // would let A's key land on node 1 too (then no one else can get in).
+    cmd(
+        &cluster.nodes[1],
+        &["CONFIG", "SET", "slowlog-log-slower-than", "0"],
+    );
     let guard = a.lock("took-over", ttl).expect("A locks");
+    harness::settles("A's request reached node 1", || {
+        logged_a_command_on(&cluster.nodes[1], "took-over")
+    });
     harness::settles("A's key replicated", || {
         replica.get_now("took-over").is_some()
     });
@@ -361,8 +385,8 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
         }
         second.is_some()
     });
-    // (Failed once in a BUSY=2 run of the whole suite, cause unknown: the
-    // message says how long A's guard had left and what the tries met.)
+    // (This failed twice, every try `Busy`, before the test awaited A's
+    // request on node 1: A's key had landed there after the `DEL`.)
     assert!(
         guard.is_valid(),
         "the hazard: a fresh client without the quarantine trusts the promoted replica \
