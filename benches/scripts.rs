@@ -23,7 +23,7 @@
 mod harness;
 #[path = "../tests/script_tables/mod.rs"]
 mod script_tables;
-#[path = "../src/transport/scripts/mod.rs"]
+#[path = "../src/transport/protocol/scripts/mod.rs"]
 #[allow(dead_code, unused_imports)]
 mod scripts;
 

@@ -512,8 +512,8 @@ impl Redlock {
     }
 
     /// The settings this client was built with.
-    pub fn config(&self) -> crate::Config {
-        crate::Config::new(self.core.settings().clone())
+    pub fn config(&self) -> crate::client_config::Config {
+        crate::client_config::Config::new(self.core.settings().clone())
     }
 
     /// Every locking method ends here.

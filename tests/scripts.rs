@@ -5,7 +5,7 @@
 //! through the client. The tables, and how a case reads, are in
 //! `script_tables/mod.rs`.
 
-#[path = "../src/transport/scripts/mod.rs"]
+#[path = "../src/transport/protocol/scripts/mod.rs"]
 #[allow(dead_code)]
 mod scripts;
 

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::Core;
 use super::handoff::{Ticket, Woken};
+use super::lease::Lease;
 use super::slots::Slots;
-use super::{Core, Lease, answer_by, no_quorum};
+use super::verdict::{answer_by, millis, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, Wanted};
@@ -801,11 +803,6 @@ pub(crate) fn display_name(keys: &Keys) -> String {
         [one] => one.to_string(),
         many => many.iter().map(|k| &**k).collect::<Vec<_>>().join(", "),
     }
-}
-
-/// A TTL checked by `whole_ttl` in milliseconds (at most `u32::MAX`).
-pub(super) fn millis(ttl: Duration) -> u64 {
-    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The end of a retry pause, never past the caller's deadline.

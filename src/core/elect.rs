@@ -12,8 +12,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::Core;
 use super::handoff::Woken;
-use super::{Core, Lease, answer_by, no_quorum};
+use super::lease::Lease;
+use super::verdict::{answer_by, no_quorum};
 use crate::algorithm::{Outcome, Proclaimed, Verdict};
 use crate::error::Error;
 use crate::transport::{Keys, Op, elect_keys};

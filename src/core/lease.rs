@@ -26,8 +26,8 @@ use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::acquire::millis;
-use super::{Core, answer_by, lock_lost, no_quorum};
+use super::Core;
+use super::verdict::{answer_by, lock_lost, millis, no_quorum};
 use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, LostCause, NodeFailure};

@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::{Core, Lease};
+use super::Core;
+use super::lease::Lease;
 use crate::error::Error;
 
 /// How long the last call under way, ending after a shutdown that could not

@@ -52,6 +52,7 @@ mod slots;
 mod tests;
 #[cfg(test)]
 mod turn_tests;
+mod verdict;
 #[cfg(test)]
 mod wake_tests;
 
@@ -61,8 +62,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
-use crate::algorithm::{self, Outcome};
-use crate::error::{Error, LostCause};
+use crate::algorithm;
+use crate::error::Error;
 use crate::health::NodeHealth;
 use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
@@ -370,33 +371,5 @@ impl Core {
             request.queue = Some(Arc::from(""));
         }
         request
-    }
-}
-
-/// When to stop waiting for a round started at `start`: one per-node
-/// timeout later, never past `cap`.
-fn answer_by(start: Instant, timeout: NodeTimeout, cap: Option<Instant>) -> Instant {
-    let by = start.checked_add(timeout.value).unwrap_or(start);
-    cap.map_or(by, |cap| by.min(cap))
-}
-
-/// `NoQuorum` for a round that failed for want of nodes.
-fn no_quorum(resource: &str, outcome: Outcome) -> Error {
-    Error::NoQuorum {
-        resource: resource.to_owned(),
-        confirmed: outcome.confirmed,
-        quorum: outcome.quorum,
-        failures: outcome.failures,
-    }
-}
-
-/// `LockLost` for a round whose refusals show our token gone.
-fn lock_lost(resource: &str, outcome: Outcome) -> Error {
-    Error::LockLost {
-        resource: resource.to_owned(),
-        confirmed: outcome.confirmed,
-        quorum: outcome.quorum,
-        failures: outcome.failures,
-        cause: LostCause::NotHeld,
     }
 }

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::keys::fence_key;
-use super::keys::{gate_name, slot_siblings};
-use super::link::Link;
-use super::request::{Op, Request};
 use super::{NodeShared, Transport};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::connect::link::Link;
+use crate::transport::protocol::keys::fence_key;
+use crate::transport::protocol::keys::{gate_name, slot_siblings};
+use crate::transport::protocol::request::{Op, Request};
 
 /// What a fake node calls with every member it wakes.
 type OnWake = Arc<dyn Fn(&str, Op) + Send + Sync>;
@@ -316,7 +316,7 @@ impl Link for FakeLink {
                     .iter()
                     .map(|req| {
                         let answer = match &req.queue {
-                            _ if super::elect::is_elect_op(req.op) => {
+                            _ if crate::transport::protocol::elect::is_elect_op(req.op) => {
                                 Ok(observed(&mut inner, req, &mut woken))
                             }
                             Some(member) => queued(&mut inner, req, member, &mut woken),
@@ -470,7 +470,7 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
                 .as_deref()
                 .and_then(split)
                 .filter(|(token, _)| *token == *req.token)
-                .and_then(|(_, rest)| super::elect::parse(rest.as_bytes()))
+                .and_then(|(_, rest)| crate::transport::protocol::elect::parse(rest.as_bytes()))
                 .is_some_and(|read| read.seq >= seq);
             if !later {
                 let value = req.value.as_deref().unwrap_or("");
@@ -495,7 +495,8 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
         }
         _ => match (holder, current.as_deref().and_then(split)) {
             (Some(holder), Some((token, rest))) if holder == token => {
-                super::elect::parse(rest.as_bytes()).map_or(Vote::NO, Vote::proclaimed)
+                crate::transport::protocol::elect::parse(rest.as_bytes())
+                    .map_or(Vote::NO, Vote::proclaimed)
             }
             _ => Vote::NO,
         },

@@ -10,29 +10,12 @@
 //! runs the round on its own thread, bounded by the same per-node timeout
 //! (see `worker.rs`).
 
-mod admission;
-mod clock;
-mod cluster;
-mod cluster_link;
-mod cluster_opening;
-mod codec;
-mod conn;
-mod elect;
-mod facts;
-mod failure;
+mod connect;
 #[cfg(test)]
 pub(crate) mod fake;
-mod hash_slot;
-mod keys;
-mod link;
-mod notify;
-mod opening;
-mod redis_link;
-mod request;
+mod protocol;
 mod round;
-mod rtt;
-mod scripts;
-mod source;
+mod trust;
 mod worker;
 
 use std::sync::Arc;
@@ -41,32 +24,31 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::algorithm::Answer;
 use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::settings::Settings;
-use admission::{Admission, Registry, Rules};
-pub(crate) use clock::Clocks;
-pub(crate) use cluster::ClusterSource;
-use cluster_link::ClusterLink;
-use cluster_opening::ClusterOpening;
-use conn::{NodeManager, NodeShared};
+pub(crate) use connect::cluster::ClusterSource;
+use connect::cluster_link::ClusterLink;
+use connect::cluster_opening::ClusterOpening;
+use connect::conn::{NodeManager, NodeShared};
+pub(crate) use connect::link::Link;
+use connect::notify::Hub;
+pub(crate) use connect::notify::{Sink, Watch};
+use connect::opening::Answers;
+use connect::redis_link::Pools;
+pub(crate) use connect::source::{SentinelSource, Source};
 #[cfg(test)]
-pub(crate) use keys::fence_key;
-pub(crate) use keys::{
+pub(crate) use protocol::keys::fence_key;
+pub(crate) use protocol::keys::{
     MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key,
     rw_parts, slot_key,
 };
-pub(crate) use link::Link;
-use notify::Hub;
-pub(crate) use notify::{Sink, Watch};
-use opening::Answers;
-use redis_link::Pools;
-pub(crate) use request::{Keys, Op, Request};
+pub(crate) use protocol::request::{Keys, Op, Request};
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
-pub(crate) use source::{SentinelSource, Source};
-use worker::{Served, Worker};
+use trust::admission::{Admission, Registry, Rules};
+pub(crate) use trust::clock::Clocks;
+use worker::{Job, Served, Worker};
 
 /// What a majority of the nodes' measured round trips say; see
 /// [`Transport::round_trips`].
@@ -93,40 +75,6 @@ impl std::fmt::Debug for NodeSpec {
         f.debug_struct("NodeSpec")
             .field("address", &self.address)
             .finish_non_exhaustive()
-    }
-}
-
-/// A request on one node's queue, and where to send the answer (if anyone
-/// waits for it).
-pub(crate) struct Job {
-    req: Arc<Request>,
-    index: usize,
-    reply: Option<Arc<RoundShared>>,
-}
-
-impl Job {
-    fn finish(&self, node: &NodeShared, answer: Answer) {
-        match &answer {
-            Ok(vote) => log::debug!(
-                "redlock: node {} {:?} {:?}: {}",
-                node.address,
-                self.req.op,
-                self.req.keys,
-                if vote.yes { "ok" } else { "refused" }
-            ),
-            Err(failure) => {
-                log::debug!(
-                    "redlock: node {} {:?} {:?}: {failure}",
-                    node.address,
-                    self.req.op,
-                    self.req.keys
-                );
-                node.note_failure(failure);
-            }
-        }
-        if let Some(round) = &self.reply {
-            round.record(self.index, answer);
-        }
     }
 }
 
@@ -564,7 +512,9 @@ impl Transport {
     /// reader-writer lock's or an election's) cannot be used on these
     /// nodes: a name a cluster node cannot keep in one hash slot.
     pub(crate) fn key_problem(&self, key: &str) -> Option<String> {
-        self.clustered.then(|| keys::Layout::problem(key)).flatten()
+        self.clustered
+            .then(|| protocol::keys::Layout::problem(key))
+            .flatten()
     }
 
     /// The index of `key`'s gate node.

@@ -30,11 +30,12 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Select};
 use parking_lot::Mutex;
 
-use super::Job;
-use super::conn::NodeShared;
-use super::link::Link;
-use super::request::Request;
+use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::connect::conn::NodeShared;
+use crate::transport::connect::link::Link;
+use crate::transport::protocol::request::Request;
+use crate::transport::round::RoundShared;
 
 /// At most this many jobs share one pipelined round trip.
 const MAX_BATCH: usize = 128;
@@ -234,6 +235,40 @@ impl Worker {
     }
 }
 
+/// A request on one node's queue, and where to send the answer (if anyone
+/// waits for it).
+pub(crate) struct Job {
+    pub(super) req: Arc<Request>,
+    pub(super) index: usize,
+    pub(super) reply: Option<Arc<RoundShared>>,
+}
+
+impl Job {
+    pub(super) fn finish(&self, node: &NodeShared, answer: Answer) {
+        match &answer {
+            Ok(vote) => log::debug!(
+                "redlock: node {} {:?} {:?}: {}",
+                node.address,
+                self.req.op,
+                self.req.keys,
+                if vote.yes { "ok" } else { "refused" }
+            ),
+            Err(failure) => {
+                log::debug!(
+                    "redlock: node {} {:?} {:?}: {failure}",
+                    node.address,
+                    self.req.op,
+                    self.req.keys
+                );
+                node.note_failure(failure);
+            }
+        }
+        if let Some(round) = &self.reply {
+            round.record(self.index, answer);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -242,7 +277,7 @@ mod tests {
     use crate::algorithm::Verdict;
     use crate::settings::NodeTimeout;
     use crate::transport::fake::FakeNode;
-    use crate::transport::request::Op;
+    use crate::transport::protocol::request::Op;
     use crate::transport::round::{PendingRound, RoundShared};
 
     /// A lock request for `key`, and the round its answer goes to.

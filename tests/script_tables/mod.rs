@@ -1,7 +1,7 @@
 //! The table of cases for every Lua script (see `tests/scripts.rs`, which
 //! runs them, and `benches/scripts.rs`, which times each script on them).
 //! Included by both as `script_tables`, beside `scripts` (the crate's
-//! `src/transport/scripts/mod.rs`) at the crate's root.
+//! `src/transport/protocol/scripts/mod.rs`) at the crate's root.
 //!
 //! A case reads:
 //!

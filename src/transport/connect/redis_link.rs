@@ -17,19 +17,19 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::admission::examine;
-use super::clock::Reading;
-use super::codec::{encode, interpret};
 use super::conn::{HealthErrors, HealthEvents, NodeConn, NodeManager, NodeShared};
-use super::failure::classify;
-use super::keys::Layout;
 use super::link::Link;
-use super::request::Op;
-use super::request::Request;
-use super::scripts::Sent;
 use super::source::Source;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::protocol::codec::{encode, interpret};
+use crate::transport::protocol::keys::Layout;
+use crate::transport::protocol::request::Op;
+use crate::transport::protocol::request::Request;
+use crate::transport::protocol::scripts::Sent;
+use crate::transport::trust::admission::examine;
+use crate::transport::trust::clock::Reading;
+use crate::transport::trust::failure::classify;
 
 pub(crate) struct RedisLink {
     shared: Arc<NodeShared>,
@@ -479,7 +479,8 @@ impl RedisLink {
         match raw {
             Raw::Failed(failure) => failure.kind() == FailureKind::NotWritable,
             Raw::Reply(redis::Value::ServerError(err)) => {
-                super::failure::classify_code(err.code()) == FailureKind::NotWritable
+                crate::transport::trust::failure::classify_code(err.code())
+                    == FailureKind::NotWritable
             }
             Raw::Reply(_) => false,
         }
@@ -793,7 +794,11 @@ mod tests {
         let before = Sent::none();
         let mut sent = before;
         let mut cmd = redis::Cmd::new();
-        crate::transport::scripts::eval(&mut cmd, &crate::transport::scripts::RELEASE, &mut sent);
+        crate::transport::protocol::scripts::eval(
+            &mut cmd,
+            &crate::transport::protocol::scripts::RELEASE,
+            &mut sent,
+        );
         assert_ne!(sent, before, "noted as sent");
         sent.forget_since(before);
         assert_eq!(sent, before, "forgotten");

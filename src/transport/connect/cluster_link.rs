@@ -66,18 +66,18 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::admission::{Admission, Registry, Rules};
 use super::cluster::{ClusterSource, SlotMap, ask_map};
 use super::conn::{NodeManager, NodeShared};
-use super::facts::MARKER;
-use super::hash_slot::{SLOTS, tag_for};
-use super::keys::Layout;
 use super::link::Link;
 use super::redis_link::{Pools, Raw, RedisLink};
-use super::request::{Op, Request};
 use super::source::Source;
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::protocol::hash_slot::{SLOTS, tag_for};
+use crate::transport::protocol::keys::Layout;
+use crate::transport::protocol::request::{Op, Request};
+use crate::transport::trust::admission::{Admission, Registry, Rules};
+use crate::transport::trust::facts::MARKER;
 
 /// At most this many sends of one request (redirections and retries).
 const PASSES: usize = 4;

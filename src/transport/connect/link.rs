@@ -6,8 +6,8 @@
 //! failures and interleavings deterministically, as r2d2 tests its pool with
 //! fake managers.
 
-use super::request::Request;
 use crate::algorithm::Answer;
+use crate::transport::protocol::request::Request;
 
 /// One node as a worker sees it.
 pub(crate) trait Link: Send + 'static {

@@ -19,19 +19,19 @@ use super::conn::{Answered, FirstAnswer, NodeShared};
 const STRAGGLER_FLOOR: Duration = Duration::from_millis(250);
 
 /// The start-up's side: every node's first answer.
-pub(super) struct Answers {
+pub(crate) struct Answers {
     sender: Sender<Answered>,
     answers: Receiver<Answered>,
 }
 
 impl Answers {
-    pub(super) fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let (sender, answers) = crossbeam_channel::unbounded();
         Answers { sender, answers }
     }
 
     /// Where node `index` tells its first answer.
-    pub(super) fn first(&self, index: usize) -> FirstAnswer {
+    pub(crate) fn first(&self, index: usize) -> FirstAnswer {
         FirstAnswer::new(index, self.sender.clone())
     }
 
@@ -42,7 +42,7 @@ impl Answers {
     /// ("connecting in the background") and said once in the log; it
     /// counts as soon as it answers. Returns what to say at once: the
     /// Sentinel services no Sentinel knows.
-    pub(super) fn wait(
+    pub(crate) fn wait(
         self,
         nodes: &[(Arc<NodeShared>, FirstAnswer)],
         timeout: Duration,

@@ -87,13 +87,15 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
             .map(Vote::proclaimed)
             .ok_or_else(|| unexpected(node)),
         (_, Value::Int(n @ 0..=1)) => Ok((n == 1 && req.op != Op::ReadLeader).into()),
-        (_, Value::ServerError(err)) => Err(super::failure::server_failure(node, &err)),
+        (_, Value::ServerError(err)) => {
+            Err(crate::transport::trust::failure::server_failure(node, &err))
+        }
         _ => Err(unexpected(node)),
     }
 }
 
 /// `term seq value` as a proclamation.
-pub(super) fn parse(read: &[u8]) -> Option<Proclaimed> {
+pub(crate) fn parse(read: &[u8]) -> Option<Proclaimed> {
     let read = std::str::from_utf8(read).ok()?;
     let mut parts = read.splitn(3, ' ');
     let term = parts.next()?.parse().ok()?;

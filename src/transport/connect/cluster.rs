@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use super::hash_slot::SLOTS;
+use crate::transport::protocol::hash_slot::SLOTS;
 
 /// A cluster node's seeds, and how to reach its masters.
 pub(crate) struct ClusterSource {

@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::keys::wake_channel;
 use super::source::{Source, address_of};
+use crate::transport::protocol::keys::wake_channel;
 
 /// Where wake-ups go.
 pub(crate) trait Sink: Send + Sync {

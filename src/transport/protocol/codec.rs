@@ -13,12 +13,12 @@
 
 use std::sync::Arc;
 
-use super::failure::server_failure;
 use super::keys::{Layout, QUEUE_ALIVE, Role, fence_key, queue_keys, rw_parts, slot_siblings};
 use super::request::{Op, Request};
 use super::scripts::{self, Sent, eval};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::trust::failure::server_failure;
 
 /// How long a waiting writer's mark turns new readers away without a new
 /// round from that writer: four of its longest pauses between rounds
@@ -553,7 +553,7 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
 mod tests {
     use super::*;
     use crate::settings::NodeTimeout;
-    use crate::transport::keys::{WAKE_PREFIX, wake_channel};
+    use crate::transport::protocol::keys::{WAKE_PREFIX, wake_channel};
     use std::time::{Duration, Instant};
 
     fn req(op: Op) -> Request {

@@ -17,14 +17,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 
-use super::admission::{Admission, examine};
-use super::failure::{classify, server_error};
-use super::rtt::RoundTrip;
-use super::scripts::Sent;
 use super::source::{Source, address_of};
 use crate::error::{FailureKind, NodeFailure};
 use crate::health::NodeHealth;
 use crate::metrics;
+use crate::transport::protocol::scripts::Sent;
+use crate::transport::trust::admission::{Admission, examine};
+use crate::transport::trust::failure::{classify, server_error};
+use crate::transport::trust::rtt::RoundTrip;
 
 /// How long a node that answered with an error keeps out of the per-node
 /// timeout's reckoning (see [`NodeShared::times_rounds`]).
@@ -44,7 +44,7 @@ type Teller = (usize, Sender<Answered>);
 
 impl FirstAnswer {
     /// Node `index`'s first answer goes to `answers`.
-    pub(super) fn new(index: usize, answers: Sender<Answered>) -> Self {
+    pub(crate) fn new(index: usize, answers: Sender<Answered>) -> Self {
         FirstAnswer(Arc::new(Mutex::new(Some((index, answers)))))
     }
 
@@ -66,7 +66,7 @@ impl FirstAnswer {
     /// Stops waiting for a node that has not told: runs `unanswered` and
     /// returns true, under the lock its first answer takes, so that the
     /// answer (and the node's "reachable" that follows it) comes after.
-    pub(super) fn give_up(&self, unanswered: impl FnOnce()) -> bool {
+    pub(crate) fn give_up(&self, unanswered: impl FnOnce()) -> bool {
         let mut slot = self.0.lock();
         let waiting = slot.take().is_some();
         if waiting {

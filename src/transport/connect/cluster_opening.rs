@@ -11,9 +11,9 @@ use crossbeam_channel::Receiver;
 
 use super::cluster_link::ClusterLink;
 use super::link::Link;
-use super::request::Request;
 use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
+use crate::transport::protocol::request::Request;
 
 /// A cluster node still opening, as its worker's link.
 pub(crate) struct ClusterOpening {

@@ -345,7 +345,7 @@ mod rw_tests {
 #[cfg(test)]
 mod layout_tests {
     use super::*;
-    use crate::transport::hash_slot::slot;
+    use crate::transport::protocol::hash_slot::slot;
 
     /// Every key one request's script touches, for the request key `key`.
     fn family(key: &str) -> Vec<String> {

@@ -418,7 +418,7 @@ impl Finder {
         // down for now is not).
         let refusals: Vec<_> = errors
             .iter()
-            .filter(|e| super::failure::classify(e) == FailureKind::Auth)
+            .filter(|e| crate::transport::trust::failure::classify(e) == FailureKind::Auth)
             .collect();
         let worst = refusals
             .first()
@@ -532,7 +532,7 @@ fn named(service: &str, err: &redis::RedisError) -> redis::RedisError {
         ));
     }
     let text = format!("the Sentinels of service {service:?} named no usable master: {err}");
-    match super::failure::classify(err) {
+    match crate::transport::trust::failure::classify(err) {
         FailureKind::Auth => redis::RedisError::from((
             redis::ErrorKind::AuthenticationFailed,
             "credentials refused",
