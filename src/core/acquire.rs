@@ -6,30 +6,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Core;
+use super::acquisition::{Acquisition, Failed, Next, Pacing, Patience, Route, slot_keys};
 use super::handoff::{Ticket, Woken};
 use super::lease::Lease;
 use super::slots::Slots;
 use super::verdict::{answer_by, millis, no_quorum};
-use crate::algorithm::{self, Outcome, Verdict};
-use crate::cancel::CancelToken;
+use crate::algorithm::{self, Outcome, Verdict, Vote};
 use crate::error::{Error, Wanted};
 use crate::metrics;
 use crate::transport::{
-    Keys, MAX_PERMITS, Op, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock,
-    rw_key, rw_parts, slot_key,
+    Keys, MAX_PERMITS, Op, PendingRound, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name,
+    is_elect_lock, rw_key, rw_parts,
 };
 
 /// The most resources one lock may hold at once.
 pub(crate) const MAX_RESOURCES: usize = 128;
-
-/// At most this many rounds that nobody won for a moment (a split vote, a
-/// release still on its way) are re-tried at once, within a tenth of the
-/// TTL and at most [`MAX_SPLIT_WAIT`].
-const MAX_SPLITS: u32 = 5;
-const MAX_SPLIT_WAIT: Duration = Duration::from_millis(100);
-/// The pause before re-trying such a round: 1 ms plus up to 3 ms more at
-/// random, so that the contenders fall out of step.
-const SPLIT_PAUSE: Duration = Duration::from_millis(1);
 
 /// What an acquisition takes.
 #[derive(Debug, Clone, Copy)]
@@ -44,125 +35,89 @@ pub(crate) enum Target<'a> {
     Election { name: &'a str },
 }
 
-/// Where a round goes first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    /// Every node at once, as a plain `SET NX` (a first round).
-    Plain,
-    /// The resource's gate node first, in its queue; the others once it
-    /// granted (see `Transport::start_gated_round`).
-    Gated,
-    /// Every node at once, in the gate node's queue, whose vote is still
-    /// awaited: for a waiter the gate node just called (its turn came), one
-    /// round trip less per hand-off than [`Route::Gated`].
-    Called,
+/// One round's request, as the call's state says.
+struct Round<'a> {
+    keys: &'a Keys,
+    name: &'a Arc<str>,
+    ttl: Duration,
+    route: Route,
+    /// In the gate node's queue as this member (`None`: this client keeps
+    /// no queues; `""`: not waiting).
+    member: Option<Arc<str>>,
+    /// A semaphore slot's round: its number of slots.
+    report: Option<u32>,
+    /// The largest fence value the nodes reported so far (0: none).
+    seen: u64,
+    /// The caller will try again: it may leave a writer's mark.
+    waits: bool,
 }
 
-/// When to stop retrying, and what may cancel the wait.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Patience {
-    /// At most this many retries after the first round (`None`: no limit);
-    /// rounds that only keep a waiter's place are not retries.
-    pub(crate) retries: Option<u32>,
-    /// No new round after this instant (`None`: no limit).
-    pub(crate) deadline: Option<Instant>,
-    /// Ends the wait at once, with `Error::Cancelled`.
-    pub(crate) cancel: Option<CancelToken>,
+/// A round on its way.
+struct Sent {
+    pending: PendingRound,
+    /// When to stop waiting for its answers.
+    by: Instant,
+    /// The fencing token it proposed.
+    proposed: Option<u64>,
 }
 
-impl Patience {
-    /// At most `retries` more rounds.
-    pub(crate) fn attempts(retries: u32) -> Self {
-        Patience {
-            retries: Some(retries),
-            ..Patience::default()
+/// What a call asked for, as its rounds and errors name it.
+struct Asked {
+    /// The resource, or the resources joined by `, `.
+    name: Arc<str>,
+    wanted: Wanted,
+    /// The TTL, in whole milliseconds.
+    ttl: Duration,
+    /// A semaphore's: its number of slots (see `attempt`).
+    report: Option<u32>,
+}
+
+impl Asked {
+    /// The call's next round; `ticket`: its place in the gate node's queue.
+    fn round<'a>(&'a self, call: &'a mut Acquisition, ticket: Option<&Ticket<'_>>) -> Round<'a> {
+        let (route, in_queue) = call.begin_round();
+        let member = in_queue.then(|| ticket.map_or_else(|| Arc::from(""), |t| t.member().clone()));
+        Round {
+            keys: call.keys(),
+            name: &self.name,
+            ttl: self.ttl,
+            route,
+            member,
+            report: self.report,
+            seen: call.fence_seen(),
+            waits: call.patience().waits(),
         }
-    }
-
-    /// Rounds until `deadline` (`None`: forever).
-    pub(crate) fn until(deadline: Option<Instant>) -> Self {
-        Patience {
-            deadline,
-            ..Patience::default()
-        }
-    }
-
-    fn exhausted(&self, attempts: u32) -> bool {
-        self.retries.is_some_and(|retries| attempts > retries)
-            || self.deadline.is_some_and(|d| Instant::now() >= d)
-    }
-
-    fn cancelled(&self) -> bool {
-        self.cancel.as_ref().is_some_and(CancelToken::is_cancelled)
     }
 }
 
-/// Why one acquisition round failed; the partial lock has been released.
-enum Failed {
-    /// Enough nodes hold the key for someone else, or the gate node says
-    /// others queued first. `granted`: the gate node had granted it (the
-    /// caller was first in its queue). `split`: nobody holds it on a
-    /// majority — contenders split the votes.
-    /// `reports`: a semaphore slot's round, the slots each node that
-    /// answered holds. `behind`: the gate node said others queued first.
-    Busy {
-        granted: bool,
-        split: bool,
-        behind: bool,
-        reports: Vec<u64>,
-    },
-    /// Too many nodes failed. `permanent`: failures that will not heal by
-    /// themselves (rejected credentials) alone rule out a majority.
-    NoQuorum {
-        outcome: Box<Outcome>,
-        permanent: bool,
-    },
-    /// A majority granted it, too late for any validity to be left.
-    TooSlow { elapsed: Duration, ttl: Duration },
-    /// A fenced round that a majority would have granted but for a stale
-    /// proposed token: the nodes reported larger fence values, and the
-    /// next round proposes above them. `seen`: the largest they reported;
-    /// `then`: the failure it is once no more rounds are proposed.
-    Stale { seen: u64, then: Box<Failed> },
+/// Why a call ended without a lease.
+enum Ending {
+    Shutdown,
+    Cancelled,
+    /// These nodes' quickest round trip leaves the TTL no chance.
+    TooSlow(Duration),
+    /// The last round's failure, after this many tries.
+    GaveUp(Failed, u32),
 }
 
-impl Failed {
-    fn kind(&self) -> metrics::Acquired {
-        match self {
-            Failed::Stale { then, .. } => then.kind(),
-            Failed::Busy { .. } => metrics::Acquired::Busy,
-            Failed::NoQuorum { .. } => metrics::Acquired::NoQuorum,
-            Failed::TooSlow { .. } => metrics::Acquired::TooSlow,
-        }
-    }
-
-    /// Whether the resource was held (also behind a stale fencing token).
-    fn is_busy(&self) -> bool {
-        match self {
-            Failed::Busy { .. } => true,
-            Failed::Stale { then, .. } => then.is_busy(),
-            _ => false,
-        }
-    }
-
-    /// The caller's error; for `Busy`, `wanted` and `held_here` say what
-    /// was asked for and whether a guard of this client holds it.
-    fn into_error(self, resource: &str, attempts: u32, busy: (Wanted, bool)) -> Error {
-        match self {
-            Failed::Stale { then, .. } => then.into_error(resource, attempts, busy),
-            Failed::Busy { .. } => Error::Busy {
-                resource: resource.to_owned(),
-                attempts,
-                wanted: busy.0,
-                held_here: busy.1,
-            },
-            Failed::NoQuorum { outcome, .. } => no_quorum(resource, *outcome),
-            Failed::TooSlow { elapsed, ttl } => Error::TooSlow {
-                resource: resource.to_owned(),
-                elapsed,
-                ttl,
-            },
-        }
+/// The caller's error for a call that gave up after `tries`; for `Busy`,
+/// `busy` says what was asked for and whether a guard of this client holds
+/// it.
+fn into_error(failed: Failed, resource: &str, tries: u32, busy: (Wanted, bool)) -> Error {
+    match failed {
+        Failed::Stale { then, .. } => into_error(*then, resource, tries, busy),
+        Failed::Busy { .. } => Error::Busy {
+            resource: resource.to_owned(),
+            attempts: tries,
+            wanted: busy.0,
+            held_here: busy.1,
+        },
+        Failed::NoQuorum { outcome, .. } => no_quorum(resource, *outcome),
+        Failed::TooSlow { elapsed, ttl } => Error::TooSlow {
+            resource: resource.to_owned(),
+            elapsed,
+            ttl,
+        },
     }
 }
 
@@ -211,14 +166,130 @@ impl Core {
         }
     }
 
-    /// The rounds of an acquisition, until one wins or the patience ends.
+    /// The rounds of an acquisition, until one wins or the patience ends:
+    /// [`Acquisition`] decides what follows each failed round.
     fn rounds(
         &self,
         target: Target<'_>,
         ttl: Duration,
         patience: Patience,
     ) -> Result<Lease, Error> {
-        let (mut keys, name, mut slots) = match target {
+        let (mut call, asked) = self.plan(target, ttl, patience)?;
+        let started = metrics::Started::now();
+        if call.patience().cancelled() {
+            metrics::acquired(metrics::Acquired::Cancelled, 0, &started);
+            return Err(Error::Cancelled {
+                resource: asked.name.to_string(),
+            });
+        }
+        // A caller that may retry sleeps on a ticket between rounds; with
+        // queues on, the ticket is also its place in the gate node's queue.
+        let gate = self.transport.gate_index(&call.keys()[0]);
+        let mut ticket = call.patience().waits().then(|| self.waiters.enter(gate));
+        let mut watch = None;
+        loop {
+            let end = |ending, call: &Acquisition, ticket: Option<&Ticket<'_>>| {
+                Err(self.end(ending, call, &asked, ticket, &started))
+            };
+            if self.life.is_closed() {
+                // Woken by the shutdown (or shut between rounds).
+                return end(Ending::Shutdown, &call, ticket.as_ref());
+            }
+            let round = self.attempt(&asked.round(&mut call, ticket.as_ref()));
+            if call.patience().cancelled() {
+                // What a round took as it was cancelled is released like
+                // the partial lock of any failed round.
+                if let Ok(lease) = round {
+                    lease.abandon(self);
+                }
+                return end(Ending::Cancelled, &call, ticket.as_ref());
+            }
+            let failed = match round {
+                Ok(lease) => {
+                    let attempts = call.count().attempts;
+                    metrics::acquired(metrics::Acquired::Ok, attempts, &started);
+                    return Ok(lease);
+                }
+                Err(failed) => failed,
+            };
+            let next = call.after(failed, || self.hopeless(asked.ttl));
+            if call.watching() {
+                // Held (or queued): hear the gate node when the turn comes.
+                watch.get_or_insert_with(|| self.transport.watch());
+            }
+            let ending = match next {
+                Next::Round => None,
+                Next::Pause(until) => {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                    None
+                }
+                Next::Wait(until) => {
+                    let woken = match &mut ticket {
+                        Some(ticket) => ticket.wait(until, call.patience().cancel.as_ref()),
+                        None => Woken::TimedOut,
+                    };
+                    call.woken(woken);
+                    (woken == Woken::Cancelled).then_some(Ending::Cancelled)
+                }
+                Next::Hopeless(round_trip) => Some(Ending::TooSlow(round_trip)),
+                Next::GiveUp(failed, tries) => Some(Ending::GaveUp(failed, tries)),
+            };
+            if let Some(ending) = ending {
+                return end(ending, &call, ticket.as_ref());
+            }
+        }
+    }
+
+    /// Ends a call that did not win: leaves the gate node's queue, counts
+    /// it, and says why.
+    fn end(
+        &self,
+        ending: Ending,
+        call: &Acquisition,
+        asked: &Asked,
+        ticket: Option<&Ticket<'_>>,
+        started: &metrics::Started,
+    ) -> Error {
+        self.leave(call.keys(), ticket, asked.report);
+        let attempts = call.count().attempts;
+        let resource = asked.name.to_string();
+        match ending {
+            Ending::Shutdown => {
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, started);
+                Error::Shutdown
+            }
+            Ending::Cancelled => {
+                metrics::acquired(metrics::Acquired::Cancelled, attempts, started);
+                Error::Cancelled { resource }
+            }
+            Ending::TooSlow(elapsed) => {
+                metrics::acquired(metrics::Acquired::TooSlow, attempts, started);
+                let ttl = asked.ttl;
+                Error::TooSlow {
+                    resource,
+                    elapsed,
+                    ttl,
+                }
+            }
+            Ending::GaveUp(failed, tries) => {
+                metrics::acquired(failed.kind(), attempts, started);
+                let (keys, wanted) = (call.keys(), asked.wanted);
+                let held_here =
+                    failed.is_busy() && self.life.holds(|lease| same_lock(lease, keys, wanted));
+                into_error(failed, &resource, tries, (wanted, held_here))
+            }
+        }
+    }
+
+    /// Checks what `target` asks for and sets up its call: the call, the
+    /// name errors give, and a semaphore's number of slots.
+    fn plan(
+        &self,
+        target: Target<'_>,
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<(Acquisition, Asked), Error> {
+        let (keys, name, slots) = match target {
             Target::Resources(resources) => {
                 let keys = checked_keys(resources)?;
                 let name = display_name(&keys);
@@ -228,7 +299,7 @@ impl Core {
                 checked_semaphore(name, permits)?;
                 let slots = Slots::new(permits, self.node_count(), self.quorum());
                 let keys = slot_keys(name, slots.current());
-                (keys, name.to_owned(), Some((name, permits, slots)))
+                (keys, name.to_owned(), Some((name.to_owned(), slots)))
             }
             Target::Rw { name, role } => {
                 if name.is_empty() {
@@ -249,7 +320,16 @@ impl Core {
         if let Some(problem) = keys.iter().find_map(|k| self.transport.key_problem(k)) {
             return Err(Error::argument(problem));
         }
-        let rw = matches!(target, Target::Rw { .. });
+        let ttl = self.whole_ttl(ttl)?;
+        let report = match target {
+            Target::Semaphore { permits, .. } => Some(permits),
+            _ => None,
+        };
+        let pacing = Pacing {
+            retry: (self.settings.retry_delay, self.settings.retry_jitter),
+            queue_refresh: self.settings.queue_refresh,
+            notifications: self.settings.notifications,
+        };
         let wanted = match target {
             Target::Resources(_) => Wanted::Lock,
             Target::Semaphore { .. } => Wanted::Permit,
@@ -259,257 +339,21 @@ impl Core {
             Target::Rw { .. } => Wanted::Write,
             Target::Election { .. } => Wanted::Leadership,
         };
-        let report = slots.as_ref().map(|(_, permits, _)| *permits);
-        let ttl = self.whole_ttl(ttl)?;
-        let name: Arc<str> = Arc::from(name);
-        let started = metrics::Started::now();
-        let cancelled = |attempts| {
-            metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
-            Err(Error::Cancelled {
-                resource: name.to_string(),
-            })
-        };
-        if patience.cancelled() {
-            return cancelled(0);
-        }
-        // Only a single resource's waiters queue: a queue orders the
-        // waiters of one key, and a lock on several keys waits for all of
-        // them (it retries; a release of its first key still wakes the
-        // waiters queued for that key).
-        let queues = self.settings.notifications && keys.len() == 1;
-        // A caller that may retry sleeps on a ticket between rounds; with
-        // queues on, the ticket is also its place in the gate node's queue.
-        let mut ticket = (patience.retries != Some(0))
-            .then(|| self.waiters.enter(self.transport.gate_index(&keys[0])));
-        let mut watch = None;
+        let first = keys[0].clone();
         // After this client's release woke a waiter, it queues behind.
-        let mut gated = queues && self.waiters.yields(gate_name(&keys[0]));
-        let mut attempts = 0u32;
-        // Rounds nobody won for a moment, re-tried at once (see below).
-        let mut splits = 0u32;
-        // Those since the last call by the gate node (at most MAX_SPLITS).
-        let mut burst = 0u32;
-        // A semaphore's rounds on the next free slot, and fenced rounds
-        // proposed again above a stale token: not counted either.
-        let mut walked = 0u32;
-        let mut restarts = 0u32;
-        // Rounds that keep a waiter's place (joining the gate node's queue,
-        // renewing it before the retry delay is up): not retries either.
-        let mut keeps = 0u32;
-        // When the next retry is due (its delay drawn once, kept across the
-        // rounds that only keep the waiter's place).
-        let mut retry_at: Option<Instant> = None;
-        // The last wait ended with a wake-up: the gate node said a permit
-        // (or the lock) came free, or may have said so.
-        let mut woken_turn = false;
-        // It said so to this waiter: the next rounds go to every node at
-        // once (a lock's or an election's; a semaphore's slots and a
-        // rw-lock's roles keep asking the gate node first).
-        let mut called = false;
-        let may_be_called = slots.is_none() && !rw;
-        // The largest fence value the nodes reported to this acquisition:
-        // its next fenced round proposes above it.
-        let mut fence_seen = 0u64;
-        let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
-        let mut splits_until = Instant::now() + split_wait;
-        loop {
-            if self.life.is_closed() {
-                // Woken by the shutdown (or shut between rounds).
-                self.leave(&keys, ticket.as_ref(), report);
-                metrics::acquired(metrics::Acquired::Cancelled, attempts, &started);
-                return Err(Error::Shutdown);
-            }
-            attempts = attempts.saturating_add(1);
-            // Only a round that asks the gate node first takes part in its
-            // queue: a first round is a plain `SET NX` everywhere.
-            let member = (queues && gated).then(|| {
-                ticket
-                    .as_ref()
-                    .map_or_else(|| Arc::from(""), |t| t.member().clone())
-            });
-            let route = match (gated, called && may_be_called) {
-                (false, _) => Route::Plain,
-                (true, false) => Route::Gated,
-                (true, true) => Route::Called,
-            };
-            // A caller that will not try again leaves nothing that makes
-            // others wait (a writer's mark).
-            let waits = patience.retries != Some(0);
-            let round = self.attempt(
-                &keys,
-                &name,
+        let behind = || self.waiters.yields(gate_name(&first));
+        let rw = matches!(target, Target::Rw { .. });
+        let call = Acquisition::new(keys, slots, rw, (patience, pacing), ttl, behind);
+        let name = Arc::from(name);
+        Ok((
+            call,
+            Asked {
+                name,
+                wanted,
                 ttl,
-                (route, member),
-                (report, fence_seen, waits),
-            );
-            if patience.cancelled() {
-                // What a round took as it was cancelled is released like
-                // the partial lock of any failed round.
-                if let Ok(lease) = round {
-                    lease.abandon(self);
-                }
-                self.leave(&keys, ticket.as_ref(), report);
-                return cancelled(attempts);
-            }
-            let failed = match round {
-                Ok(lease) => {
-                    metrics::acquired(metrics::Acquired::Ok, attempts, &started);
-                    return Ok(lease);
-                }
-                Err(failed) => failed,
-            };
-            // A stale fencing token: again at once, above what the nodes
-            // reported (not counted against the retries, a few times).
-            let failed = match failed {
-                Failed::Stale { seen, then } => {
-                    fence_seen = fence_seen.max(seen);
-                    if restarts < MAX_SPLITS && patience.deadline.is_none_or(|d| Instant::now() < d)
-                    {
-                        restarts += 1;
-                        continue;
-                    }
-                    *then
-                }
-                failed => failed,
-            };
-            // Nobody won yet, for a moment: the contenders split the votes
-            // (a caller that does not queue; a queued waiter's next round
-            // goes to the gate node, which lets one through), or the gate
-            // node let this waiter through — or called a lock's waiter, its
-            // turn come, and did not say others queued first — but a
-            // majority refused (the holder's release is usually still on
-            // its way to them; a called waiter is told "held" where the
-            // gate node keeps a stray key, and gets no grant there). Again
-            // after a short random pause, a few times, not counted against
-            // the retries: `Busy` must mean that someone holds the resource.
-            let queued = queues && ticket.is_some();
-            let transient = matches!(failed, Failed::Busy { split: true, .. } if !queued)
-                || matches!(failed, Failed::Busy { granted: true, .. })
-                || (called
-                    && may_be_called
-                    && matches!(failed, Failed::Busy { behind: false, .. }));
-            if transient
-                && burst < MAX_SPLITS
-                && Instant::now() < splits_until
-                && patience.deadline.is_none_or(|d| Instant::now() < d)
-            {
-                splits += 1;
-                burst += 1;
-                let pause = algorithm::retry_delay(SPLIT_PAUSE, SPLIT_PAUSE * 3);
-                let until = pause_until(pause, &patience);
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-                continue;
-            }
-            // A semaphore's slot taken elsewhere: on to the slot the nodes
-            // report free on the most of them. (A round that failed for want
-            // of nodes — fewer than a majority answered — would fail the
-            // same way on every other slot.)
-            let reports = match &failed {
-                Failed::Busy { reports, .. } => Some(reports),
-                _ => None,
-            };
-            if let (Some((semaphore, _, slots)), Some(reports)) = (&mut slots, reports) {
-                // A round the gate node stopped reports nothing. Woken, the
-                // waiter knows a permit came free: it tries the other slots
-                // at the gate node (one request each) rather than wait for
-                // the next wake-up; otherwise the pass ends.
-                let next = if reports.is_empty() && woken_turn {
-                    slots.next_untried()
-                } else {
-                    slots.next(reports)
-                };
-                keys = slot_keys(semaphore, slots.current());
-                if next.is_some() && patience.deadline.is_none_or(|d| Instant::now() < d) {
-                    walked += 1;
-                    if queues && ticket.is_some() {
-                        watch.get_or_insert_with(|| self.transport.watch());
-                        gated = true;
-                    }
-                    continue;
-                }
-            }
-            let permanent = matches!(
-                failed,
-                Failed::NoQuorum {
-                    permanent: true,
-                    ..
-                }
-            );
-            // Too short for these nodes: no retry can do better (this
-            // round's answers, if any, are in the estimate already).
-            if matches!(failed, Failed::TooSlow { .. } | Failed::NoQuorum { .. })
-                && let Some(round_trip) = self.hopeless(ttl)
-            {
-                self.leave(&keys, ticket.as_ref(), report);
-                metrics::acquired(metrics::Acquired::TooSlow, attempts, &started);
-                return Err(Error::TooSlow {
-                    resource: name.to_string(),
-                    elapsed: round_trip,
-                    ttl,
-                });
-            }
-            // The first round and each retry; the rounds re-tried at once
-            // or that only keep the waiter's place do not count.
-            let tries = attempts - splits - walked - restarts - keeps;
-            if permanent || patience.exhausted(tries) {
-                self.leave(&keys, ticket.as_ref(), report);
-                metrics::acquired(failed.kind(), attempts, &started);
-                let held_here =
-                    failed.is_busy() && self.life.holds(|lease| same_lock(lease, &keys, wanted));
-                return Err(failed.into_error(&name, tries, (wanted, held_here)));
-            }
-            if queues && matches!(failed, Failed::Busy { .. }) {
-                // Held (or queued): hear the gate node when the turn comes.
-                watch.get_or_insert_with(|| self.transport.watch());
-                if !gated {
-                    // Queue at once: a round at the gate node, which grants
-                    // it instead if it is free by then and nobody queued
-                    // first. From now on, ask the gate node first. It
-                    // takes a place, not a retry: retries still come after
-                    // their delay (or a wake-up).
-                    gated = true;
-                    keeps += 1;
-                    continue;
-                }
-            }
-            let due = *retry_at.get_or_insert_with(|| {
-                let pause =
-                    algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
-                pause_until(pause, &patience)
-            });
-            // A queued waiter (and a waiting writer's mark) is renewed at
-            // least this often, however long the retry delay.
-            let until = if queues || rw {
-                due.min(pause_until(self.settings.queue_refresh, &patience))
-            } else {
-                due
-            };
-            let woken = match &mut ticket {
-                Some(ticket) => ticket.wait(until, patience.cancel.as_ref()),
-                // Only a caller that may not retry has none.
-                None => Woken::TimedOut,
-            };
-            // Neither its turn (a release woke it) nor due: the next round
-            // only keeps the place (a renewal, or a check after the
-            // subscription came back).
-            if woken != Woken::Turn && Instant::now() < due {
-                keeps += 1;
-            } else {
-                retry_at = None;
-            }
-            woken_turn = matches!(woken, Woken::Turn | Woken::Resubscribed);
-            called = woken == Woken::Turn;
-            if called {
-                // Its turn: a round that finds the release still on its way
-                // to some nodes is re-tried at once, however long it waited.
-                burst = 0;
-                splits_until = Instant::now() + split_wait;
-            }
-            if woken == Woken::Cancelled {
-                self.leave(&keys, ticket.as_ref(), report);
-                return cancelled(attempts);
-            }
-        }
+                report,
+            },
+        ))
     }
 
     /// Takes `ticket`'s waiter out of its gate node's queue (without
@@ -538,31 +382,56 @@ impl Core {
         self.transport.broadcast(request, &[]);
     }
 
-    /// One acquisition round, sent as `route` says, in the gate node's
-    /// queue as `member` (`None`: this client keeps no queues; `""`: not
-    /// waiting). On failure the partial lock is released everywhere
-    /// (without waiting).
-    ///
-    /// `report`: a semaphore slot's round, with its number of slots.
-    /// `seen`: the largest fence value the nodes reported so far (0: none).
-    fn attempt(
-        &self,
-        keys: &Keys,
-        name: &Arc<str>,
-        ttl: Duration,
-        (route, member): (Route, Option<Arc<str>>),
-        (report, seen, waits): (Option<u32>, u64, bool),
-    ) -> Result<Lease, Failed> {
+    /// One acquisition round, sent as `round.route` says. On failure the
+    /// partial lock is released everywhere (without waiting).
+    fn attempt(&self, round: &Round<'_>) -> Result<Lease, Failed> {
         let token = new_token();
         let start = Instant::now();
-        let timeout = self.node_timeout(ttl);
+        let sent = self.send_round(round, &token, start)?;
+        let (outcome, gate) = sent.pending.collect_with_gate(sent.by);
+        // In a round that takes part in the gate node's queue, its vote is
+        // awaited until the deadline: a late "others queued first" still
+        // outweighs the others.
+        let gate = gate.settled();
+        metrics::round(metrics::RoundOp::Acquire, start);
+        let unsent = outcome.unsent.clone();
+        let failed = match self.judge_round(round, outcome, gate, start) {
+            Ok(voters) => {
+                log::debug!(
+                    "redlock: acquired {:?} in {:?}",
+                    round.keys,
+                    start.elapsed()
+                );
+                return Ok(self.new_lease(round, token, start, sent.proposed, unsent, voters));
+            }
+            Err(failed) => failed,
+        };
+        // Where the gate node granted it, this release also wakes the next
+        // waiter — unless a majority refused it: then the resource is held
+        // elsewhere, and a queued waiter keeps its turn (see `clean_up`).
+        let keep = (round.member.clone())
+            .filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale { .. }));
+        self.clean_up(round.keys, &token, (start, round.ttl), keep, &unsent);
+        log::debug!("redlock: round for {:?} failed", round.keys);
+        Err(failed)
+    }
+
+    /// Builds the round's request and sends it as its route says; the gate
+    /// node's refusal of a gated round is `Busy` at once.
+    fn send_round(
+        &self,
+        round: &Round<'_>,
+        token: &Arc<str>,
+        start: Instant,
+    ) -> Result<Sent, Failed> {
+        let timeout = self.node_timeout(round.ttl);
         let by = answer_by(start, timeout, None);
-        let ttl_ms = millis(ttl);
+        let ttl_ms = millis(round.ttl);
         // Readers exclude nobody but writers: nothing to fence.
-        let reader = matches!(rw_parts(&keys[0]), Some((Role::Read, _)));
+        let reader = matches!(rw_parts(&round.keys[0]), Some((Role::Read, _)));
         // An election's lock is always fenced: its token is the term.
-        let fenced = self.settings.fencing || is_elect_lock(&keys[0]);
-        let proposed = (fenced && !reader).then(|| self.propose_fence(seen));
+        let fenced = self.settings.fencing || is_elect_lock(&round.keys[0]);
+        let proposed = (fenced && !reader).then(|| self.propose_fence(round.seen));
         let op = match proposed {
             Some(proposed) => Op::AcquireFenced {
                 ttl_ms,
@@ -571,33 +440,36 @@ impl Core {
             },
             None => Op::Acquire { ttl_ms },
         };
-        let mut request = self.request(op, keys, &token, timeout, by);
-        request.queue = member.clone();
-        request.report = report;
-        request.waits = waits;
-        let pending = match route {
-            // Refused by the gate node: held, or others queued first;
-            // nothing was set anywhere, and a waiter keeps its place.
+        let mut request = self.request(op, round.keys, token, timeout, by);
+        request.queue = round.member.clone();
+        request.report = round.report;
+        request.waits = round.waits;
+        let pending = match round.route {
+            // Nothing was set anywhere, and a waiter keeps its place.
             Route::Gated => self
                 .transport
                 .start_gated_round(request, by)
-                .ok_or(Failed::Busy {
-                    granted: false,
-                    split: false,
-                    behind: true,
-                    reports: Vec::new(),
-                })?,
+                .ok_or_else(Failed::behind)?,
             Route::Called => self.transport.start_called_round(request, by),
             Route::Plain => self.transport.start_round(request),
         };
-        let (outcome, gate) = pending.collect_with_gate(by);
-        // In a round that takes part in the gate node's queue, its vote is
-        // awaited until the deadline: a late "others queued first" still
-        // outweighs the others. Not awaited in a plain round, or where the
-        // gate node was failing when the round started (no gate then).
-        let gate = gate.settled();
-        metrics::round(metrics::RoundOp::Acquire, start);
-        let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
+        Ok(Sent {
+            pending,
+            by,
+            proposed,
+        })
+    }
+
+    /// A round's result from its outcome and the gate node's vote: the
+    /// nodes that confirmed it, or why it failed.
+    fn judge_round(
+        &self,
+        round: &Round<'_>,
+        outcome: Outcome,
+        gate: Option<Vote>,
+        start: Instant,
+    ) -> Result<Vec<usize>, Failed> {
+        let valid_until = algorithm::valid_until(start, round.ttl, self.settings.drift_factor);
         // Less what a voter's clock jump learnt during the round took.
         let cut_until =
             self.transport
@@ -606,48 +478,30 @@ impl Core {
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.as_ref().is_some_and(|vote| vote.queued && !vote.yes);
-        // Some nodes refused the proposed token as stale: unless the
-        // others' refusals (or failures that will not heal) alone rule out
-        // a majority, a round with a larger token may well be granted.
-        // (Never when the gate node said others queued first: proposing
-        // again would take the others ahead of them.)
+        // Some nodes refused the proposed token as stale: unless the others'
+        // refusals (or failures that will not heal) alone rule out a
+        // majority, a round with a larger token may well be granted (never
+        // behind others queued first: that would take them ahead).
         let stale = (!behind
             && matches!(outcome.verdict, Verdict::Refused | Verdict::Unreachable)
             && outcome.stale > 0
             && !outcome.permanent
             && outcome.confirmed + outcome.stale + outcome.failures.len() >= outcome.quorum)
             .then(|| outcome.fence.unwrap_or(0));
-        let unsent = outcome.unsent.clone();
         let failed = match outcome.verdict {
-            Verdict::Confirmed if behind => Failed::Busy {
-                granted: false,
-                split: false,
-                behind: true,
-                reports: Vec::new(),
-            },
+            Verdict::Confirmed if behind => Failed::behind(),
             Verdict::Confirmed if Instant::now() < cut_until => {
-                log::debug!("redlock: acquired {keys:?} in {:?}", start.elapsed());
-                if let Some(member) = member.clone().filter(|m| !m.is_empty())
+                if let Some(member) = round.member.clone().filter(|m| !m.is_empty())
                     && !gate.as_ref().is_some_and(|vote| vote.yes)
                 {
                     // Won without the gate node: still queued there.
-                    self.leave_as(keys, member, report);
+                    self.leave_as(round.keys, member, round.report);
                 }
-                let gone_by = self.keys_gone_by(start, ttl);
-                let lease =
-                    Lease::new(keys.clone(), name.clone(), token, ttl, valid_until, gone_by);
-                let quorum = self.quorum();
-                let clocks = self.transport.clocks().clone();
-                return Ok(lease.with_fence(proposed).with_unsent(unsent).with_voters(
-                    clocks,
-                    quorum,
-                    outcome.voters,
-                    start,
-                ));
+                return Ok(outcome.voters);
             }
             Verdict::Confirmed => Failed::TooSlow {
                 elapsed: start.elapsed(),
-                ttl,
+                ttl: round.ttl,
             },
             // Held: a majority answered (or the refusals alone rule it out).
             _ if outcome.held() => Failed::Busy {
@@ -661,21 +515,37 @@ impl Core {
                 outcome: Box::new(outcome),
             },
         };
-        let failed = match stale {
+        Err(match stale {
             Some(seen) => Failed::Stale {
                 seen,
                 then: Box::new(failed),
             },
-            _ => failed,
-        };
-        // Where the gate node granted it, this release also wakes the next
-        // waiter: a round others deferred to hands the resource on — unless
-        // a majority refused it. Then the resource is held elsewhere, and a
-        // queued waiter keeps its turn (see `clean_up`).
-        let keep = member.filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale { .. }));
-        self.clean_up(keys, &token, (start, ttl), keep, &unsent);
-        log::debug!("redlock: round for {keys:?} failed");
-        Err(failed)
+            None => failed,
+        })
+    }
+
+    /// The lease a won round holds.
+    fn new_lease(
+        &self,
+        round: &Round<'_>,
+        token: Arc<str>,
+        start: Instant,
+        proposed: Option<u64>,
+        unsent: Vec<usize>,
+        voters: Vec<usize>,
+    ) -> Lease {
+        let ttl = round.ttl;
+        let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
+        let gone_by = self.keys_gone_by(start, ttl);
+        let (keys, name) = (round.keys.clone(), round.name.clone());
+        let lease = Lease::new(keys, name, token, ttl, valid_until, gone_by);
+        let clocks = self.transport.clocks().clone();
+        lease.with_fence(proposed).with_unsent(unsent).with_voters(
+            clocks,
+            self.quorum(),
+            voters,
+            start,
+        )
     }
 
     /// The fencing token an acquisition proposes next: one more than the
@@ -792,24 +662,12 @@ fn checked_semaphore(name: &str, permits: u32) -> Result<(), Error> {
     Ok(())
 }
 
-/// The one key of a round on a semaphore's slot.
-fn slot_keys(name: &str, slot: u32) -> Keys {
-    Arc::from([Arc::from(slot_key(name, slot))])
-}
-
 /// How errors name a lock: its resource, or its resources joined by `, `.
 pub(crate) fn display_name(keys: &Keys) -> String {
     match &**keys {
         [one] => one.to_string(),
         many => many.iter().map(|k| &**k).collect::<Vec<_>>().join(", "),
     }
-}
-
-/// The end of a retry pause, never past the caller's deadline.
-fn pause_until(pause: Duration, patience: &Patience) -> Instant {
-    let now = Instant::now();
-    let end = now.checked_add(pause).unwrap_or(now);
-    patience.deadline.map_or(end, |deadline| end.min(deadline))
 }
 
 /// 20 bytes from the thread-local CSPRNG, hex-encoded (40 characters).

@@ -30,6 +30,7 @@
 //!   mutexes, never held across I/O.
 
 mod acquire;
+mod acquisition;
 #[cfg(test)]
 mod called_tests;
 #[cfg(test)]
@@ -69,7 +70,8 @@ use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
 use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
-pub(crate) use acquire::{Patience, Target};
+pub(crate) use acquire::Target;
+pub(crate) use acquisition::Patience;
 pub(crate) use elect::Seen;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
