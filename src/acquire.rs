@@ -46,8 +46,7 @@ use crate::guard::LockGuard;
 /// An `Acquire` owns what it needs (a handle on the client): it does not
 /// borrow the `Redlock`, `Semaphore`, `RwLock` or `Election` it came from,
 /// so it can be kept in a variable, or made from a handle that lives only
-/// for one expression. Its lifetime parameter is always `'static` from this
-/// crate; it stays for the programs that name it.
+/// for one expression.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -61,10 +60,8 @@ use crate::guard::LockGuard;
 /// # Ok::<(), redlock_sync::Error>(())
 /// ```
 #[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
-pub struct Acquire<'a> {
+pub struct Acquire {
     core: Arc<Core>,
-    /// Kept for the programs that name `Acquire<'_>`; nothing is borrowed.
-    _handle: std::marker::PhantomData<&'a ()>,
     what: What,
     ttl: Duration,
     wait: Option<Duration>,
@@ -74,7 +71,7 @@ pub struct Acquire<'a> {
     keep_alive: bool,
 }
 
-impl std::fmt::Debug for Acquire<'_> {
+impl std::fmt::Debug for Acquire {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Acquire")
             .field("what", &self.what)
@@ -97,7 +94,7 @@ enum What {
     Election { name: String },
 }
 
-impl Acquire<'static> {
+impl Acquire {
     pub(crate) fn new(core: &Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
         Self::of(core, What::Resources(resources), ttl)
     }
@@ -131,7 +128,6 @@ impl Acquire<'static> {
     fn of(core: &Arc<Core>, what: What, ttl: Duration) -> Self {
         Acquire {
             core: core.clone(),
-            _handle: std::marker::PhantomData,
             what,
             ttl,
             wait: None,
@@ -143,7 +139,7 @@ impl Acquire<'static> {
     }
 }
 
-impl Acquire<'_> {
+impl Acquire {
     /// Keeps trying until this long has passed (counted from
     /// [`lock`](Self::lock)). Replaces an earlier [`deadline`](Self::deadline).
     pub fn wait(mut self, wait: Duration) -> Self {

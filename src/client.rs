@@ -329,13 +329,13 @@ impl Redlock {
     /// # drop(guard);
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
-    pub fn acquire(&self, resource: &str, ttl: Duration) -> Acquire<'static> {
+    pub fn acquire(&self, resource: &str, ttl: Duration) -> Acquire {
         Acquire::new(&self.core, vec![resource.to_owned()], ttl)
     }
 
     /// As [`acquire`](Self::acquire), for several resources at once, all or
     /// nothing, as [`lock_all`](Self::lock_all).
-    pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire<'static> {
+    pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire {
         let resources = resources.iter().map(|r| (*r).to_owned()).collect();
         Acquire::new(&self.core, resources, ttl)
     }

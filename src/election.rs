@@ -95,7 +95,7 @@ impl Election {
     /// `ttl` at a time and renewing it for as long as it lasts. Configure
     /// how long to wait and what cancels it, then
     /// [`win`](Campaign::win) or [`try_win`](Campaign::try_win).
-    pub fn campaign(&self, value: &str, ttl: Duration) -> Campaign<'static> {
+    pub fn campaign(&self, value: &str, ttl: Duration) -> Campaign {
         Campaign {
             election: self.clone(),
             acquire: Acquire::election(&self.core, &self.name, ttl),
@@ -139,18 +139,17 @@ impl Election {
 /// A campaign, from [`Election::campaign`]: how long to wait for the
 /// leadership and what may cancel the wait. With no limit set,
 /// [`win`](Self::win) waits for as long as it takes. Like an
-/// [`Acquire`], it owns what it needs and borrows nothing (its lifetime
-/// parameter is always `'static`).
+/// [`Acquire`], it owns what it needs and borrows nothing.
 #[must_use = "a campaign does nothing until win() or try_win() is called"]
-pub struct Campaign<'a> {
+pub struct Campaign {
     election: Election,
-    acquire: Acquire<'a>,
+    acquire: Acquire,
     value: String,
     /// A wait or a deadline was set.
     limited: bool,
 }
 
-impl std::fmt::Debug for Campaign<'_> {
+impl std::fmt::Debug for Campaign {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Campaign")
             .field("election", &self.election.name)
@@ -160,7 +159,7 @@ impl std::fmt::Debug for Campaign<'_> {
     }
 }
 
-impl<'a> Campaign<'a> {
+impl Campaign {
     /// Gives up after this long (counted from [`win`](Self::win)) with
     /// [`Error::Busy`]. Replaces an earlier [`deadline`](Self::deadline).
     pub fn wait(mut self, wait: Duration) -> Self {

@@ -148,12 +148,12 @@ impl RwLock {
     /// A read hold to configure (how long to wait, what cancels it,
     /// keep-alive), then take with [`lock`](Acquire::lock) or
     /// [`try_lock`](Acquire::try_lock).
-    pub fn acquire_read(&self, ttl: Duration) -> Acquire<'static> {
+    pub fn acquire_read(&self, ttl: Duration) -> Acquire {
         Acquire::rw(&self.core, &self.name, Role::Read, ttl)
     }
 
     /// The write hold to configure, as [`acquire_read`](Self::acquire_read).
-    pub fn acquire_write(&self, ttl: Duration) -> Acquire<'static> {
+    pub fn acquire_write(&self, ttl: Duration) -> Acquire {
         Acquire::rw(&self.core, &self.name, Role::Write, ttl)
     }
 }

@@ -137,7 +137,7 @@ impl Semaphore {
     /// An acquisition of a permit to configure (how long to wait, what
     /// cancels it, keep-alive), then run with
     /// [`lock`](Acquire::lock) or [`try_lock`](Acquire::try_lock).
-    pub fn acquire(&self, ttl: Duration) -> Acquire<'static> {
+    pub fn acquire(&self, ttl: Duration) -> Acquire {
         Acquire::permit(&self.core, &self.name, self.permits, ttl)
     }
 }
