@@ -69,7 +69,7 @@ use std::time::{Duration, Instant};
 use super::cluster::{ClusterSource, SlotMap, ask_map};
 use super::conn::{NodeManager, NodeShared};
 use super::link::Link;
-use super::redis_link::{Pools, Raw, RedisLink};
+use super::redis_link::{Pools, Raw, RedisLink, Sending};
 use super::source::Source;
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
@@ -153,6 +153,44 @@ struct Part {
     of: usize,
     req: Request,
     slot: u16,
+}
+
+/// Where a part goes next: its place in the exchange, its master (`None`:
+/// none serves its slot), and whether it goes after `ASKING`.
+type Route = (usize, Option<Master>, bool);
+
+/// A master and the parts it is sent, each with whether it goes after
+/// `ASKING`.
+type Group = (Master, Vec<(usize, bool)>);
+
+/// An exchange's state, part by part, across its passes.
+struct Progress {
+    /// Each part's answer, once it has one.
+    answers: Vec<Option<Answer>>,
+    /// The redirections each part followed.
+    redirected: Vec<usize>,
+    /// Until when each part's `TRYAGAIN` is sent again (see [`retry_until`]).
+    retry_until: Vec<Option<Instant>>,
+}
+
+impl Progress {
+    /// Whether part `i`'s `TRYAGAIN` is sent again: until its retry
+    /// deadline, or, for one no caller waits for, while it `follows`
+    /// redirections.
+    fn retries(&self, i: usize, follows: bool) -> bool {
+        self.retry_until[i].map_or(follows, |until| Instant::now() < until)
+    }
+}
+
+/// What one pass of an exchange leaves for the next.
+#[derive(Default)]
+struct Pass {
+    /// Where the parts still unanswered go next.
+    next: Vec<Route>,
+    /// Parts whose master could not be sent them, and that master.
+    unreachable: Vec<(usize, Master)>,
+    /// A part was refused with `TRYAGAIN`: the next pass waits first.
+    again: bool,
 }
 
 impl ClusterLink {
@@ -428,183 +466,216 @@ impl ClusterLink {
     /// Sends every part to its master, following redirections: one answer
     /// per part.
     fn exchange(&mut self, parts: &[Part]) -> Vec<Answer> {
-        let mut answers: Vec<Option<Answer>> = (0..parts.len()).map(|_| None).collect();
-        let mut route: Vec<(usize, Option<Master>, bool)> = parts
+        let answers: Vec<Option<Answer>> = (0..parts.len()).map(|_| None).collect();
+        let mut route: Vec<Route> = parts
             .iter()
             .enumerate()
             .map(|(i, part)| (i, self.map.master(part.slot).cloned(), false))
             .collect();
         let started = Instant::now();
-        // Per part: the redirections followed, and until when a `TRYAGAIN`
-        // is sent again: for as long as its caller waits (one per-node
-        // timeout, never past its deadline); one no caller waits for only
-        // as a redirection is followed, so that it does not hold up the
-        // batch's other answers.
-        let mut redirected = vec![0; parts.len()];
-        let retry_until: Vec<Option<Instant>> = parts
-            .iter()
-            .map(|p| {
-                p.req
-                    .awaited
-                    .then(|| p.req.expires.min(started + p.req.timeout.value))
-            })
-            .collect();
+        let mut progress = Progress {
+            answers,
+            redirected: vec![0; parts.len()],
+            retry_until: retry_until(parts, started),
+        };
         let mut pause = Duration::from_millis(1);
         // The first pass's time is the round trip: redirections and the
         // pauses of `TRYAGAIN` say nothing of how fast the masters answer.
         let mut first_pass = None;
         for pass in 0.. {
             let now = Instant::now();
-            // Per master, its parts and whether each goes after `ASKING`.
-            let mut groups: Vec<(Master, Vec<(usize, bool)>)> = Vec::new();
-            for (i, master, asking) in route.drain(..) {
-                if pass > 0 && parts[i].req.expires <= now {
-                    answers[i] = Some(Err(self.gave_up(&parts[i])));
-                    continue;
-                }
-                let Some(master) = master else {
-                    answers[i] = Some(Err(self.unserved(parts[i].slot)));
-                    continue;
-                };
-                if let Some(until) = self.silent.get(&master).filter(|until| **until > now) {
-                    answers[i] = Some(Err(NodeFailure::timed_out(
-                        self.shared.address.clone(),
-                        parts[i].req.timeout.value,
-                        format!(
-                            "master {}:{} of the cluster did not answer in time; it is asked \
-                             again in {}",
-                            master.0,
-                            master.1,
-                            crate::human::Human(until.saturating_duration_since(now))
-                        ),
-                    )));
-                    continue;
-                }
-                match groups.iter_mut().find(|(m, _)| *m == master) {
-                    Some((_, members)) => members.push((i, asking)),
-                    None => groups.push((master, vec![(i, asking)])),
-                }
+            let groups = self.group(parts, &mut route, pass, now, &mut progress.answers);
+            let sendings = self.send_all(parts, &groups);
+            let mut step = Pass::default();
+            for (group, sending) in groups.iter().zip(sendings) {
+                self.settle(parts, group, sending, &mut progress, &mut step);
             }
-            let mut sendings = Vec::with_capacity(groups.len());
-            for (master, members) in &groups {
-                let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
-                let asking: Vec<bool> = members.iter().map(|&(_, a)| a).collect();
-                sendings.push(self.master(master).map(|link| link.send(&batch, &asking)));
-            }
-            let mut next = Vec::new();
-            let mut unreachable: Vec<(usize, Master)> = Vec::new();
-            let mut again = false;
-            for ((master, members), sending) in groups.iter().zip(sendings) {
-                let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
-                let Some((link, sending)) = self.masters.get_mut(master).zip(sending) else {
-                    for &(i, _) in members {
-                        answers[i] = Some(Err(unreachable_master(&self.shared.address, master)));
-                    }
-                    continue;
-                };
-                let raws = link.receive(sending, &batch);
-                let silent = raws
-                    .iter()
-                    .any(|raw| matches!(raw, Raw::Failed(f) if f.kind() == FailureKind::Timeout));
-                if silent {
-                    let timeout = batch
-                        .iter()
-                        .map(|r| r.timeout.value)
-                        .max()
-                        .unwrap_or_default();
-                    let quiet = timeout.saturating_mul(SILENT_FOR).max(REFRESH_GAP);
-                    self.silent.insert(master.clone(), Instant::now() + quiet);
-                } else {
-                    self.silent.remove(master);
-                }
-                let mut failed = false;
-                for (&(i, asking), raw) in members.iter().zip(raws) {
-                    let redirect = redirection(&raw, &master.0);
-                    let follows = redirected[i] + 1 < PASSES;
-                    match redirect {
-                        Some(Redirect::Moved(slot, to)) if follows => {
-                            redirected[i] += 1;
-                            self.map.moved(slot, to.clone());
-                            self.stale = true;
-                            next.push((i, Some(to), false));
-                        }
-                        Some(Redirect::Ask(to)) if follows => {
-                            redirected[i] += 1;
-                            next.push((i, Some(to), true));
-                        }
-                        // The keys are split between the two ends of a
-                        // migration: the same master again, `ASKING` again
-                        // if it was asked so (an importing master answers
-                        // `MOVED` back without it).
-                        Some(Redirect::TryAgain)
-                            if retry_until[i].map_or(follows, |until| Instant::now() < until) =>
-                        {
-                            if retry_until[i].is_none() {
-                                redirected[i] += 1;
-                            }
-                            again = true;
-                            next.push((i, Some(master.clone()), asking));
-                        }
-                        _ => {
-                            if let Raw::Failed(failure) = &raw
-                                && failure.kind() == FailureKind::Connection
-                            {
-                                unreachable.push((i, master.clone()));
-                            }
-                            let answer = link.interpret(&parts[i].req, raw);
-                            if answer.as_ref().is_err_and(|f| !f.kind().is_admission()) {
-                                failed = true;
-                                self.stale = true;
-                            }
-                            answers[i] = Some(answer);
-                        }
-                    }
-                }
-                link.shared().note_batch(failed);
-            }
-            // A master that could not be sent a request may have been
-            // failed over: read the map again, and send the request to the
-            // master that serves its slot now. (Not after a timeout: the
-            // request may have run there.)
-            if !unreachable.is_empty() && pass + 1 < PASSES {
-                let until = unreachable
-                    .iter()
-                    .map(|(i, _)| parts[*i].req.expires)
-                    .max()
-                    .unwrap_or(now);
-                let timeout = unreachable
-                    .iter()
-                    .map(|(i, _)| parts[*i].req.timeout.value)
-                    .max()
-                    .unwrap_or_default();
-                self.refresh(timeout, until.min(Instant::now() + timeout), false);
-                for (i, was) in unreachable {
-                    if let Some(now) = self.map.master(parts[i].slot).filter(|m| **m != was) {
-                        answers[i] = None;
-                        next.push((i, Some(now.clone()), false));
-                    }
-                }
+            if !step.unreachable.is_empty() && pass + 1 < PASSES {
+                self.reroute(
+                    parts,
+                    now,
+                    step.unreachable,
+                    &mut progress.answers,
+                    &mut step.next,
+                );
             }
             first_pass.get_or_insert_with(|| started.elapsed());
-            if next.is_empty() {
+            if step.next.is_empty() {
                 break;
             }
-            if again {
+            if step.again {
                 // Until the migration moves the rest of the keys: 1 ms,
                 // then twice as long each time, at most 16 ms.
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(16));
             }
-            route = next;
+            route = step.next;
         }
         if let Some(took) = first_pass {
             self.shared.note_round_trip(took);
         }
-        answers
+        progress
+            .answers
             .into_iter()
             .zip(parts)
             .map(|(answer, part)| answer.unwrap_or_else(|| Err(self.gave_up(part))))
             .collect()
+    }
+
+    /// Groups the parts `route` sends on by master, in order, each with
+    /// whether it goes after `ASKING`; a part past its deadline (after the
+    /// first pass), in a slot no master serves, or for a silent master gets
+    /// its failure in `answers` instead.
+    fn group(
+        &self,
+        parts: &[Part],
+        route: &mut Vec<Route>,
+        pass: usize,
+        now: Instant,
+        answers: &mut [Option<Answer>],
+    ) -> Vec<Group> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, master, asking) in route.drain(..) {
+            if pass > 0 && parts[i].req.expires <= now {
+                answers[i] = Some(Err(self.gave_up(&parts[i])));
+                continue;
+            }
+            let Some(master) = master else {
+                answers[i] = Some(Err(self.unserved(parts[i].slot)));
+                continue;
+            };
+            if let Some(until) = self.silent.get(&master).filter(|until| **until > now) {
+                answers[i] = Some(Err(self.silenced(&parts[i], &master, *until, now)));
+                continue;
+            }
+            match groups.iter_mut().find(|(m, _)| *m == master) {
+                Some((_, members)) => members.push((i, asking)),
+                None => groups.push((master, vec![(i, asking)])),
+            }
+        }
+        groups
+    }
+
+    /// Writes each group's parts to its master, all of them before any
+    /// reply is read, so that the masters answer in parallel (`None`: no
+    /// link to the master could be made).
+    fn send_all(&mut self, parts: &[Part], groups: &[Group]) -> Vec<Option<Sending>> {
+        let mut sendings = Vec::with_capacity(groups.len());
+        for (master, members) in groups {
+            let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
+            let asking: Vec<bool> = members.iter().map(|&(_, a)| a).collect();
+            sendings.push(self.master(master).map(|link| link.send(&batch, &asking)));
+        }
+        sendings
+    }
+
+    /// Reads a master's replies to its group's parts: each part's answer
+    /// in `progress`, or, for a redirection it may still follow, where it
+    /// goes next in `step`.
+    fn settle(
+        &mut self,
+        parts: &[Part],
+        (master, members): &Group,
+        sending: Option<Sending>,
+        progress: &mut Progress,
+        step: &mut Pass,
+    ) {
+        let batch: Vec<&Request> = members.iter().map(|&(i, _)| &parts[i].req).collect();
+        let Some((link, sending)) = self.masters.get_mut(master).zip(sending) else {
+            for &(i, _) in members {
+                progress.answers[i] = Some(Err(unreachable_master(&self.shared.address, master)));
+            }
+            return;
+        };
+        let raws = link.receive(sending, &batch);
+        note_silence(&mut self.silent, master, &batch, &raws);
+        let mut failed = false;
+        for (&(i, asking), raw) in members.iter().zip(raws) {
+            let redirect = redirection(&raw, &master.0);
+            let follows = progress.redirected[i] + 1 < PASSES;
+            match redirect {
+                Some(Redirect::Moved(slot, to)) if follows => {
+                    progress.redirected[i] += 1;
+                    self.map.moved(slot, to.clone());
+                    self.stale = true;
+                    step.next.push((i, Some(to), false));
+                }
+                Some(Redirect::Ask(to)) if follows => {
+                    progress.redirected[i] += 1;
+                    step.next.push((i, Some(to), true));
+                }
+                // The keys are split between the two ends of a migration:
+                // the same master again, `ASKING` again if it was asked so
+                // (an importing master answers `MOVED` back without it).
+                Some(Redirect::TryAgain) if progress.retries(i, follows) => {
+                    if progress.retry_until[i].is_none() {
+                        progress.redirected[i] += 1;
+                    }
+                    step.again = true;
+                    step.next.push((i, Some(master.clone()), asking));
+                }
+                _ => {
+                    if let Raw::Failed(failure) = &raw
+                        && failure.kind() == FailureKind::Connection
+                    {
+                        step.unreachable.push((i, master.clone()));
+                    }
+                    let answer = link.interpret(&parts[i].req, raw);
+                    if answer.as_ref().is_err_and(|f| !f.kind().is_admission()) {
+                        failed = true;
+                        self.stale = true;
+                    }
+                    progress.answers[i] = Some(answer);
+                }
+            }
+        }
+        link.shared().note_batch(failed);
+    }
+
+    /// Reads the map again for parts whose master could not be sent them
+    /// (it may have been failed over), and sends each to the master that
+    /// serves its slot now, if another. (Not after a timeout: the request
+    /// may have run there.)
+    fn reroute(
+        &mut self,
+        parts: &[Part],
+        now: Instant,
+        unreachable: Vec<(usize, Master)>,
+        answers: &mut [Option<Answer>],
+        next: &mut Vec<Route>,
+    ) {
+        let until = unreachable
+            .iter()
+            .map(|(i, _)| parts[*i].req.expires)
+            .max()
+            .unwrap_or(now);
+        let timeout = unreachable
+            .iter()
+            .map(|(i, _)| parts[*i].req.timeout.value)
+            .max()
+            .unwrap_or_default();
+        self.refresh(timeout, until.min(Instant::now() + timeout), false);
+        for (i, was) in unreachable {
+            if let Some(now) = self.map.master(parts[i].slot).filter(|m| **m != was) {
+                answers[i] = None;
+                next.push((i, Some(now.clone()), false));
+            }
+        }
+    }
+
+    /// A part for a master that did not answer in time lately, failed at
+    /// once until `until` (see [`SILENT_FOR`]).
+    fn silenced(&self, part: &Part, master: &Master, until: Instant, now: Instant) -> NodeFailure {
+        NodeFailure::timed_out(
+            self.shared.address.clone(),
+            part.req.timeout.value,
+            format!(
+                "master {}:{} of the cluster did not answer in time; it is asked again in {}",
+                master.0,
+                master.1,
+                crate::human::Human(until.saturating_duration_since(now))
+            ),
+        )
     }
 
     /// A part still redirected when its caller stopped waiting (or after
@@ -675,6 +746,47 @@ impl Link for ClusterLink {
                 combine(&self.shared.address, answers.by_ref().take(count).collect())
             })
             .collect()
+    }
+}
+
+/// Until when each part's `TRYAGAIN` is sent again: for as long as its
+/// caller waits (one per-node timeout from `started`, never past its
+/// deadline); `None` for one no caller waits for, sent again only as a
+/// redirection is followed, so that it does not hold up the batch's other
+/// answers.
+fn retry_until(parts: &[Part], started: Instant) -> Vec<Option<Instant>> {
+    parts
+        .iter()
+        .map(|p| {
+            p.req
+                .awaited
+                .then(|| p.req.expires.min(started + p.req.timeout.value))
+        })
+        .collect()
+}
+
+/// Keeps `master` from requests for [`SILENT_FOR`] of its timeouts when
+/// one of its `raws` to `batch` timed out, or lets it be asked again when
+/// none did.
+fn note_silence(
+    silent: &mut HashMap<Master, Instant>,
+    master: &Master,
+    batch: &[&Request],
+    raws: &[Raw],
+) {
+    let timed_out = raws
+        .iter()
+        .any(|raw| matches!(raw, Raw::Failed(f) if f.kind() == FailureKind::Timeout));
+    if timed_out {
+        let timeout = batch
+            .iter()
+            .map(|r| r.timeout.value)
+            .max()
+            .unwrap_or_default();
+        let quiet = timeout.saturating_mul(SILENT_FOR).max(REFRESH_GAP);
+        silent.insert(master.clone(), Instant::now() + quiet);
+    } else {
+        silent.remove(master);
     }
 }
 

@@ -205,68 +205,16 @@ impl RedisLink {
         let Some(until) = batch.iter().map(|req| req.expires).max() else {
             return sending;
         };
-        if let (Some(conn), Some(source)) = (self.conn.as_mut(), &self.follow)
-            && source.moved_from(&conn.address)
-        {
-            // A failover: the Sentinels name another master now.
-            conn.broken = true;
-            self.conn = None;
-        }
-        let mut conn = match self.conn.take() {
-            Some(conn) => conn,
-            None => match self.checkout(until) {
-                Ok(conn) => conn,
-                Err(failure) => return fail_all(sending, failure),
-            },
+        let mut conn = match self.connection(until) {
+            Ok(conn) => conn,
+            Err(failure) => return fail_all(sending, failure),
         };
-        if let Some(source) = &self.follow
-            && source.moved_from(&conn.address)
-        {
-            // A pooled connection opened before the Sentinels named another
-            // master: nothing is sent there (an acquisition would leave its
-            // key on the old master), and it is replaced.
-            conn.broken = true;
-            let failure = NodeFailure::new(
-                self.shared.address.clone(),
-                FailureKind::Connection,
-                "the Sentinels name another master now; reconnecting",
-            );
+        if let Err(failure) = self.examine_if_due(&mut conn) {
             return fail_all(sending, failure);
         }
-        // Asked now and then what it is (a policy changed at run time, a
-        // quarantine ended: the marker to write), within the connect
-        // timeout: connection work, not a request's.
-        if self.shared.admission.due() {
-            let examined = conn
-                .set_io_timeout(self.connect_timeout)
-                .and_then(|()| examine(&mut conn.conn, &self.shared.admission));
-            match examined {
-                Ok(identity) => conn.identity = identity,
-                Err(err) => {
-                    conn.broken = true;
-                    let failure = self.shared.failure(&err);
-                    return fail_all(sending, failure);
-                }
-            }
-        }
-        // Its votes to take or keep a lock do not count while it is not
-        // admitted, or while no Sentinel confirms that it is still the
-        // master; releases do. A connection to another process than the
-        // node's last examination found (a probe, say, found another one
-        // behind this address since) does not vote at all: it reconnects.
-        let refused = match self.shared.admission.refusal_for(conn.identity.as_deref()) {
-            Err(failure) => {
-                conn.broken = true;
-                return fail_all(sending, failure);
-            }
-            Ok(refused) => refused.or_else(|| {
-                self.follow
-                    .as_ref()
-                    .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout))
-                    .map(|why| {
-                        NodeFailure::new(self.shared.address.clone(), FailureKind::Connection, why)
-                    })
-            }),
+        let refused = match self.refusal(&mut conn) {
+            Ok(refused) => refused,
+            Err(failure) => return fail_all(sending, failure),
         };
         // A node that does not count gets nothing but clean-ups: an
         // acquisition there would not count, and on a server another
@@ -279,6 +227,99 @@ impl RedisLink {
                 }
             }
         }
+        self.write_batch(&mut conn, batch, asking, &mut sending);
+        sending.conn = Some(conn);
+        sending
+    }
+
+    /// The connection a batch goes on (the one kept, or one from the pool
+    /// by `until`), never one to another master than the Sentinels name
+    /// now: that one is marked broken, so that it is replaced.
+    fn connection(
+        &mut self,
+        until: Instant,
+    ) -> Result<r2d2::PooledConnection<NodeManager>, NodeFailure> {
+        if let (Some(conn), Some(source)) = (self.conn.as_mut(), &self.follow)
+            && source.moved_from(&conn.address)
+        {
+            // A failover: the Sentinels name another master now.
+            conn.broken = true;
+            self.conn = None;
+        }
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => self.checkout(until)?,
+        };
+        if let Some(source) = &self.follow
+            && source.moved_from(&conn.address)
+        {
+            // A pooled connection opened before the Sentinels named another
+            // master: nothing is sent there (an acquisition would leave its
+            // key on the old master), and it is replaced.
+            conn.broken = true;
+            return Err(NodeFailure::new(
+                self.shared.address.clone(),
+                FailureKind::Connection,
+                "the Sentinels name another master now; reconnecting",
+            ));
+        }
+        Ok(conn)
+    }
+
+    /// Asks the node what it is when it is due (a policy changed at run
+    /// time, a quarantine ended: the marker to write), within the connect
+    /// timeout: connection work, not a request's.
+    fn examine_if_due(&self, conn: &mut NodeConn) -> Result<(), NodeFailure> {
+        if !self.shared.admission.due() {
+            return Ok(());
+        }
+        let examined = conn
+            .set_io_timeout(self.connect_timeout)
+            .and_then(|()| examine(&mut conn.conn, &self.shared.admission));
+        match examined {
+            Ok(identity) => {
+                conn.identity = identity;
+                Ok(())
+            }
+            Err(err) => {
+                conn.broken = true;
+                Err(self.shared.failure(&err))
+            }
+        }
+    }
+
+    /// Why the node's votes to take or keep a lock do not count now (it is
+    /// not admitted, or no Sentinel confirms that it is still the master;
+    /// releases do count), or `Err` when `conn` reaches another process
+    /// than the node's last examination found: it does not vote at all,
+    /// and is marked broken, so that it reconnects.
+    fn refusal(&self, conn: &mut NodeConn) -> Result<Option<NodeFailure>, NodeFailure> {
+        match self.shared.admission.refusal_for(conn.identity.as_deref()) {
+            Err(failure) => {
+                conn.broken = true;
+                Err(failure)
+            }
+            Ok(refused) => Ok(refused.or_else(|| {
+                self.follow
+                    .as_ref()
+                    .and_then(|source| source.unconfirmed(&conn.address, self.connect_timeout))
+                    .map(|why| {
+                        NodeFailure::new(self.shared.address.clone(), FailureKind::Connection, why)
+                    })
+            })),
+        }
+    }
+
+    /// Writes, as one pipeline, the requests of `batch` that `sending` has
+    /// no early outcome for (with `TIME` after them if any may vote yes),
+    /// noting their TTLs for the node's clock and the scripts `conn` sent.
+    fn write_batch(
+        &self,
+        conn: &mut NodeConn,
+        batch: &[&Request],
+        asking: &[bool],
+        sending: &mut Sending,
+    ) {
         let (sent, asked): (Vec<&Request>, Vec<bool>) = batch
             .iter()
             .enumerate()
@@ -296,86 +337,41 @@ impl RedisLink {
             sending.started = Instant::now();
             let out = Out {
                 layout: self.layout,
-                timeout,
+                timeout: sending.timeout,
                 asking: &asked,
                 timed: sending.timed,
             };
-            sending.write = write(&mut conn, &sent, &mut scripts, &out).err();
+            sending.write = write(conn, &sent, &mut scripts, &out).err();
             conn.sent = scripts;
         }
         sending.asking = asked;
-        sending.conn = Some(conn);
-        sending
     }
 
     /// Reads the replies to what [`send`](Self::send) wrote, one per
     /// request of `batch` (the same batch), sending again what the node
     /// refused by a script's hash (see [`exchange`]).
-    pub(crate) fn receive(&mut self, sending: Sending, batch: &[&Request]) -> Vec<Raw> {
-        let Sending {
-            conn,
-            early,
-            write,
-            timeout,
-            started,
-            asking,
-            scripts_before,
-            timed,
-        } = sending;
-        let Some(mut conn) = conn else {
-            return early
+    pub(crate) fn receive(&mut self, mut sending: Sending, batch: &[&Request]) -> Vec<Raw> {
+        let Some(mut conn) = sending.conn.take() else {
+            return sending
+                .early
                 .into_iter()
                 .map(|e| Raw::Failed(e.unwrap_or_else(|| self.no_reply())))
                 .collect();
         };
         let sent: Vec<&Request> = batch
             .iter()
-            .zip(&early)
+            .zip(&sending.early)
             .filter(|(_, early)| early.is_none())
             .map(|(req, _)| *req)
             .collect();
-        let mut reading = None;
-        let replies = match write {
-            Some(err) => {
-                conn.broken = true;
-                vec![Err(err); sent.len()]
-            }
-            None if sent.is_empty() => Vec::new(),
-            None => {
-                let replies = read(&mut conn, &asking, timeout, &self.shared, started);
-                if timed && !conn.broken {
-                    reading = read_time(&mut conn, started);
-                }
-                exchange(
-                    &mut conn,
-                    &sent,
-                    replies,
-                    timeout,
-                    &self.shared,
-                    self.layout,
-                    &asking,
-                )
-            }
-        };
+        let Replies { replies, reading } = self.read_replies(&mut conn, &sent, &mut sending);
         // A cluster master refuses a script before it runs it (`MOVED`,
         // `ASK`, `TRYAGAIN`, `CLUSTERDOWN`): its source was not cached
         // there, so the scripts this batch sent count as not sent.
         if replies.iter().any(refused_before_running) {
-            conn.sent.forget_since(scripts_before);
+            conn.sent.forget_since(sending.scripts_before);
         }
-        let mut replies = replies.into_iter();
-        let raws: Vec<Raw> = batch
-            .iter()
-            .zip(early)
-            .map(|(req, early)| match early {
-                Some(failure) => Raw::Failed(failure),
-                None => match replies.next() {
-                    Some(Ok(value)) => Raw::Reply(value),
-                    Some(Err(err)) => Raw::Failed(self.failure(&err, req)),
-                    None => Raw::Failed(self.no_reply()),
-                },
-            })
-            .collect();
+        let raws = self.raws(batch, sending.early, replies);
         // A Sentinel-managed node that answers `READONLY` (or `LOADING`)
         // became a replica in a failover: the next connection goes to
         // whichever server the Sentinels name as master now. (A fixed
@@ -388,13 +384,72 @@ impl RedisLink {
             // A vote whose node's clock could not be read with it (`TIME`
             // refused, or the connection failed first) is not judged, so
             // it does not count.
-            None if timed => self.unjudged(batch, raws),
+            None if sending.timed => self.unjudged(batch, raws),
             None => raws,
         };
         if !conn.broken {
             self.conn = Some(conn);
         }
         raws
+    }
+
+    /// Reads the replies to the requests `sent` on `conn` (all the write's
+    /// failure, if it failed), with the clock reading after them if `TIME`
+    /// followed, and sends again what the node refused by a script's hash.
+    fn read_replies(
+        &self,
+        conn: &mut NodeConn,
+        sent: &[&Request],
+        sending: &mut Sending,
+    ) -> Replies {
+        let mut reading = None;
+        let replies = match sending.write.take() {
+            Some(err) => {
+                conn.broken = true;
+                vec![Err(err); sent.len()]
+            }
+            None if sent.is_empty() => Vec::new(),
+            None => {
+                let (asking, timeout) = (&sending.asking, sending.timeout);
+                let replies = read(conn, asking, timeout, &self.shared, sending.started);
+                if sending.timed && !conn.broken {
+                    reading = read_time(conn, sending.started);
+                }
+                exchange(
+                    conn,
+                    sent,
+                    replies,
+                    timeout,
+                    &self.shared,
+                    self.layout,
+                    asking,
+                )
+            }
+        };
+        Replies { replies, reading }
+    }
+
+    /// Each request of `batch` as the node left it: its `early` failure,
+    /// or the next of `replies` (one per request written, in order).
+    fn raws(
+        &self,
+        batch: &[&Request],
+        early: Vec<Option<NodeFailure>>,
+        replies: Vec<redis::RedisResult<redis::Value>>,
+    ) -> Vec<Raw> {
+        let mut replies = replies.into_iter();
+        batch
+            .iter()
+            .zip(early)
+            .map(|(req, early)| match early {
+                Some(failure) => Raw::Failed(failure),
+                None => match replies.next() {
+                    Some(Ok(value)) => Raw::Reply(value),
+                    Some(Err(err)) => Raw::Failed(self.failure(&err, req)),
+                    None => Raw::Failed(self.no_reply()),
+                },
+            })
+            .collect()
     }
 
     /// Judges the node's clock by the `reading` taken with the batch's
@@ -616,6 +671,15 @@ fn refused_by_hash(reply: &redis::RedisResult<redis::Value>) -> Option<Refusal> 
         }
         _ => None,
     }
+}
+
+/// A batch's replies, as [`RedisLink::receive`] reads them.
+struct Replies {
+    /// One per request written, in order.
+    replies: Vec<redis::RedisResult<redis::Value>>,
+    /// The node's clock, read with them (`None`: no `TIME` followed them,
+    /// or it could not be read).
+    reading: Option<Reading>,
 }
 
 /// How a batch goes out.
