@@ -30,12 +30,12 @@ use crate::settings::Settings;
 pub(crate) use connect::cluster::ClusterSource;
 use connect::cluster_link::ClusterLink;
 use connect::cluster_opening::ClusterOpening;
-use connect::conn::{NodeManager, NodeShared};
+use connect::conn::{FirstAnswer, NodeManager, NodeShared};
 pub(crate) use connect::link::Link;
 use connect::notify::Hub;
 pub(crate) use connect::notify::{Sink, Watch};
 use connect::opening::Answers;
-use connect::redis_link::Pools;
+use connect::redis_link::{Pools, RedisLink};
 pub(crate) use connect::source::{SentinelSource, Source};
 #[cfg(test)]
 pub(crate) use protocol::keys::fence_key;
@@ -88,6 +88,34 @@ struct NodeHandle {
     served: Arc<parking_lot::Mutex<Served>>,
     /// The transport's [`closing`](Transport::closing).
     closing: Arc<AtomicU8>,
+}
+
+/// A node [`Transport::start`] is opening: its pooled link, or a cluster
+/// node's source and first answer.
+type Opening = (
+    Arc<NodeShared>,
+    Result<RedisLink, (Arc<ClusterSource>, FirstAnswer)>,
+);
+
+/// A node opened, or a cluster node whose opening thread hands its link
+/// over when done.
+type Opened = Result<(Arc<NodeShared>, RedisLink), (Arc<NodeShared>, Receiver<ClusterLink>)>;
+
+/// A node's link once the start waited for first answers, and what keeps
+/// the node out for good.
+struct OpenedLink {
+    shared: Arc<NodeShared>,
+    link: Box<dyn Link>,
+    problems: Vec<String>,
+}
+
+/// What [`Transport::open_nodes`] leaves for the start, one entry per node.
+struct Openings {
+    /// A way to open a fresh connection for `verify` (none for a cluster).
+    probes: Vec<Option<NodeManager>>,
+    /// Whose first answer the start waits for.
+    waited: Vec<(Arc<NodeShared>, FirstAnswer)>,
+    opening: Vec<Opening>,
 }
 
 /// How long the nodes' round trips, once read, serve the calls that ask.
@@ -220,6 +248,40 @@ impl Transport {
             connect_timeout: settings.connect_timeout,
         };
         let answers = Answers::new();
+        let Openings {
+            probes,
+            waited,
+            opening,
+        } = Self::open_nodes(specs, settings, rules, &registry, &pools, &answers);
+        let opening = Self::open_clusters(opening, &pools, rules, &registry)?;
+        let unknown = answers.wait(&waited, settings.connect_timeout);
+        let opened = Self::opened_links(opening);
+        // Its first answers are in: from now on a duplicate found is the
+        // later one to reach its server.
+        registry.started();
+        Self::refuse_problems(&opened, unknown)?;
+        let links = opened.into_iter().map(|node| (node.shared, node.link));
+        let mut transport = Self::with_links(links, settings.queue_capacity)?;
+        transport.probes = probes;
+        transport.clustered = clustered;
+        transport.clocks = registry.clocks().clone();
+        if settings.notifications {
+            transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
+        }
+        Ok(transport)
+    }
+
+    /// Opens every node's pool at once (a cluster node is left to
+    /// [`open_clusters`](Self::open_clusters)), each telling `answers` its
+    /// first answer.
+    fn open_nodes(
+        specs: Vec<NodeSpec>,
+        settings: &Settings,
+        rules: Rules,
+        registry: &Arc<Registry>,
+        pools: &Pools,
+        answers: &Answers,
+    ) -> Openings {
         let mut probes = Vec::with_capacity(specs.len());
         let mut waited = Vec::with_capacity(specs.len());
         let mut opening = Vec::with_capacity(specs.len());
@@ -248,6 +310,21 @@ impl Transport {
                 }
             }
         }
+        Openings {
+            probes,
+            waited,
+            opening,
+        }
+    }
+
+    /// Opens every cluster node on a thread of its own, which hands the
+    /// link over when done: not waited for beyond the others.
+    fn open_clusters(
+        opening: Vec<Opening>,
+        pools: &Pools,
+        rules: Rules,
+        registry: &Arc<Registry>,
+    ) -> Result<Vec<Opened>, Error> {
         let mut clusters = Vec::new();
         let opening: Vec<_> = opening
             .into_iter()
@@ -255,8 +332,6 @@ impl Transport {
             .map(|(index, (shared, link))| match link {
                 Ok(link) => Ok((shared, link)),
                 Err((cluster, first)) => {
-                    // Opened on a thread of its own, which hands the link
-                    // over when done: not waited for beyond the others.
                     let (pools, registry) = (pools.clone(), registry.clone());
                     let (hand_over, handed) = crossbeam_channel::bounded(1);
                     let opener = shared.clone();
@@ -289,40 +364,54 @@ impl Transport {
                 reason: format!("could not start a thread to open a cluster node: {e}"),
             });
         }
-        let unknown = answers.wait(&waited, settings.connect_timeout);
-        let opened: Vec<(_, Box<dyn Link>, Vec<String>)> = opening
+        Ok(opening)
+    }
+
+    /// Every node's link once the first answers were awaited, with what
+    /// keeps it out for good; a cluster node still opening answers as
+    /// connecting until its link is handed over.
+    fn opened_links(opening: Vec<Opened>) -> Vec<OpenedLink> {
+        opening
             .into_iter()
             .map(|node| match node {
                 Ok((shared, link)) => {
                     let problem = shared.admission.permanent_problem();
-                    (
+                    OpenedLink {
                         shared,
-                        Box::new(link) as Box<dyn Link>,
-                        Vec::from_iter(problem),
-                    )
+                        link: Box::new(link),
+                        problems: Vec::from_iter(problem),
+                    }
                 }
                 Err((shared, handed)) => match handed.try_recv() {
                     Ok(link) => {
                         let problems = link.problems();
-                        (shared, Box::new(link) as Box<dyn Link>, problems)
+                        OpenedLink {
+                            shared,
+                            link: Box::new(link),
+                            problems,
+                        }
                     }
-                    // Still opening: it answers as connecting until done.
                     Err(_) => {
                         let address = shared.address.clone();
                         let link = ClusterOpening::new(address, handed);
-                        (shared, Box::new(link) as Box<dyn Link>, Vec::new())
+                        OpenedLink {
+                            shared,
+                            link: Box::new(link),
+                            problems: Vec::new(),
+                        }
                     }
                 },
             })
-            .collect();
-        // Its first answers are in: from now on a duplicate found is the
-        // later one to reach its server.
-        registry.started();
-        // What keeps a node out for good is a mistake in the deployment or
-        // the node list: said now, not at the first lock.
+            .collect()
+    }
+
+    /// Refuses the start when a node answered with a mistake in the
+    /// deployment or the node list (or a Sentinel service is unknown):
+    /// said now, not at the first lock.
+    fn refuse_problems(opened: &[OpenedLink], unknown: Vec<String>) -> Result<(), Error> {
         let problems: Vec<String> = opened
             .iter()
-            .flat_map(|(_, _, problems)| problems.iter().cloned())
+            .flat_map(|node| node.problems.iter().cloned())
             .chain(unknown)
             .collect();
         if !problems.is_empty() {
@@ -331,15 +420,7 @@ impl Transport {
                 problems.join("; ")
             )));
         }
-        let links = opened.into_iter().map(|(shared, link, _)| (shared, link));
-        let mut transport = Self::with_links(links, settings.queue_capacity)?;
-        transport.probes = probes;
-        transport.clustered = clustered;
-        transport.clocks = registry.clocks().clone();
-        if settings.notifications {
-            transport.hub = Hub::new(subscribers, &transport.client_id, settings.connect_timeout);
-        }
-        Ok(transport)
+        Ok(())
     }
 
     /// Starts one worker per link. The seam: tests pass fake nodes here.

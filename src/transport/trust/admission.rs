@@ -330,6 +330,16 @@ struct State {
     said_marker: bool,
 }
 
+/// The incarnation a master said it is, as [`Admission::judge`] met it.
+struct Incarnation {
+    /// Its [`Facts::identity`].
+    identity: String,
+    /// The first this node showed.
+    first: bool,
+    /// It replaced the one seen here (or takes another server's place).
+    replaced: bool,
+}
+
 /// Why a node does not count now.
 struct Refusal {
     kind: FailureKind,
@@ -467,7 +477,33 @@ impl Admission {
         let listed_right = facts.cluster == in_cluster;
         self.registry
             .claim(self.index, listed_right.then_some(facts.run_id.as_str()));
-        state.refused = if facts.cluster && !in_cluster {
+        state.refused = self.refused_by(facts, in_cluster);
+        self.say_eviction(state, facts);
+        if !facts.master {
+            // A replica (a plain URL to one, or a failover under way): its
+            // data follows another server, and its writes are refused.
+            state.refused = state.refused.take().or(Some((
+                FailureKind::NotWritable,
+                "a replica (role is not master): list masters, or a Sentinel service".to_owned(),
+            )));
+            return None;
+        }
+        let met = Self::meet(state, facts);
+        let period = self.rules.quarantine?;
+        Self::quarantine(state, facts, &met, period, now);
+        // The same incarnation as before: a quarantine under way runs on.
+        let admitted = state.until.is_none_or(|(until, _)| until <= now);
+        if admitted && !state.marked {
+            state.tried = true;
+            return Some(Marker::client(&met.identity, period));
+        }
+        None
+    }
+
+    /// What in the facts keeps the node out whatever it serves (wrong
+    /// cluster mode, too old, evicts keys unallowed), if anything.
+    fn refused_by(&self, facts: &Facts, in_cluster: bool) -> Option<(FailureKind, String)> {
+        if facts.cluster && !in_cluster {
             Some((
                 FailureKind::Unsupported,
                 "a member of a Redis Cluster (redis_mode:cluster) listed as one server: it \
@@ -501,7 +537,12 @@ impl Admission {
             ))
         } else {
             None
-        };
+        }
+    }
+
+    /// Logs, once per client, that a node that may evict keys is admitted
+    /// because the user allowed it.
+    fn say_eviction(&self, state: &mut State, facts: &Facts) {
         if facts.evicts() && self.rules.allow_eviction && !state.said_eviction {
             state.said_eviction = true;
             log::warn!(
@@ -512,15 +553,11 @@ impl Admission {
                 facts.policy
             );
         }
-        if !facts.master {
-            // A replica (a plain URL to one, or a failover under way): its
-            // data follows another server, and its writes are refused.
-            state.refused = state.refused.take().or(Some((
-                FailureKind::NotWritable,
-                "a replica (role is not master): list masters, or a Sentinel service".to_owned(),
-            )));
-            return None;
-        }
+    }
+
+    /// Records the incarnation a master said it is, forgetting what its
+    /// marker said when it is the first met or replaced the one seen.
+    fn meet(state: &mut State, facts: &Facts) -> Incarnation {
         let identity = facts.identity();
         let first = state.seen.is_none();
         let replaced = state
@@ -537,7 +574,22 @@ impl Admission {
             state.tried = false;
             state.said_marker = false;
         }
-        let period = self.rules.quarantine?;
+        Incarnation {
+            identity,
+            first,
+            replaced,
+        }
+    }
+
+    /// Sets whether the marker admits the incarnation `met` and when its
+    /// quarantine of `period` ends (the restart quarantine is on).
+    fn quarantine(
+        state: &mut State,
+        facts: &Facts,
+        met: &Incarnation,
+        period: Duration,
+        now: Instant,
+    ) {
         let needed = period + MARGIN;
         let from_now = |cause| now.checked_add(needed).map(|t| (t, cause));
         let marker = facts.marker.as_ref();
@@ -545,7 +597,7 @@ impl Admission {
         let by_operator = admits.is_some_and(Marker::by_operator);
         // The marker already says what this client would write.
         state.marked = admits.is_some();
-        if replaced {
+        if met.replaced {
             // This client saw another incarnation here: it waits the whole
             // period from now, unless an operator says otherwise. A client's
             // marker does not shorten it: that client may have admitted
@@ -556,7 +608,7 @@ impl Admission {
             } else {
                 from_now(REPLACED)
             };
-        } else if first {
+        } else if met.first {
             state.until = match marker {
                 _ if admits.is_some() => None,
                 // A marker it has, or one it cannot show (a cluster
@@ -575,13 +627,6 @@ impl Admission {
             // what this client knew when it first met it.
             state.until = None;
         }
-        // The same incarnation as before: a quarantine under way runs on.
-        let admitted = state.until.is_none_or(|(until, _)| until <= now);
-        if admitted && !state.marked {
-            state.tried = true;
-            return Some(Marker::client(&identity, period));
-        }
-        None
     }
 
     /// The marker for `identity` was written.
