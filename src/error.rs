@@ -183,53 +183,14 @@ impl fmt::Display for Error {
                 confirmed,
                 quorum,
                 failures,
-            } => {
-                write!(
-                    f,
-                    "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; "
-                )?;
-                match slower_than_timeout(failures) {
-                    Some(timeout) => write!(
-                        f,
-                        "the nodes answered more slowly than the {} per-node timeout (paused, \
-                         overloaded, or farther away than it allows: raise it with \
-                         RedlockBuilder::node_timeout if they are far)",
-                        Human(timeout)
-                    )?,
-                    None => f.write_str(what_to_check(failures))?,
-                }
-                write_failures(f, failures)
-            }
+            } => no_quorum(f, resource, *confirmed, *quorum, failures),
             Error::LockLost {
                 resource,
                 confirmed,
                 quorum,
                 failures,
                 cause,
-            } => {
-                match cause {
-                    LostCause::Expired if failures.is_empty() => write!(
-                        f,
-                        "lock on {resource:?} was lost: its validity ran out before a renewal \
-                         got through (no keep-alive, or the process was paused past it); \
-                         another client may hold it now; stop the work it protected"
-                    )?,
-                    LostCause::Expired => write!(
-                        f,
-                        "lock on {resource:?} was lost: its validity ran out while renewals \
-                         failed (the last was confirmed by {confirmed} node(s), {quorum} \
-                         needed); stop the work it protected"
-                    )?,
-                    LostCause::NotHeld => write!(
-                        f,
-                        "lock on {resource:?} was lost: only {confirmed} node(s) still held it, \
-                         {quorum} needed; the other nodes that answered no longer hold its \
-                         token (it expired there, or was deleted or taken); stop the work it \
-                         protected"
-                    )?,
-                }
-                write_failures(f, failures)
-            }
+            } => lock_lost(f, resource, *confirmed, *quorum, failures, *cause),
             Error::System { reason } => write!(f, "system resource unavailable: {reason}"),
             Error::Shutdown => f.write_str(
                 "the client was shut down (Redlock::shutdown): what it held was released, and \
@@ -242,15 +203,7 @@ impl fmt::Display for Error {
                 resource,
                 elapsed,
                 ttl,
-            } => write!(
-                f,
-                "acquiring {resource:?} takes {} (this round, or the nodes' quickest measured \
-                 round trip): too long for the {} ttl, which it leaves no validity of, or whose \
-                 third (the most the per-node timeout may be) it exceeds; use a longer ttl or \
-                 check node latency",
-                Human(*elapsed),
-                Human(*ttl),
-            ),
+            } => too_slow(f, resource, *elapsed, *ttl),
         }
     }
 }
@@ -349,6 +302,84 @@ fn busy(
          resources, one of them); release that guard first. It is not re-entrant: asking again \
          in the thread that holds the guard waits in vain, until its ttl runs out or, kept \
          alive, until the wait gives up"
+    )
+}
+
+/// `NoQuorum`'s message: how many nodes confirmed, what to check, and each
+/// failing node's cause.
+fn no_quorum(
+    f: &mut fmt::Formatter<'_>,
+    resource: &str,
+    confirmed: usize,
+    quorum: usize,
+    failures: &[NodeFailure],
+) -> fmt::Result {
+    write!(
+        f,
+        "no quorum for {resource:?}: {confirmed} node(s) confirmed, {quorum} needed; "
+    )?;
+    match slower_than_timeout(failures) {
+        Some(timeout) => write!(
+            f,
+            "the nodes answered more slowly than the {} per-node timeout (paused, \
+             overloaded, or farther away than it allows: raise it with \
+             RedlockBuilder::node_timeout if they are far)",
+            Human(timeout)
+        )?,
+        None => f.write_str(what_to_check(failures))?,
+    }
+    write_failures(f, failures)
+}
+
+/// `LockLost`'s message: how the lock was lost, and each failing node's
+/// cause.
+fn lock_lost(
+    f: &mut fmt::Formatter<'_>,
+    resource: &str,
+    confirmed: usize,
+    quorum: usize,
+    failures: &[NodeFailure],
+    cause: LostCause,
+) -> fmt::Result {
+    match cause {
+        LostCause::Expired if failures.is_empty() => write!(
+            f,
+            "lock on {resource:?} was lost: its validity ran out before a renewal \
+             got through (no keep-alive, or the process was paused past it); \
+             another client may hold it now; stop the work it protected"
+        )?,
+        LostCause::Expired => write!(
+            f,
+            "lock on {resource:?} was lost: its validity ran out while renewals \
+             failed (the last was confirmed by {confirmed} node(s), {quorum} \
+             needed); stop the work it protected"
+        )?,
+        LostCause::NotHeld => write!(
+            f,
+            "lock on {resource:?} was lost: only {confirmed} node(s) still held it, \
+             {quorum} needed; the other nodes that answered no longer hold its \
+             token (it expired there, or was deleted or taken); stop the work it \
+             protected"
+        )?,
+    }
+    write_failures(f, failures)
+}
+
+/// `TooSlow`'s message: how long acquiring takes against the TTL.
+fn too_slow(
+    f: &mut fmt::Formatter<'_>,
+    resource: &str,
+    elapsed: Duration,
+    ttl: Duration,
+) -> fmt::Result {
+    write!(
+        f,
+        "acquiring {resource:?} takes {} (this round, or the nodes' quickest measured \
+         round trip): too long for the {} ttl, which it leaves no validity of, or whose \
+         third (the most the per-node timeout may be) it exceeds; use a longer ttl or \
+         check node latency",
+        Human(elapsed),
+        Human(ttl),
     )
 }
 

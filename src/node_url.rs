@@ -71,6 +71,8 @@ pub(crate) fn parse_nodes(
     Ok(nodes)
 }
 
+/// Parses node `#index`'s URL into what the transport connects to; errors
+/// show the URL only as [`redact`] does.
 fn parse_node(
     index: usize,
     url: &str,
@@ -86,37 +88,10 @@ fn parse_node(
     }
     let bad = |why: &str| Error::config(format!("node #{index} ({}): {why}", redact(url)));
     let Some((scheme, rest)) = url.split_once("://") else {
-        // Shown only when it is plainly `host:port` (anything else may be
-        // a secret pasted in the wrong place).
-        return Err(match host_and_port(url) {
-            Some(_) => Error::config(format!(
-                "node #{index} ({url}) has no scheme; write it as redis://{url}"
-            )),
-            None => bad(
-                "has no scheme; write it as redis://[user:password@]host[:port][/db], \
-                 rediss://… or unix:///path/to/socket",
-            ),
-        });
+        return Err(no_scheme(index, url, &bad));
     };
-    let scheme = Some(scheme.to_ascii_lowercase());
-    match scheme.as_deref() {
-        Some("redis" | "unix" | "redis+unix" | sentinel_url::SCHEME | CLUSTER) => {}
-        Some("rediss" | TLS_CLUSTER)
-            if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {}
-        Some("rediss" | TLS_CLUSTER) => {
-            return Err(bad(
-                "rediss:// needs TLS support; enable the `tls-rustls` or `tls-native-tls` \
-                 feature of redlock-sync",
-            ));
-        }
-        _ => {
-            return Err(bad(
-                "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://…, \
-                 unix:///path/to/socket, redis+sentinel://host:port[,host:port…]/service or \
-                 redis+cluster://host:port[,host:port…]",
-            ));
-        }
-    }
+    let scheme = scheme.to_ascii_lowercase();
+    check_scheme(&scheme, &bad)?;
     if ambiguous(url) {
         return Err(bad(
             "part of the URL before an '@' could be read as the host or socket path; \
@@ -124,17 +99,80 @@ fn parse_node(
              (%40, %2F, %3F, %23)",
         ));
     }
-    if scheme.as_deref() == Some(sentinel_url::SCHEME) {
+    if scheme == sentinel_url::SCHEME {
         return sentinel_url::parse(rest, sentinel, bad);
     }
-    if let Some(seed_scheme @ ("redis" | "rediss")) =
-        scheme.as_deref().and_then(|s| s.strip_suffix("+cluster"))
-    {
+    if let Some(seed_scheme @ ("redis" | "rediss")) = scheme.strip_suffix("+cluster") {
         return parse_cluster(index, seed_scheme, rest, tls, sentinel, bad);
     }
-    if !scheme.as_deref().is_some_and(|s| s.ends_with("unix")) {
+    parse_direct(url, &scheme, rest, tls, &bad)
+}
+
+/// The error for a node URL without `scheme://`, which shows the input only
+/// when it is plainly `host:port` (anything else may be a secret pasted in
+/// the wrong place).
+fn no_scheme(index: usize, url: &str, bad: &impl Fn(&str) -> Error) -> Error {
+    match host_and_port(url) {
+        Some(_) => Error::config(format!(
+            "node #{index} ({url}) has no scheme; write it as redis://{url}"
+        )),
+        None => bad(
+            "has no scheme; write it as redis://[user:password@]host[:port][/db], \
+             rediss://… or unix:///path/to/socket",
+        ),
+    }
+}
+
+/// Refuses a (lowercased) scheme that is not a Redis one, or a TLS one
+/// when no TLS feature is enabled.
+fn check_scheme(scheme: &str, bad: &impl Fn(&str) -> Error) -> Result<(), Error> {
+    match scheme {
+        "redis" | "unix" | "redis+unix" | sentinel_url::SCHEME | CLUSTER => Ok(()),
+        "rediss" | TLS_CLUSTER if cfg!(any(feature = "tls-native-tls", feature = "tls-rustls")) => {
+            Ok(())
+        }
+        "rediss" | TLS_CLUSTER => Err(bad(
+            "rediss:// needs TLS support; enable the `tls-rustls` or `tls-native-tls` \
+             feature of redlock-sync",
+        )),
+        _ => Err(bad(
+            "not a Redis URL; use redis://[user:password@]host[:port][/db], rediss://…, \
+             unix:///path/to/socket, redis+sentinel://host:port[,host:port…]/service or \
+             redis+cluster://host:port[,host:port…]",
+        )),
+    }
+}
+
+/// A `redis://`, `rediss://` or unix node (`rest`: after `://`): its port
+/// checked, then opened as a client named by its address (nothing is
+/// connected yet).
+fn parse_direct(
+    url: &str,
+    scheme: &str,
+    rest: &str,
+    tls: &Tls,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<NodeSpec, Error> {
+    if !scheme.ends_with("unix") {
         check_port(&rest[..head("redis", rest)]).map_err(|why| bad(&why))?;
     }
+    let info = connection_info(url, bad)?;
+    let address = info.addr().to_string();
+    let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
+    let info = info.set_tcp_settings(tcp);
+    let client = open_client(info, tls, bad)?;
+    Ok(NodeSpec {
+        address,
+        source: Source::Direct(Box::new(client)),
+    })
+}
+
+/// Reads a direct node's URL with the `redis` crate, turning its refusal
+/// (or a URL with no host) into an error that quotes none of the URL.
+fn connection_info(
+    url: &str,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<redis::ConnectionInfo, Error> {
     let info = url.into_connection_info().map_err(|e| {
         let reason = safe_reason(&e);
         if reason.contains("hostname") {
@@ -158,9 +196,16 @@ fn parse_node(
     if place.is_empty() {
         return Err(bad("the URL has no host"));
     }
-    let address = info.addr().to_string();
-    let tcp = redis::io::tcp::TcpSettings::default().set_nodelay(true);
-    let info = info.set_tcp_settings(tcp);
+    Ok(info)
+}
+
+/// Opens a direct node's client, with the given certificates when it is a
+/// TLS node and some were given.
+fn open_client(
+    info: redis::ConnectionInfo,
+    tls: &Tls,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<redis::Client, Error> {
     let client = match info.addr() {
         #[cfg(any(feature = "tls-native-tls", feature = "tls-rustls"))]
         redis::ConnectionAddr::TcpTls { .. } if tls.root.is_some() || tls.client.is_some() => {
@@ -185,10 +230,7 @@ fn parse_node(
             .map_err(|e| bad(&format!("not a valid Redis URL ({})", safe_reason(&e))))?,
     };
     let _ = tls;
-    Ok(NodeSpec {
-        address,
-        source: Source::Direct(Box::new(client)),
-    })
+    Ok(client)
 }
 
 /// The scheme of a Redis Cluster node, and with TLS.

@@ -30,6 +30,10 @@ impl fmt::Debug for SentinelAuth {
     }
 }
 
+/// How a Sentinel URL is written, for the errors that refuse one.
+const USAGE: &str =
+    "write redis+sentinel://[user:password@]host:port[,host:port…]/service_name[/db]";
+
 /// Parses the part of a Sentinel URL after `://` (`bad` makes the error,
 /// which never shows the URL's user information) and starts its lookup
 /// thread.
@@ -38,48 +42,43 @@ pub(crate) fn parse(
     auth: &SentinelAuth,
     bad: impl Fn(&str) -> Error,
 ) -> Result<NodeSpec, Error> {
-    let usage = "write redis+sentinel://[user:password@]host:port[,host:port…]/service_name[/db]";
     // As in other URLs, a query or fragment may carry secrets: none is
     // taken, and nothing after one is shown.
     if rest.contains(['?', '#']) {
         return Err(bad(&format!(
-            "takes no query or fragment (percent-encode '?' and '#' in the password); {usage}"
+            "takes no query or fragment (percent-encode '?' and '#' in the password); {USAGE}"
         )));
     }
     let Some((authority, path)) = rest.split_once('/') else {
-        return Err(bad(&format!("names no service; {usage}")));
+        return Err(bad(&format!("names no service; {USAGE}")));
     };
     let (userinfo, hosts) = match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => (Some(userinfo), hosts),
         None => (None, authority),
     };
+    let sentinels = parse_sentinels(hosts, auth, &bad)?;
+    let (service, db) = parse_path(path, &bad)?;
+    let master = master_settings(userinfo, db, &bad)?;
+    let address = match db {
+        0 => format!("sentinel:{service}"),
+        db => format!("sentinel:{service}/{db}"),
+    };
+    Ok(NodeSpec {
+        address,
+        source: Source::Sentinel(SentinelSource::new(service, sentinels, master)),
+    })
+}
+
+/// The Sentinels of a comma-separated `host[:port]` list, each with the
+/// Sentinels' own credentials; refuses one listed twice.
+fn parse_sentinels(
+    hosts: &str,
+    auth: &SentinelAuth,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<Vec<redis::ConnectionInfo>, Error> {
     let mut sentinels = Vec::new();
     for host in hosts.split(',') {
-        let (name, port) = match host.rsplit_once(':') {
-            Some((name, port)) => {
-                let port = port
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|p| *p > 0)
-                    .ok_or_else(|| bad("a Sentinel's port is not a number from 1 to 65535"))?;
-                (name, port)
-            }
-            None => (host, SENTINEL_PORT),
-        };
-        if name.is_empty() || name.contains(['[', ']', ' ']) {
-            return Err(bad(&format!("a Sentinel has no usable host name; {usage}")));
-        }
-        let mut redis = redis::RedisConnectionInfo::default();
-        if let Some(user) = &auth.username {
-            redis = redis.set_username(user);
-        }
-        if let Some(password) = &auth.password {
-            redis = redis.set_password(password);
-        }
-        let info =
-            redis::IntoConnectionInfo::into_connection_info(format!("redis://{name}:{port}"))
-                .map_err(|_| bad(&format!("a Sentinel's address is not usable; {usage}")))?
-                .set_redis_settings(redis);
+        let info = parse_sentinel(host, auth, bad)?;
         if sentinels
             .iter()
             .any(|s: &redis::ConnectionInfo| s.addr() == info.addr())
@@ -92,10 +91,49 @@ pub(crate) fn parse(
         }
         sentinels.push(info);
     }
+    Ok(sentinels)
+}
+
+/// One Sentinel's `host[:port]` (port 26379 unless given), with the
+/// Sentinels' own credentials.
+fn parse_sentinel(
+    host: &str,
+    auth: &SentinelAuth,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<redis::ConnectionInfo, Error> {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port)) => {
+            let port = port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad("a Sentinel's port is not a number from 1 to 65535"))?;
+            (name, port)
+        }
+        None => (host, SENTINEL_PORT),
+    };
+    if name.is_empty() || name.contains(['[', ']', ' ']) {
+        return Err(bad(&format!("a Sentinel has no usable host name; {USAGE}")));
+    }
+    let mut redis = redis::RedisConnectionInfo::default();
+    if let Some(user) = &auth.username {
+        redis = redis.set_username(user);
+    }
+    if let Some(password) = &auth.password {
+        redis = redis.set_password(password);
+    }
+    let info = redis::IntoConnectionInfo::into_connection_info(format!("redis://{name}:{port}"))
+        .map_err(|_| bad(&format!("a Sentinel's address is not usable; {USAGE}")))?;
+    Ok(info.set_redis_settings(redis))
+}
+
+/// The service name and database number of the path after the Sentinels
+/// (`service_name[/db]`, database 0 unless given).
+fn parse_path(path: &str, bad: &impl Fn(&str) -> Error) -> Result<(String, i64), Error> {
     let mut parts = path.split('/');
     let service = decode(parts.next().unwrap_or(""))
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| bad(&format!("names no service; {usage}")))?;
+        .ok_or_else(|| bad(&format!("names no service; {USAGE}")))?;
     if service.chars().any(char::is_control) {
         // It names the node in every message and log line.
         return Err(bad(
@@ -112,9 +150,19 @@ pub(crate) fn parse(
     };
     if parts.next().is_some() {
         return Err(bad(&format!(
-            "has more path than a service and a database; {usage}"
+            "has more path than a service and a database; {USAGE}"
         )));
     }
+    Ok((service, db))
+}
+
+/// The master's settings: database `db`, and the URL's percent-encoded
+/// user name and password (`userinfo`, before the `@`) when given.
+fn master_settings(
+    userinfo: Option<&str>,
+    db: i64,
+    bad: &impl Fn(&str) -> Error,
+) -> Result<redis::RedisConnectionInfo, Error> {
     let mut master = redis::RedisConnectionInfo::default().set_db(db);
     if let Some(userinfo) = userinfo {
         let (user, password) = match userinfo.split_once(':') {
@@ -130,14 +178,7 @@ pub(crate) fn parse(
             master = master.set_password(decode(password).ok_or_else(undecodable)?);
         }
     }
-    let address = match db {
-        0 => format!("sentinel:{service}"),
-        db => format!("sentinel:{service}/{db}"),
-    };
-    Ok(NodeSpec {
-        address,
-        source: Source::Sentinel(SentinelSource::new(service, sentinels, master)),
-    })
+    Ok(master)
 }
 
 /// Percent-decodes `text` (`None`: a bad escape, or not UTF-8).

@@ -539,84 +539,19 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
     let now = Instant::now();
-    let first = req.keys.first().map_or("", |k| &**k).to_owned();
-    let name = gate_name(&first).to_owned();
-    let granting = inner.granted.get(&name).is_some_and(|until| *until > now);
+    let first = req.keys.first().map_or("", |k| &**k);
+    let name = gate_name(first).to_owned();
     let queue = inner.queues.entry(name.clone()).or_default();
     queue.retain(|(_, alive)| *alive > now);
-    let head = queue.first().map(|(m, _)| m.clone());
-    let free = |keys: &HashMap<String, (String, Instant)>| live(keys, &first, now).is_none();
-    // A semaphore's: a slot free lets the next waiter in (as `pass_on` in
-    // the gate scripts).
-    let slot_free = |keys: &HashMap<String, (String, Instant)>| match req.report {
-        Some(permits) => slot_siblings(&first, permits).any(|key| live(keys, &key, now).is_none()),
-        None => free(keys),
-    };
     match req.op {
         Op::Acquire { .. } | Op::AcquireFenced { .. } => {
-            let held = req
-                .keys
-                .iter()
-                .any(|key| live(&inner.keys, key, now).is_some());
-            if !held && head.as_deref().is_none_or(|h| h == member) {
-                // A stale token is answered where the turn rule would let
-                // the caller in: it keeps its place.
-                if let Op::AcquireFenced { proposed, .. } = req.op
-                    && let Some(stored) = stale(&inner.keys, req, proposed)
-                {
-                    return Ok(Vote::stale(stored));
-                }
-                queue.retain(|(m, _)| m != member);
-                let next = queue.first().map(|(h, _)| h.clone());
-                let vote = apply(&mut inner.keys, req)?;
-                inner.granted.insert(name, now + req.timeout.value);
-                if req.report.is_some() && vote.yes && slot_free(&inner.keys) {
-                    woken.extend(next.map(|h| (h, req.op)));
-                }
-                return Ok(vote);
-            }
-            if !member.is_empty() {
-                match queue.iter_mut().find(|(m, _)| m == member) {
-                    Some((_, alive)) => *alive = now + ALIVE,
-                    None => queue.push((member.to_owned(), now + ALIVE)),
-                }
-            }
-            if held {
-                return Ok(match head {
-                    Some(h) if h != member => Vote::queued(false),
-                    _ if granting => Vote::queued(false),
-                    _ => Vote::NO,
-                });
-            }
-            woken.extend(head.filter(|h| h != member).map(|h| (h, req.op)));
-            Ok(Vote::queued(false))
+            queued_acquire(inner, req, member, woken, name, now)
         }
-        Op::Release => {
-            let vote = apply(&mut inner.keys, req)?;
-            // A queued waiter's failed round that this node had granted:
-            // back to the head of the queue, unwoken.
-            if vote.yes && !member.is_empty() && !queue.iter().any(|(m, _)| m == member) {
-                queue.insert(0, (member.to_owned(), now + ALIVE));
-            }
-            // After a lease's release whatever this node holds (it may
-            // have missed the holder's `SET`, or keep a key the nodes do
-            // not); after a failed round's clean-up only if the key is free
-            // here.
-            let head = queue.first().map(|(m, _)| m.clone());
-            let handed =
-                (req.held || free(&inner.keys)) && head.as_deref().is_some_and(|h| h != member);
-            woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
-            // As the script: "woke" only where every key was ours.
-            Ok(if handed && vote.yes {
-                Vote::queued(true)
-            } else {
-                vote
-            })
-        }
+        Op::Release => queued_release(inner, req, member, woken, name, now),
         Op::Leave => {
             queue.retain(|(m, _)| m != member);
             let next = queue.first().map(|(m, _)| m.clone());
-            if slot_free(&inner.keys) {
+            if slot_free(&inner.keys, req, now) {
                 woken.extend(next.map(|h| (h, req.op)));
             }
             Ok(Vote::YES)
@@ -624,5 +559,102 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
         Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
             apply(&mut inner.keys, req)
         }
+    }
+}
+
+/// A gate node's acquisition on queue `name`: granted when no key is held
+/// and it is the caller's turn; otherwise the caller keeps its place, and a
+/// free key wakes the head of the queue.
+fn queued_acquire(
+    inner: &mut Inner,
+    req: &Request,
+    member: &str,
+    woken: &mut Vec<(String, Op)>,
+    name: String,
+    now: Instant,
+) -> Answer {
+    let granting = inner.granted.get(&name).is_some_and(|until| *until > now);
+    let queue = inner.queues.entry(name.clone()).or_default();
+    let head = queue.first().map(|(m, _)| m.clone());
+    let held = req
+        .keys
+        .iter()
+        .any(|key| live(&inner.keys, key, now).is_some());
+    if !held && head.as_deref().is_none_or(|h| h == member) {
+        // A stale token is answered where the turn rule would let
+        // the caller in: it keeps its place.
+        if let Op::AcquireFenced { proposed, .. } = req.op
+            && let Some(stored) = stale(&inner.keys, req, proposed)
+        {
+            return Ok(Vote::stale(stored));
+        }
+        queue.retain(|(m, _)| m != member);
+        let next = queue.first().map(|(h, _)| h.clone());
+        let vote = apply(&mut inner.keys, req)?;
+        inner.granted.insert(name, now + req.timeout.value);
+        if req.report.is_some() && vote.yes && slot_free(&inner.keys, req, now) {
+            woken.extend(next.map(|h| (h, req.op)));
+        }
+        return Ok(vote);
+    }
+    if !member.is_empty() {
+        match queue.iter_mut().find(|(m, _)| m == member) {
+            Some((_, alive)) => *alive = now + ALIVE,
+            None => queue.push((member.to_owned(), now + ALIVE)),
+        }
+    }
+    if held {
+        return Ok(match head {
+            Some(h) if h != member => Vote::queued(false),
+            _ if granting => Vote::queued(false),
+            _ => Vote::NO,
+        });
+    }
+    woken.extend(head.filter(|h| h != member).map(|h| (h, req.op)));
+    Ok(Vote::queued(false))
+}
+
+/// A gate node's release on queue `name`: applied, then the head of the
+/// queue woken when the key is handed on.
+fn queued_release(
+    inner: &mut Inner,
+    req: &Request,
+    member: &str,
+    woken: &mut Vec<(String, Op)>,
+    name: String,
+    now: Instant,
+) -> Answer {
+    let vote = apply(&mut inner.keys, req)?;
+    let queue = inner.queues.entry(name).or_default();
+    // A queued waiter's failed round that this node had granted:
+    // back to the head of the queue, unwoken.
+    if vote.yes && !member.is_empty() && !queue.iter().any(|(m, _)| m == member) {
+        queue.insert(0, (member.to_owned(), now + ALIVE));
+    }
+    // After a lease's release whatever this node holds (it may
+    // have missed the holder's `SET`, or keep a key the nodes do
+    // not); after a failed round's clean-up only if the key is free
+    // here.
+    let head = queue.first().map(|(m, _)| m.clone());
+    let first = req.keys.first().map_or("", |k| &**k);
+    let handed = (req.held || live(&inner.keys, first, now).is_none())
+        && head.as_deref().is_some_and(|h| h != member);
+    woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
+    // As the script: "woke" only where every key was ours.
+    Ok(if handed && vote.yes {
+        Vote::queued(true)
+    } else {
+        vote
+    })
+}
+
+/// Whether the first key's queue may let its next waiter in: for a
+/// semaphore a slot free (as `pass_on` in the gate scripts), else the key
+/// free.
+fn slot_free(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> bool {
+    let first = req.keys.first().map_or("", |k| &**k);
+    match req.report {
+        Some(permits) => slot_siblings(first, permits).any(|key| live(keys, &key, now).is_none()),
+        None => live(keys, first, now).is_none(),
     }
 }
