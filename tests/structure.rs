@@ -357,3 +357,58 @@ fn the_reader_sees_circles_and_paths_that_reach_up() {
     assert_eq!(circles(&round).len(), 2, "{round:?}");
     assert!(round.deps["x"].contains("x::q"), "{round:?}");
 }
+
+/// Every function of `src/` (test modules aside) longer than `most` lines,
+/// from its `fn` line to its closing brace, as `module::name (lines)`.
+fn long_functions(sources: &[Source], most: usize) -> Vec<String> {
+    let mut found = Vec::new();
+    for (module, text) in sources {
+        if module.ends_with("tests") {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let lines: Vec<&str> = code.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = line.len() - body.len();
+            let after_vis = body
+                .strip_prefix("pub(crate) ")
+                .or_else(|| body.strip_prefix("pub(super) "))
+                .or_else(|| body.strip_prefix("pub "))
+                .unwrap_or(body);
+            let Some(rest) = after_vis.strip_prefix("fn ") else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            // Its closing brace: the first line at its indent that is `}`
+            // (a declaration without a body ends with `;` first).
+            let close = format!("{}}}", " ".repeat(indent));
+            let end = lines[at..].iter().position(|l| {
+                *l == close
+                    || (l.trim_end().ends_with(';')
+                        && !l.contains('{')
+                        && l.len() - l.trim_start().len() == indent)
+            });
+            if let Some(end) = end
+                && lines[at + end] == close
+                && end + 1 > most
+            {
+                found.push(format!("{module}::{name} ({})", end + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_is_over_80_lines() {
+    let long = long_functions(&sources(), 80);
+    assert!(long.is_empty(), "split these into named steps: {long:#?}");
+    // The reader finds a long one.
+    let body = format!("fn long() {{\n{}}}\n", "    step();\n".repeat(80));
+    let made_up = vec![("m".to_owned(), body)];
+    assert_eq!(long_functions(&made_up, 80), ["m::long (82)"]);
+}
