@@ -102,7 +102,7 @@ pub(crate) struct Vote {
     /// With a fenced acquisition's no: the proposed token was stale; the
     /// node holds this fence value, at least as large.
     pub(crate) fence: Option<u64>,
-    /// From the resource's gate node (see `transport/codec.rs`): others
+    /// From the resource's gate node (see `transport/protocol/scripts/`): others
     /// wait for the resource. With an acquisition's no: the key is free but
     /// others queued first. With a release's yes: it woke the next waiter.
     pub(crate) queued: bool,

@@ -1,4 +1,5 @@
-//! The client: acquisition rounds and the retry policy.
+//! The client handle, [`Redlock`]: its constructors and its calls (locks,
+//! semaphores, rw-locks, elections, health, shutdown), handed to the core.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -516,7 +517,8 @@ impl Redlock {
         crate::client_config::Config::new(self.core.settings().clone())
     }
 
-    /// Every locking method ends here.
+    /// Where the `Redlock::lock*` calls meet (an [`Acquire`] calls the core
+    /// itself).
     pub(crate) fn acquire_with(
         &self,
         call: &str,

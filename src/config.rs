@@ -1,4 +1,5 @@
-//! The builder, its validation, and node URL parsing.
+//! The builder and its validation (node URLs are parsed in `node_url.rs`
+//! and `sentinel_url.rs`).
 
 use std::fmt;
 use std::time::Duration;

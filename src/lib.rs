@@ -34,7 +34,7 @@
 //!   scripts (each connection sends a script's source with its first call,
 //!   its hash after that; a node whose script cache was flushed gets the
 //!   source again at once), sent to every node; success needs a majority.
-//!   The scripts are in `src/transport/scripts/`, one file each, their
+//!   The scripts are in `src/transport/protocol/scripts/`, one file each, their
 //!   contract in a header.
 //!
 //! * waiting: a caller that finds the resource held is queued on the

@@ -1,5 +1,5 @@
 //! The validated settings every layer reads, and the per-node timeout they
-//! imply for a TTL. Plain data: no I/O, no dependencies on other modules.
+//! imply for a TTL. Plain data: no I/O.
 
 use std::fmt;
 use std::time::Duration;
@@ -8,7 +8,7 @@ use crate::algorithm;
 use crate::human::Human;
 
 /// The longest a queued waiter sleeps between two rounds: each round
-/// confirms its place in the queue of waiters (see `transport/codec.rs`).
+/// confirms its place in the queue of waiters (see `transport/protocol/scripts/`).
 pub(crate) const QUEUE_REFRESH: Duration = Duration::from_millis(500);
 
 /// The default of `max_clock_offset`: how far a node's clock may be from

@@ -127,7 +127,7 @@ impl Core {
     ///
     /// The first round is a plain `SET NX` on every node. A caller that may
     /// retry and finds the resource held then queues on the first
-    /// resource's gate node (see `transport/codec.rs`) with a round there,
+    /// resource's gate node (see `transport/protocol/scripts/`) with a round there,
     /// and the node wakes it when its turn comes. Once queued it asks the
     /// gate node first, and between rounds it sleeps until woken, its retry
     /// is due, the queue refresh (which keeps its place alive) or its

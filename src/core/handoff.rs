@@ -3,7 +3,7 @@
 //!
 //! A caller that may retry holds a [`Ticket`] from before its first round
 //! until it returns. The ticket names it in the gate node's queue of waiters
-//! (member `"{client id}:{ticket id}"`, see `transport/codec.rs`): a busy
+//! (member `"{client id}:{ticket id}"`, see `transport/protocol/scripts/`): a busy
 //! round queues it there, and when its turn comes the gate node publishes
 //! its ticket id on this client's wake channel; the subscriber thread hands
 //! it to [`Waiters::woken`], which wakes exactly that ticket. A release thus

@@ -7,7 +7,7 @@
 //!   extension already in flight (the keeper's) to finish; the keeper skips a
 //!   lease whose extension is in flight and is told when it ends.
 //! * **Keys are never shortened.** An extension moves a key's expiry only
-//!   later (see `transport/codec.rs`), so one that reaches a node late —
+//!   later (see `transport/protocol/scripts/`), so one that reaches a node late —
 //!   after a later one, through a replacement connection — changes nothing,
 //!   and a failed or abandoned extension leaves the validity as it was. An
 //!   extension to a shorter TTL shortens only the validity the guard claims

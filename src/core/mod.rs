@@ -24,7 +24,7 @@
 //!   notifying, and a sleeper registers before it checks the flag under that
 //!   lock, so a cancel is never missed; the acquire loop checks the flag
 //!   again after every round and releases a round that succeeded too late.
-//! * Node health (`transport::conn::NodeShared`): written by whoever serves
+//! * Node health (`transport::connect::conn::NodeShared`): written by whoever serves
 //!   the node (its worker, or a caller of a single idle node) and the
 //!   reconnect helpers, read by `node_health`; atomics and small
 //!   mutexes, never held across I/O.
