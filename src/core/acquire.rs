@@ -186,6 +186,9 @@ impl Core {
         // queues on, the ticket is also its place in the gate node's queue.
         let gate = self.transport.gate_index(&call.keys()[0]);
         let mut ticket = call.patience().waits().then(|| self.waiters.enter(gate));
+        // After this client's release woke a waiter, it queues behind.
+        let first = call.keys()[0].clone();
+        call.queue_behind(|| self.waiters.yields(gate_name(&first)));
         let mut watch = None;
         loop {
             let end = |ending, call: &Acquisition, ticket: Option<&Ticket<'_>>| {
@@ -339,11 +342,8 @@ impl Core {
             Target::Rw { .. } => Wanted::Write,
             Target::Election { .. } => Wanted::Leadership,
         };
-        let first = keys[0].clone();
-        // After this client's release woke a waiter, it queues behind.
-        let behind = || self.waiters.yields(gate_name(&first));
         let rw = matches!(target, Target::Rw { .. });
-        let call = Acquisition::new(keys, slots, rw, (patience, pacing), ttl, behind);
+        let call = Acquisition::new(keys, slots, rw, (patience, pacing), ttl);
         let name = Arc::from(name);
         Ok((
             call,

@@ -1,7 +1,7 @@
 //! One acquisition call's state between its rounds, as a state machine:
 //! given each failed round, it answers what comes next (another round now,
 //! a short pause, a wait for a wake-up or the retry, or the end). It does
-//! no I/O, so every path is unit-tested without nodes.
+//! no I/O, so its decisions are unit-tested without nodes.
 
 use std::time::{Duration, Instant};
 
@@ -50,7 +50,8 @@ impl Patience {
         }
     }
 
-    /// Whether a caller that may not retry asked: it waits on no ticket.
+    /// Whether the caller may retry (one that may not waits on no ticket,
+    /// and leaves no writer's mark).
     pub(super) fn waits(&self) -> bool {
         self.retries != Some(0)
     }
@@ -231,15 +232,12 @@ pub(super) struct Acquisition {
 
 impl Acquisition {
     /// A call for `keys` (a semaphore's: `slots`), with `ttl` checked.
-    /// `behind`, asked only where the call queues: this client's release
-    /// just woke a waiter, so it queues behind at once.
     pub(super) fn new(
         keys: Keys,
         slots: Option<(String, Slots)>,
         rw: bool,
         (patience, pacing): (Patience, Pacing),
         ttl: Duration,
-        behind: impl FnOnce() -> bool,
     ) -> Self {
         let queues = pacing.notifications && keys.len() == 1;
         let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
@@ -251,7 +249,7 @@ impl Acquisition {
             pacing,
             queues,
             rw,
-            gated: queues && behind(),
+            gated: false,
             called: false,
             woken_turn: false,
             fence_seen: 0,
@@ -261,6 +259,13 @@ impl Acquisition {
             splits_until: Instant::now() + split_wait,
             watching: false,
         }
+    }
+
+    /// Queues behind at once when `behind` says this client's release just
+    /// woke a waiter for these keys (asked only where the call queues: it
+    /// takes that turn once, and may wait for the release's gate answer).
+    pub(super) fn queue_behind(&mut self, behind: impl FnOnce() -> bool) {
+        self.gated = self.queues && behind();
     }
 
     /// The keys the next round asks for.
@@ -455,7 +460,7 @@ mod tests {
             queue_refresh: Duration::from_secs(60),
             notifications,
         };
-        Acquisition::new(keys, None, false, (patience, pacing), TTL, || false)
+        Acquisition::new(keys, None, false, (patience, pacing), TTL)
     }
 
     fn busy(split: bool, granted: bool) -> Failed {
@@ -616,5 +621,15 @@ mod tests {
             Next::Pause(_)
         ));
         assert_eq!(call.count().tries(), 1, "{:?}", call.count());
+    }
+
+    #[test]
+    fn only_a_call_that_queues_asks_whether_to_queue_behind() {
+        let mut plain = call(false, Patience::attempts(3));
+        plain.queue_behind(|| panic!("asked without queues"));
+        assert_eq!(plain.begin_round(), (Route::Plain, false));
+        let mut queued = call(true, Patience::attempts(3));
+        queued.queue_behind(|| true);
+        assert_eq!(queued.begin_round(), (Route::Gated, true));
     }
 }
