@@ -173,6 +173,38 @@ fn paths(
     found
 }
 
+/// The code before a file's inline unit-test module (`mod tests { … }`;
+/// a `mod tests;` declaration is code).
+fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod tests {").next().unwrap_or("")
+}
+
+/// The trimmed lines of `code`, a `use` spread over several lines (as
+/// rustfmt writes a long group) joined into one.
+fn statements(code: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut open = false;
+    for line in code.lines().map(str::trim) {
+        if open {
+            let last = out.last_mut().expect("an open use");
+            last.push(' ');
+            last.push_str(line);
+        } else {
+            out.push(line.to_owned());
+        }
+        let starts_use = !open
+            && line
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub ")
+                .starts_with("use ");
+        if starts_use || open {
+            open = !line.ends_with(';');
+        }
+    }
+    out
+}
+
 /// Reads the house from its sources.
 fn read(sources: &[Source]) -> House {
     let modules: BTreeSet<String> = sources.iter().map(|(m, _)| m.clone()).collect();
@@ -182,11 +214,12 @@ fn read(sources: &[Source]) -> House {
         if name.ends_with("tests") || name.ends_with("fake") {
             continue;
         }
-        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let code = without_tests(text);
         let mut deps = BTreeSet::new();
         // Inline modules open: (brace depth outside, a test module).
         let (mut depth, mut inline) = (0usize, Vec::<(usize, bool)>::new());
-        for line in code.lines().map(str::trim) {
+        for line in statements(code) {
+            let line = line.as_str();
             let opens = line.strip_suffix('{').and_then(|l| {
                 let l = l.trim().trim_start_matches("pub(crate) ");
                 l.strip_prefix("mod ")
@@ -300,6 +333,13 @@ fn no_module_depends_on_one_that_depends_on_it() {
         "a parent's paths into its children were read: {:?}",
         house.deps["transport"]
     );
+    assert!(
+        house.deps["core"].contains("transport")
+            && house.deps["core::acquire"].contains("transport"),
+        "a mod.rs past its `mod tests;` line and groups over several lines were read: {:?} {:?}",
+        house.deps["core"],
+        house.deps["core::acquire"]
+    );
     assert_eq!(circles(&house), Vec::<String>::new());
 }
 
@@ -346,6 +386,27 @@ fn the_reader_sees_circles_and_paths_that_reach_up() {
         ["a::b>a:Shared", "a::c>:Thing"],
     );
     assert!(up.deps["a::b"].contains("a::c"), "{up:?}");
+    // A group spread over lines, after a `mod tests;` declaration.
+    let spread = read(&tree(&[
+        (
+            "p",
+            "mod q;\n#[cfg(test)]\nmod tests;\npub(crate) struct Hub;",
+        ),
+        (
+            "p::q",
+            "#[cfg(test)]\nmod tests;\nuse super::{\n    Hub,\n    r::R,\n};",
+        ),
+        ("p::r", "pub(crate) struct R;"),
+    ]));
+    assert_eq!(
+        spread
+            .up
+            .iter()
+            .map(|(m, t, p)| format!("{m}>{t}:{p}"))
+            .collect::<Vec<_>>(),
+        ["p::q>p:Hub"],
+    );
+    assert!(spread.deps["p::q"].contains("p::r"), "{spread:?}");
     assert!(up.deps[""].contains("a"), "a re-export is a tie: {up:?}");
     // A circle between siblings, one through a group and a parent's
     // re-export into its child.
@@ -366,17 +427,23 @@ fn long_functions(sources: &[Source], most: usize) -> Vec<String> {
         if module.ends_with("tests") {
             continue;
         }
-        let code = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        let code = without_tests(text);
         let lines: Vec<&str> = code.lines().collect();
         for (at, line) in lines.iter().enumerate() {
             let body = line.trim_start();
             let indent = line.len() - body.len();
-            let after_vis = body
-                .strip_prefix("pub(crate) ")
-                .or_else(|| body.strip_prefix("pub(super) "))
-                .or_else(|| body.strip_prefix("pub "))
-                .unwrap_or(body);
-            let Some(rest) = after_vis.strip_prefix("fn ") else {
+            // Past the visibility (`pub`, `pub(…)`) and the qualifiers.
+            let mut head = body;
+            if let Some(rest) = head.strip_prefix("pub") {
+                head = match rest.strip_prefix('(') {
+                    Some(inner) => inner.split_once(") ").map_or(rest, |(_, after)| after),
+                    None => rest.trim_start(),
+                };
+            }
+            for qualifier in ["const ", "async ", "unsafe ", "extern \"C\" "] {
+                head = head.strip_prefix(qualifier).unwrap_or(head);
+            }
+            let Some(rest) = head.strip_prefix("fn ") else {
                 continue;
             };
             let name: String = rest
@@ -409,6 +476,12 @@ fn no_function_is_over_80_lines() {
     assert!(long.is_empty(), "split these into named steps: {long:#?}");
     // The reader finds a long one.
     let body = format!("fn long() {{\n{}}}\n", "    step();\n".repeat(80));
-    let made_up = vec![("m".to_owned(), body)];
-    assert_eq!(long_functions(&made_up, 80), ["m::long (82)"]);
+    let made_up = vec![
+        ("m".to_owned(), body.clone()),
+        ("n".to_owned(), format!("pub(in crate::n) const {body}")),
+    ];
+    assert_eq!(
+        long_functions(&made_up, 80),
+        ["m::long (82)", "n::long (82)"]
+    );
 }
