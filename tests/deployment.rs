@@ -265,13 +265,12 @@ fn a_node_in_doubt_is_news_once_per_change() {
     assert!(back[0].starts_with("INFO"), "{lines:#?}");
 }
 
-/// The node's uptime in seconds.
 /// Whether `node`'s slow log (every command, once `slowlog-log-slower-than`
-/// is 0) holds a command naming `key`.
-fn logged_a_command_on(node: &Node, key: &str) -> bool {
+/// is 0) holds a command with the argument `arg`.
+fn logged_a_command_with(node: &Node, arg: &str) -> bool {
     use redis::Value;
     let entries: Vec<Value> = node.query(redis::cmd("SLOWLOG").arg("GET").arg(1000));
-    let key = Value::BulkString(key.as_bytes().to_vec());
+    let key = Value::BulkString(arg.as_bytes().to_vec());
     entries.iter().any(|entry| match entry {
         Value::Array(fields) => {
             matches!(fields.get(3), Some(Value::Array(args)) if args.contains(&key))
@@ -280,6 +279,7 @@ fn logged_a_command_on(node: &Node, key: &str) -> bool {
     })
 }
 
+/// The node's uptime in seconds.
 fn uptime(node: &Node) -> u64 {
     let info: String = redis::cmd("INFO")
         .arg("server")
@@ -360,8 +360,13 @@ fn a_client_started_after_a_replica_took_over_an_address_waits_the_period() {
         &["CONFIG", "SET", "slowlog-log-slower-than", "0"],
     );
     let guard = a.lock("took-over", ttl).expect("A locks");
-    harness::settles("A's request reached node 1", || {
-        logged_a_command_on(&cluster.nodes[1], "took-over")
+    // Node 2's yes was needed: its value is the winning round's token,
+    // which that round's request to node 1 carries too.
+    let token = cluster.nodes[2]
+        .get_now("took-over")
+        .expect("A's key on node 2");
+    harness::settles("A's winning request reached node 1", || {
+        logged_a_command_with(&cluster.nodes[1], &token)
     });
     harness::settles("A's key replicated", || {
         replica.get_now("took-over").is_some()
