@@ -299,6 +299,43 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     assert_ne!(before, asked());
 }
 
+/// A call cancelled before it starts leaves the turn to queue behind for
+/// the next acquisition: it returns before asking whether to take it.
+#[test]
+fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
+    let (nodes, cores) = clients(3, 1, &sleeps_30_s());
+    let core = &cores[0];
+    let gate = core.transport.gate_index("r");
+    let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
+    nodes[gate].enqueue("r", "elsewhere:1");
+    nodes[gate].on_wake(|_, _| {});
+    held.release(core).unwrap();
+    let others: Vec<usize> = (0..3).filter(|&i| i != gate).collect();
+    let asked = || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
+    eventually("every node saw the first round", || {
+        asked().iter().all(|&n| n == 1)
+    });
+    let token = crate::cancel::CancelToken::new();
+    token.cancel();
+    let patience = Patience {
+        cancel: Some(token),
+        ..Patience::attempts(0)
+    };
+    let cancelled = core.acquire(&["r"], Duration::from_secs(10), patience);
+    assert!(
+        matches!(cancelled, Err(Error::Cancelled { .. })),
+        "{cancelled:?}"
+    );
+    let before = asked();
+    let again = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
+    assert!(matches!(again, Err(Error::Busy { .. })), "{again:?}");
+    assert_eq!(
+        before,
+        asked(),
+        "still queued behind: nothing past the gate node"
+    );
+}
+
 /// A caller whose very first round went to the gate node (it let the
 /// waiters go first) and was queued there listens for its turn like any
 /// other waiter (it once did not, and slept its retry delay every time).
