@@ -62,7 +62,7 @@ use crate::guard::LockGuard;
 #[must_use = "an acquisition does nothing until lock() or try_lock() is called"]
 pub struct Acquire {
     core: Arc<Core>,
-    what: What,
+    target: Target,
     ttl: Duration,
     wait: Option<Duration>,
     deadline: Option<Instant>,
@@ -74,7 +74,7 @@ pub struct Acquire {
 impl std::fmt::Debug for Acquire {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Acquire")
-            .field("what", &self.what)
+            .field("target", &self.target)
             .field("ttl", &self.ttl)
             .field("wait", &self.wait)
             .field("deadline", &self.deadline)
@@ -85,50 +85,34 @@ impl std::fmt::Debug for Acquire {
     }
 }
 
-/// What an [`Acquire`] takes.
-#[derive(Debug)]
-enum What {
-    Resources(Vec<String>),
-    Permit { semaphore: String, permits: u32 },
-    Rw { lock: String, role: Role },
-    Election { name: String },
-}
-
 impl Acquire {
     pub(crate) fn new(core: &Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
-        Self::of(core, What::Resources(resources), ttl)
+        let keys = resources.into_iter().map(Arc::from).collect();
+        Self::of(core, Target::Resources(keys), ttl)
     }
 
     /// One permit of the semaphore `name` of `permits`.
     pub(crate) fn permit(core: &Arc<Core>, name: &str, permits: u32, ttl: Duration) -> Self {
-        let what = What::Permit {
-            semaphore: name.to_owned(),
-            permits,
-        };
-        Self::of(core, what, ttl)
+        let name = Arc::from(name);
+        Self::of(core, Target::Semaphore { name, permits }, ttl)
     }
 
     /// The reader-writer lock `name`, as a reader or as its writer.
     pub(crate) fn rw(core: &Arc<Core>, name: &str, role: Role, ttl: Duration) -> Self {
-        let what = What::Rw {
-            lock: name.to_owned(),
-            role,
-        };
-        Self::of(core, what, ttl)
+        let name = Arc::from(name);
+        Self::of(core, Target::Rw { name, role }, ttl)
     }
 
     /// The leadership of the election `name`.
     pub(crate) fn election(core: &Arc<Core>, name: &str, ttl: Duration) -> Self {
-        let what = What::Election {
-            name: name.to_owned(),
-        };
-        Self::of(core, what, ttl)
+        let name = Arc::from(name);
+        Self::of(core, Target::Election { name }, ttl)
     }
 
-    fn of(core: &Arc<Core>, what: What, ttl: Duration) -> Self {
+    fn of(core: &Arc<Core>, target: Target, ttl: Duration) -> Self {
         Acquire {
             core: core.clone(),
-            what,
+            target,
             ttl,
             wait: None,
             deadline: None,
@@ -240,25 +224,9 @@ impl Acquire {
             cancel: self.cancel,
             ..patience
         };
-        let resources: Vec<&str>;
-        let target = match &self.what {
-            What::Resources(names) => {
-                resources = names.iter().map(String::as_str).collect();
-                Target::Resources(&resources)
-            }
-            What::Permit { semaphore, permits } => Target::Semaphore {
-                name: semaphore,
-                permits: *permits,
-            },
-            What::Rw { lock, role } => Target::Rw {
-                name: lock,
-                role: *role,
-            },
-            What::Election { name } => Target::Election { name },
-        };
         let lease = self
             .core
-            .acquire_target(target, self.ttl, patience)
+            .acquire_target(self.target, self.ttl, patience)
             .map_err(|err| err.in_call(call))?;
         let mut guard = LockGuard::new(self.core.clone(), lease);
         if self.keep_alive {

@@ -10,7 +10,7 @@ use super::slots::Slots;
 use crate::algorithm::{self, Outcome};
 use crate::cancel::CancelToken;
 use crate::metrics;
-use crate::transport::{Keys, slot_key};
+use crate::transport::Kind;
 
 /// At most this many rounds that nobody won for a moment (a split vote, a
 /// release still on its way) are re-tried at once, within a tenth of the
@@ -202,9 +202,10 @@ pub(super) struct Pacing {
 /// One acquisition call between its rounds.
 #[derive(Debug)]
 pub(super) struct Acquisition {
-    keys: Keys,
-    /// A semaphore's name and its walk over the slots.
-    slots: Option<(String, Slots)>,
+    /// What the next round asks for.
+    kind: Kind,
+    /// A semaphore's walk over its slots.
+    slots: Option<Slots>,
     patience: Patience,
     pacing: Pacing,
     /// One key's waiters queue on its gate node.
@@ -231,19 +232,22 @@ pub(super) struct Acquisition {
 }
 
 impl Acquisition {
-    /// A call for `keys` (a semaphore's: `slots`), with `ttl` checked.
+    /// A call for `kind` (a semaphore's walks `slots`), with `ttl` checked.
     pub(super) fn new(
-        keys: Keys,
-        slots: Option<(String, Slots)>,
-        rw: bool,
+        kind: Kind,
+        slots: Option<Slots>,
         (patience, pacing): (Patience, Pacing),
         ttl: Duration,
     ) -> Self {
-        let queues = pacing.notifications && keys.len() == 1;
+        // A lock on several keys takes no part in any queue.
+        let several = matches!(&kind, Kind::Lock(keys) if keys.len() > 1);
+        let queues = pacing.notifications && !several;
+        let rw = matches!(kind, Kind::Read { .. } | Kind::Write { .. });
+        let may_be_called = matches!(kind, Kind::Lock(_) | Kind::Leadership { .. });
         let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
         Acquisition {
-            may_be_called: slots.is_none() && !rw,
-            keys,
+            may_be_called,
+            kind,
             slots,
             patience,
             pacing,
@@ -268,9 +272,9 @@ impl Acquisition {
         self.gated = self.queues && behind();
     }
 
-    /// The keys the next round asks for.
-    pub(super) fn keys(&self) -> &Keys {
-        &self.keys
+    /// What the next round asks for.
+    pub(super) fn kind(&self) -> &Kind {
+        &self.kind
     }
 
     pub(super) fn patience(&self) -> &Patience {
@@ -382,7 +386,7 @@ impl Acquisition {
     /// nodes (woken, with no reports: the untried ones), until the pass
     /// ends. The keys move on even when the pass ended.
     fn walk(&mut self, failed: &Failed) -> Option<Next> {
-        let (Some((name, slots)), Failed::Busy { reports, .. }) = (&mut self.slots, failed) else {
+        let (Some(slots), Failed::Busy { reports, .. }) = (&mut self.slots, failed) else {
             return None;
         };
         let next = if reports.is_empty() && self.woken_turn {
@@ -390,7 +394,9 @@ impl Acquisition {
         } else {
             slots.next(reports)
         };
-        self.keys = slot_keys(name, slots.current());
+        if let Kind::Permit { slot, .. } = &mut self.kind {
+            *slot = slots.current();
+        }
         if next.is_none() || self.patience.past_deadline() {
             return None;
         }
@@ -436,11 +442,6 @@ impl Acquisition {
     }
 }
 
-/// The one key of a round on a semaphore's slot.
-pub(super) fn slot_keys(name: &str, slot: u32) -> Keys {
-    std::sync::Arc::from([std::sync::Arc::from(slot_key(name, slot))])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,13 +455,13 @@ mod tests {
     }
 
     fn call_retrying(notifications: bool, patience: Patience, delay: Duration) -> Acquisition {
-        let keys: Keys = std::sync::Arc::from([std::sync::Arc::from("r")]);
+        let kind = Kind::Lock(std::sync::Arc::from([std::sync::Arc::from("r")]));
         let pacing = Pacing {
             retry: (delay, Duration::ZERO),
             queue_refresh: Duration::from_secs(60),
             notifications,
         };
-        Acquisition::new(keys, None, false, (patience, pacing), TTL)
+        Acquisition::new(kind, None, (patience, pacing), TTL)
     }
 
     fn busy(split: bool, granted: bool) -> Failed {

@@ -21,7 +21,7 @@ use crate::transport::fake::Behaviour;
 #[test]
 fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
     let (nodes, cores) = clients(5, 3, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let head = waiting_acquire(s, &cores[1]);
@@ -82,7 +82,7 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
 #[test]
 fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);

@@ -18,7 +18,7 @@ use super::lease::Lease;
 use super::verdict::{answer_by, no_quorum};
 use crate::algorithm::{Outcome, Proclaimed, Verdict};
 use crate::error::Error;
-use crate::transport::{Keys, Op, elect_keys};
+use crate::transport::{Kind, Op, Request, Value};
 
 /// The TTL a read's per-node timeout is derived from (a read has none).
 const READ_TTL: Duration = Duration::from_secs(10);
@@ -54,7 +54,8 @@ impl Core {
         if lease.remaining().is_zero() {
             return Err(lease.lost_error(self.quorum()));
         }
-        let outcome = self.elect_round(lease, name, Op::Proclaim { term, seq }, Some(value));
+        let value = Value(Arc::from(value));
+        let outcome = self.elect_round(lease, name, Op::Proclaim { term, seq, value });
         match outcome.verdict {
             Verdict::Confirmed => Ok(()),
             Verdict::Refused => Err(lease.lose_not_held(name, outcome)),
@@ -69,18 +70,18 @@ impl Core {
     pub(crate) fn clear_proclamation(&self, lease: &Lease, name: &str) {
         // Once shut down, the shutdown released the lock: nothing to clear.
         if let Ok(_busy) = self.enter() {
-            let _ = self.elect_round(lease, name, Op::Resign, None);
+            let _ = self.elect_round(lease, name, Op::Resign);
         }
     }
 
     /// One round of an election command for the leader holding `lease`.
-    fn elect_round(&self, lease: &Lease, name: &str, op: Op, value: Option<&str>) -> Outcome {
+    fn elect_round(&self, lease: &Lease, name: &str, op: Op) -> Outcome {
         let ttl = lease.ttl();
         let start = Instant::now();
         let timeout = self.node_timeout(ttl);
         let by = answer_by(start, timeout, Some(lease.valid_until()));
-        let mut request = self.request(op, &elect_key_pair(name), lease.token(), timeout, by);
-        request.value = value.map(Arc::from);
+        let token = lease.token().clone();
+        let request = Request::new(op, leadership(name), token, timeout, by);
         self.transport.start_round(request).collect(by)
     }
 
@@ -104,14 +105,15 @@ impl Core {
         observer: Option<&Arc<str>>,
     ) -> Result<(Seen, bool), Error> {
         super::acquire::checked_election(name)?;
-        if let Some(problem) = self.transport.key_problem(&elect_keys(name)[0]) {
+        let kind = leadership(name);
+        if let Some(problem) = self.transport.key_problem(&kind) {
             return Err(Error::argument(problem));
         }
         let start = Instant::now();
         let timeout = self.node_timeout(READ_TTL);
         let by = answer_by(start, timeout, None);
         let token: Arc<str> = Arc::from("");
-        let mut request = self.request(Op::ReadLeader, &elect_key_pair(name), &token, timeout, by);
+        let mut request = Request::new(Op::ReadLeader, kind, token, timeout, by);
         request.queue = observer.cloned();
         let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
         let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;
@@ -158,14 +160,14 @@ impl Core {
     ) -> Result<Option<Seen>, Error> {
         super::acquire::checked_election(name)?;
         let _busy = self.enter()?;
-        let [lock, ..] = elect_keys(name);
-        if let Some(problem) = self.transport.key_problem(&lock) {
+        let kind = leadership(name);
+        if let Some(problem) = self.transport.key_problem(&kind) {
             return Err(Error::argument(problem));
         }
         let notified = self.settings.notifications;
         // The subscribers run while someone observes.
         let _watch = notified.then(|| self.transport.watch());
-        let mut ticket = self.waiters.enter(self.transport.gate_index(&lock));
+        let mut ticket = self.waiters.enter(self.transport.gate_index(&kind));
         // A shutdown that woke the tickets before this one existed.
         if self.life.is_closed() {
             return Err(Error::Shutdown);
@@ -207,10 +209,11 @@ impl Core {
     }
 }
 
-/// The election `name`'s keys, as its commands take them.
-fn elect_key_pair(name: &str) -> Keys {
-    let [lock, value, observers] = elect_keys(name);
-    Arc::from([Arc::from(lock), Arc::from(value), Arc::from(observers)])
+/// The leadership of the election `name`, which its commands are about.
+fn leadership(name: &str) -> Kind {
+    Kind::Leadership {
+        election: Arc::from(name),
+    }
 }
 
 /// A reading without the proclamation's number.

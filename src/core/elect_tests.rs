@@ -23,6 +23,7 @@ use crate::transport::fake::FakeNode;
 const TTL: Duration = Duration::from_secs(10);
 
 fn win(core: &super::Core, name: &str, ttl: Duration) -> Arc<Lease> {
+    let name = Arc::from(name);
     core.acquire_target(Target::Election { name }, ttl, Patience::attempts(0))
         .expect("won")
 }
@@ -189,7 +190,7 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
     let (leader, watcher) = (&cores[0], &cores[1]);
     let [lock, _, observers] = elect_keys("e");
-    let gate = leader.transport.gate_index(&lock);
+    let gate = leader.transport.gate_of_name(&lock);
     let deadline = || Some(std::time::Instant::now() + Duration::from_secs(20));
     std::thread::scope(|s| {
         let first = watcher.next_leader("e", None, deadline()).unwrap();
@@ -228,7 +229,7 @@ fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
     let (leader, watcher) = (&cores[0], &cores[1]);
     let [lock, _, observers] = elect_keys("e");
-    let gate = leader.transport.gate_index(&lock);
+    let gate = leader.transport.gate_of_name(&lock);
     std::thread::scope(|s| {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
@@ -269,7 +270,7 @@ fn an_observer_reads_again_when_its_gate_nodes_subscription_comes_back() {
     let (nodes, cores) = clients(5, 1, &sleeps_30_s());
     let watcher = &cores[0];
     let [lock, _, observers] = elect_keys("e");
-    let gate = watcher.transport.gate_index(&lock);
+    let gate = watcher.transport.gate_of_name(&lock);
     std::thread::scope(|s| {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(20));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
@@ -295,7 +296,7 @@ fn an_observer_whose_gate_node_lags_follows_it_once_not_all_along() {
     let (nodes, cores) = clients(5, 1, &sleeps_30_s());
     let watcher = &cores[0];
     let [lock, ..] = elect_keys("e");
-    let gate = watcher.transport.gate_index(&lock);
+    let gate = watcher.transport.gate_of_name(&lock);
     for node in nodes.iter().enumerate().filter(|(i, _)| *i != gate) {
         seed(node.1, "e", "other", 3, Some("x"));
     }

@@ -32,9 +32,12 @@ use crate::algorithm::{self, Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, LostCause, NodeFailure};
 use crate::metrics;
-use crate::transport::{Clocks, Keys, Op, PendingRound, gate_name};
+use crate::transport::{Clocks, Keys, Kind, Op, PendingRound, Request};
 
 pub(crate) struct Lease {
+    /// What it holds.
+    kind: Kind,
+    /// The keys it holds by (see `Kind::lock_keys`).
     resources: Keys,
     /// How errors and logs name it (the resources, joined by `, `).
     name: Arc<str>,
@@ -116,7 +119,7 @@ const EXTENSION_SLACK: Duration = Duration::from_secs(1);
 
 impl Lease {
     pub(crate) fn new(
-        resources: Keys,
+        kind: Kind,
         name: Arc<str>,
         token: Arc<str>,
         ttl: Duration,
@@ -125,7 +128,8 @@ impl Lease {
     ) -> Self {
         Lease {
             name,
-            resources,
+            resources: kind.lock_keys(),
+            kind,
             token,
             state: Mutex::new(LeaseState {
                 ttl,
@@ -211,6 +215,11 @@ impl Lease {
     /// The token the nodes hold for this lease (never shown anywhere).
     pub(super) fn token(&self) -> &Arc<str> {
         &self.token
+    }
+
+    /// What it holds.
+    pub(crate) fn kind(&self) -> &Kind {
+        &self.kind
     }
 
     /// The first resource.
@@ -413,15 +422,10 @@ impl Lease {
         drop(state);
         let timeout = core.node_timeout(ttl);
         let by = answer_by(start, timeout, Some(cap));
-        let request = core.request(
-            Op::Extend {
-                ttl_ms: millis(ttl),
-            },
-            &self.resources,
-            &self.token,
-            timeout,
-            by,
-        );
+        let extend = Op::Extend {
+            ttl_ms: millis(ttl),
+        };
+        let request = Request::new(extend, self.kind.clone(), self.token.clone(), timeout, by);
         // The keeper starts every due renewal before it collects any.
         let round = match who {
             Who::Caller(_) => core.transport.start_round(request),
@@ -447,13 +451,7 @@ impl Lease {
             (state.ttl, state.keys_gone_by)
         };
         self.signal();
-        core.release_unawaited(
-            &self.resources,
-            &self.token,
-            ttl,
-            keys_gone_by,
-            &self.unsent,
-        );
+        core.release_unawaited(&self.kind, &self.token, ttl, keys_gone_by, &self.unsent);
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
@@ -486,8 +484,7 @@ impl Lease {
         let start = Instant::now();
         let timeout = core.node_timeout(ttl);
         let by = answer_by(start, timeout, None);
-        let request =
-            core.release_request(&self.resources, &self.token, timeout, keys_gone_by.max(by));
+        let request = core.release_request(&self.kind, &self.token, timeout, keys_gone_by.max(by));
         let round = core.transport.start_release(request, queued, &self.unsent);
         Some(PendingRelease {
             lease: self,
@@ -517,8 +514,7 @@ impl PendingRelease<'_> {
         let by = cap.map_or(self.by, |cap| cap.min(self.by));
         let (outcome, gate) = self.round.collect_with_gate(by);
         metrics::round(metrics::RoundOp::Release, self.start);
-        core.waiters
-            .released(gate_name(&lease.resources[0]), gate, by);
+        core.waiters.released(&lease.kind.gate_name(), gate, by);
         if self.was_lost {
             // What was known when it was lost, not what its keys' removal
             // found.

@@ -69,7 +69,7 @@ use crate::health::NodeHealth;
 use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
-use crate::transport::{Keys, NodeSpec, Op, Request, Sink, Transport};
+use crate::transport::{Kind, NodeSpec, Op, Request, Sink, Transport};
 pub(crate) use acquire::Target;
 pub(crate) use acquisition::Patience;
 pub(crate) use elect::Seen;
@@ -282,30 +282,6 @@ impl Core {
             .map_err(Error::argument)
     }
 
-    /// The one place a [`Request`] is built.
-    fn request(
-        &self,
-        op: Op,
-        keys: &Keys,
-        token: &Arc<str>,
-        timeout: NodeTimeout,
-        expires: Instant,
-    ) -> Request {
-        Request {
-            op,
-            keys: keys.clone(),
-            token: token.clone(),
-            timeout,
-            expires,
-            queue: None,
-            report: None,
-            value: None,
-            waits: true,
-            held: false,
-            awaited: true,
-        }
-    }
-
     /// The latest instant a key set at `start` with `ttl` can still exist: a
     /// node may apply the command up to one per-node timeout late.
     fn keys_gone_by(&self, start: Instant, ttl: Duration) -> Instant {
@@ -324,7 +300,7 @@ impl Core {
     /// back to the head of the queue there, unwoken.
     fn clean_up(
         &self,
-        keys: &Keys,
+        kind: &Kind,
         token: &Arc<str>,
         (start, ttl): (Instant, Duration),
         member: Option<Arc<str>>,
@@ -332,9 +308,9 @@ impl Core {
     ) {
         let timeout = self.node_timeout(ttl);
         let gone_by = self.keys_gone_by(start, ttl);
-        let mut request = self.release_request(keys, token, timeout, gone_by);
+        let mut request = self.release_request(kind, token, timeout, gone_by);
         // Not a lease's: it wakes the next waiter only where the key is free.
-        request.held = false;
+        request.op = Op::Release { held: false };
         if request.queue.is_some()
             && let Some(member) = member
         {
@@ -348,13 +324,13 @@ impl Core {
     /// waiter.
     fn release_unawaited(
         &self,
-        keys: &Keys,
+        kind: &Kind,
         token: &Arc<str>,
         ttl: Duration,
         expires: Instant,
         unsent: &[usize],
     ) {
-        let request = self.release_request(keys, token, self.node_timeout(ttl), expires);
+        let request = self.release_request(kind, token, self.node_timeout(ttl), expires);
         self.transport.broadcast(request, unsent);
     }
 
@@ -362,13 +338,13 @@ impl Core {
     /// (when this client keeps queues); `clean_up` marks its own.
     fn release_request(
         &self,
-        keys: &Keys,
+        kind: &Kind,
         token: &Arc<str>,
         timeout: NodeTimeout,
         expires: Instant,
     ) -> Request {
-        let mut request = self.request(Op::Release, keys, token, timeout, expires);
-        request.held = true;
+        let release = Op::Release { held: true };
+        let mut request = Request::new(release, kind.clone(), token.clone(), timeout, expires);
         if self.settings.notifications {
             request.queue = Some(Arc::from(""));
         }

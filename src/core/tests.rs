@@ -194,7 +194,7 @@ fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
     // The failed round's clean-up reaches every node, the held ones too.
     for node in &nodes {
         assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.iter().any(|op| matches!(op, Op::Release))
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
         }));
         assert_eq!(node.holder("r"), None);
     }
@@ -218,7 +218,7 @@ fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
     // anyway; what matters is that the delete was sent).
     for node in &nodes {
         assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.iter().any(|op| matches!(op, Op::Release))
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
         }));
     }
 }
@@ -438,7 +438,7 @@ fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
     for node in &nodes {
         let ops = node.received();
         let renewal = ops.iter().position(|op| *op == Op::Extend { ttl_ms: 900 });
-        let delete = ops.iter().position(|op| matches!(op, Op::Release));
+        let delete = ops.iter().position(|op| matches!(op, Op::Release { .. }));
         assert!(
             renewal.expect("renewal sent") < delete.expect("delete sent"),
             "{ops:?}"
@@ -571,7 +571,7 @@ fn several_resources_are_taken_all_or_nothing_and_a_failed_round_leaves_none() {
     );
     // Node 2 granted all three; the failed round's clean-up removes them.
     assert!(nodes[2].wait_for(LONG_WAIT, |ops| {
-        ops.iter().any(|op| matches!(op, Op::Release))
+        ops.iter().any(|op| matches!(op, Op::Release { .. }))
     }));
     eventually("clean-up applied", || {
         nodes
@@ -720,7 +720,7 @@ fn a_round_that_succeeds_after_its_cancel_is_released_again() {
     });
     for node in &nodes {
         assert!(node.wait_for(LONG_WAIT, |ops| {
-            ops.iter().any(|op| matches!(op, Op::Release))
+            ops.iter().any(|op| matches!(op, Op::Release { .. }))
         }));
     }
     eventually("nothing left", || {
@@ -919,7 +919,7 @@ fn releases_reach_a_node_whose_queue_is_full() {
         nodes[0]
             .received()
             .iter()
-            .filter(|op| **op == Op::Release)
+            .filter(|op| matches!(op, Op::Release { .. }))
             .count()
     };
     // The stalled lock's and the two queued behind it (those may have
@@ -928,7 +928,7 @@ fn releases_reach_a_node_whose_queue_is_full() {
     // waiters there).
     let gated = keys[3..]
         .iter()
-        .filter(|key| core.transport.gate_index(key) == 0)
+        .filter(|key| core.transport.gate_of_name(key) == 0)
         .count();
     eventually("node 0 ran the releases of the locks queued for it", || {
         core.transport.queued(0) == 0 && releases() == 3 + gated

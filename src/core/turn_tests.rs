@@ -31,7 +31,7 @@ fn refreshing() -> Settings {
 #[test]
 fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
     let (nodes, cores) = clients(3, 2, &refreshing());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let _held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
@@ -57,7 +57,7 @@ fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
 #[test]
 fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
     nodes[gate].put("r", "missed", Duration::ZERO);
     std::thread::scope(|s| {
@@ -87,7 +87,7 @@ fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
 #[test]
 fn a_head_refused_by_a_majority_keeps_its_turn() {
     let (nodes, cores) = clients(3, 1, &refreshing());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let woken = record_wakes(&nodes, &cores);
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
@@ -125,7 +125,7 @@ fn a_head_refused_by_a_majority_keeps_its_turn() {
 #[test]
 fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
     let (nodes, cores) = clients(3, 2, &refreshing());
-    let gate = cores[0].transport.gate_index("a");
+    let gate = cores[0].transport.gate_of_name("a");
     for node in &nodes {
         node.put("a", "x", Duration::from_secs(60));
         node.put("b", "x", Duration::from_secs(60));
@@ -166,7 +166,7 @@ fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
 #[test]
 fn a_leave_waits_for_a_busy_gate_node() {
     let (nodes, cores) = clients(3, 1, &refreshing());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     for node in &nodes {
         node.put("r", "x", Duration::from_secs(60));
     }
@@ -206,7 +206,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
         ..refreshing()
     };
     let (nodes, cores) = clients(3, 1, &settings);
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
     }
@@ -245,7 +245,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
 #[test]
 fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
     }

@@ -51,7 +51,7 @@ pub(super) fn members(wakes: &Wakes) -> Vec<String> {
 /// wake-ups to `cores`).
 pub(super) fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
     let woken = Arc::new(Mutex::new(Vec::new()));
-    let gate = &nodes[cores[0].transport.gate_index("r")];
+    let gate = &nodes[cores[0].transport.gate_of_name("r")];
     let weak: Vec<_> = cores.iter().map(Arc::downgrade).collect();
     let log = woken.clone();
     gate.on_wake(move |member, op| {
@@ -68,7 +68,7 @@ pub(super) fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
 
 /// Waits until `count` members are queued for "r" on its gate node.
 pub(super) fn queued(nodes: &[FakeNode], core: &Core, count: usize) -> Vec<String> {
-    let gate = &nodes[core.transport.gate_index("r")];
+    let gate = &nodes[core.transport.gate_of_name("r")];
     eventually("waiters queued on the gate node", || {
         gate.queue("r").len() == count
     });
@@ -185,10 +185,10 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
         assert_eq!(
             woken,
             [
-                (order[0].clone(), Op::Release),
-                (order[1].clone(), Op::Release)
+                (order[0].clone(), Op::Release { held: true }),
+                (order[1].clone(), Op::Release { held: false })
             ],
-            "A woken by the release, then B by A's failed round's clean-up"
+            "A woken by the lease's release, then B by A's failed round's clean-up"
         );
         for node in &nodes[..2] {
             node.lose_fenced_grants(false);
@@ -241,7 +241,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
 #[test]
 fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
@@ -277,7 +277,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
 fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_index("r");
+    let gate = core.transport.gate_of_name("r");
     let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     // A waiter of another client is queued; its wake-up goes elsewhere.
     nodes[gate].enqueue("r", "elsewhere:1");
@@ -305,7 +305,7 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
 fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_index("r");
+    let gate = core.transport.gate_of_name("r");
     let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
@@ -343,7 +343,7 @@ fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
 fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_index("r");
+    let gate = core.transport.gate_of_name("r");
     let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
@@ -378,7 +378,7 @@ fn releases_nobody_waits_for_wake_nobody() {
             let patience = Patience::until(Some(Instant::now() + Duration::from_millis(300)));
             let _ = tx.send(core.acquire(&["other"], Duration::from_secs(10), patience));
         });
-        let gate = &nodes[core.transport.gate_index("other")];
+        let gate = &nodes[core.transport.gate_of_name("other")];
         eventually("the other waiter queued", || gate.queue("other").len() == 1);
         // The waiter's rounds, counted by their key (the 100 locks below
         // return at a majority: the gate node may not have had each yet,
@@ -410,7 +410,7 @@ fn releases_nobody_waits_for_wake_nobody() {
 #[test]
 fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_index("r");
+    let gate = cores[0].transport.gate_of_name("r");
     nodes[gate].on_wake(|_, _| {}); // lost
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
@@ -439,7 +439,7 @@ fn a_release_wakes_the_head_although_the_gate_node_keeps_a_stray_key() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
-    let gate = &nodes[cores[0].transport.gate_index("r")];
+    let gate = &nodes[cores[0].transport.gate_of_name("r")];
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         let order = queued(&nodes, &cores[0], 1);
@@ -463,7 +463,7 @@ fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
-    let gate = &nodes[cores[0].transport.gate_index("r")];
+    let gate = &nodes[cores[0].transport.gate_of_name("r")];
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
@@ -471,7 +471,7 @@ fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {
         let releases = || {
             gate.received()
                 .iter()
-                .filter(|op| **op == Op::Release)
+                .filter(|op| matches!(op, Op::Release { .. }))
                 .count()
         };
         let before = releases();

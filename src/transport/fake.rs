@@ -14,9 +14,8 @@ use super::{NodeShared, Transport};
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::connect::link::Link;
-use crate::transport::protocol::keys::fence_key;
-use crate::transport::protocol::keys::{gate_name, slot_siblings};
-use crate::transport::protocol::request::{Op, Request};
+use crate::transport::protocol::keys::{Layout, fence_key};
+use crate::transport::protocol::request::{Kind, Op, Request};
 
 /// What a fake node calls with every member it wakes.
 type OnWake = Arc<dyn Fn(&str, Op) + Send + Sync>;
@@ -275,8 +274,10 @@ struct FakeLink {
 impl Link for FakeLink {
     fn run(&mut self, batch: &[&Request]) -> Vec<Answer> {
         let mut inner = self.shared.inner.lock();
-        inner.received.extend(batch.iter().map(|req| req.op));
-        let first_keys = batch.iter().map(|req| req.keys[0].to_string());
+        inner
+            .received
+            .extend(batch.iter().map(|req| req.op.clone()));
+        let first_keys = batch.iter().map(|req| req.keys()[0].to_string());
         inner.received_keys.extend(first_keys);
         let acquires =
             |req: &&Request| matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
@@ -316,9 +317,7 @@ impl Link for FakeLink {
                     .iter()
                     .map(|req| {
                         let answer = match &req.queue {
-                            _ if crate::transport::protocol::elect::is_elect_op(req.op) => {
-                                Ok(observed(&mut inner, req, &mut woken))
-                            }
+                            _ if req.op.elects() => Ok(observed(&mut inner, req, &mut woken)),
                             Some(member) => queued(&mut inner, req, member, &mut woken),
                             None => apply(&mut inner.keys, req)
                                 .map(|vote| report(&inner.keys, req, vote)),
@@ -359,25 +358,25 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
     };
     let set = |keys: &mut HashMap<String, (String, Instant)>, ttl_ms: u64| {
         let expires = now + Duration::from_millis(ttl_ms);
-        for key in req.keys.iter() {
+        for key in req.keys().iter() {
             keys.insert(key.to_string(), (req.token.to_string(), expires));
         }
     };
     match req.op {
         Op::Acquire { ttl_ms } => {
-            if let Some((holder, _)) = req.keys.iter().find_map(|key| live(keys, key, now)) {
+            if let Some((holder, _)) = req.keys().iter().find_map(|key| live(keys, key, now)) {
                 return Ok(Vote::held_by(holder.as_bytes()));
             }
             set(keys, ttl_ms);
             Ok(Vote::YES)
         }
         Op::Extend { ttl_ms } => {
-            if !req.keys.iter().all(|key| ours(keys, key)) {
+            if !req.keys().iter().all(|key| ours(keys, key)) {
                 return Ok(Vote::NO);
             }
             // Never shortens a key (as the scripts).
             let until = now + Duration::from_millis(ttl_ms);
-            for key in req.keys.iter() {
+            for key in req.keys().iter() {
                 if let Some((_, expires)) = keys.get_mut(&**key) {
                     *expires = (*expires).max(until);
                 }
@@ -389,7 +388,7 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             proposed,
             idle_ms,
         } => {
-            if let Some((holder, _)) = req.keys.iter().find_map(|key| live(keys, key, now)) {
+            if let Some((holder, _)) = req.keys().iter().find_map(|key| live(keys, key, now)) {
                 return Ok(Vote::held_by(holder.as_bytes()));
             }
             if let Some(stored) = stale(keys, req, proposed) {
@@ -397,16 +396,16 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             }
             set(keys, ttl_ms);
             let until = now + Duration::from_millis(idle_ms);
-            for key in req.keys.iter() {
+            for key in req.keys().iter() {
                 keys.insert(fence_key(key), (proposed.to_string(), until));
             }
             Ok(Vote::YES)
         }
         Op::Leave => Ok(Vote::YES),
         Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => Ok(elect(keys, req, now)),
-        Op::Release => {
-            let mine: Vec<_> = req.keys.iter().filter(|key| ours(keys, key)).collect();
-            let all = mine.len() == req.keys.len();
+        Op::Release { .. } => {
+            let mine: Vec<_> = req.keys().iter().filter(|key| ours(keys, key)).collect();
+            let all = mine.len() == req.keys().len();
             for key in mine {
                 keys.remove(&**key);
             }
@@ -425,10 +424,10 @@ const ALIVE: Duration = Duration::from_secs(60);
 /// key held (as the scripts in `elect.rs`), wakes them all.
 fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> Vote {
     let now = Instant::now();
-    let Some(observers) = req.keys.get(2).map(|k| k.to_string()) else {
+    let Kind::Leadership { election } = &req.kind else {
         return Vote::NO;
     };
-    let value_key = req.keys.get(1).map(|k| k.to_string()).unwrap_or_default();
+    let [lock, value_key, observers] = Layout::Plain.election(election);
     let before = live(&inner.keys, &value_key, now).map(|(v, _)| v.clone());
     let vote = elect(&mut inner.keys, req, now);
     let list = inner.queues.entry(observers).or_default();
@@ -438,12 +437,9 @@ fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> 
         list.push((member.to_owned(), now + ALIVE));
     }
     let after = live(&inner.keys, &value_key, now).map(|(v, _)| v.clone());
-    let unheld = req
-        .keys
-        .first()
-        .is_some_and(|lock| live(&inner.keys, lock, now).is_none());
+    let unheld = live(&inner.keys, &lock, now).is_none();
     if req.op != Op::ReadLeader && (before != after || unheld) {
-        woken.extend(list.iter().map(|(m, _)| (m.clone(), req.op)));
+        woken.extend(list.iter().map(|(m, _)| (m.clone(), req.op.clone())));
     }
     vote
 }
@@ -451,9 +447,11 @@ fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> 
 /// An election's commands, as the scripts in `elect.rs`: the value key
 /// holds `token term seq value`.
 fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> Vote {
-    let (Some(lock), Some(value_key)) = (req.keys.first(), req.keys.get(1)) else {
+    let Kind::Leadership { election } = &req.kind else {
         return Vote::NO;
     };
+    let [lock, value_key, _] = Layout::Plain.election(election);
+    let (lock, value_key) = (&lock, &value_key);
     let holder = live(keys, lock, now).map(|(token, _)| token.clone());
     let current = live(keys, value_key, now).map(|(value, _)| value.clone());
     let split = |value: &str| -> Option<(String, String)> {
@@ -461,8 +459,8 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
         Some((token.to_owned(), rest.to_owned()))
     };
     let ours = holder.as_deref() == Some(&*req.token);
-    match req.op {
-        Op::Proclaim { term, seq } => {
+    match &req.op {
+        Op::Proclaim { term, seq, value } => {
             if !ours {
                 return Vote::NO;
             }
@@ -471,9 +469,9 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
                 .and_then(split)
                 .filter(|(token, _)| *token == *req.token)
                 .and_then(|(_, rest)| crate::transport::protocol::elect::parse(rest.as_bytes()))
-                .is_some_and(|read| read.seq >= seq);
+                .is_some_and(|read| read.seq >= *seq);
             if !later {
-                let value = req.value.as_deref().unwrap_or("");
+                let value = &value.0;
                 let forever = now + Duration::from_secs(365 * 24 * 3600);
                 keys.insert(
                     value_key.to_string(),
@@ -489,7 +487,7 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
                     .and_then(split)
                     .is_some_and(|(t, _)| *t == *req.token)
             {
-                keys.remove(&**value_key);
+                keys.remove(value_key);
             }
             ours.into()
         }
@@ -507,7 +505,7 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
 /// (as the fenced scripts in `scripts/`).
 fn stale(keys: &HashMap<String, (String, Instant)>, req: &Request, proposed: u64) -> Option<u64> {
     let now = Instant::now();
-    req.keys
+    req.keys()
         .iter()
         .filter_map(|key| live(keys, &fence_key(key), now))
         .filter_map(|(value, _)| value.parse::<u64>().ok())
@@ -518,13 +516,18 @@ fn stale(keys: &HashMap<String, (String, Instant)>, req: &Request, proposed: u64
 /// A slot acquisition's vote with the slots this node holds (as the slot
 /// scripts in `scripts/`).
 fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) -> Vote {
-    let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op)
+    let (
+        Kind::Permit {
+            semaphore, permits, ..
+        },
+        Op::Acquire { .. } | Op::AcquireFenced { .. },
+    ) = (&req.kind, &req.op)
     else {
         return vote;
     };
     let now = Instant::now();
-    let first = req.keys.first().map_or("", |k| &**k);
-    let held = slot_siblings(first, permits)
+    let held = (Layout::Plain.slots(semaphore, *permits))
+        .iter()
         .enumerate()
         .filter(|(_, key)| live(keys, key, now).is_some())
         .fold(0u64, |set, (i, _)| set | 1 << i);
@@ -539,20 +542,19 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
     let now = Instant::now();
-    let first = req.keys.first().map_or("", |k| &**k);
-    let name = gate_name(first).to_owned();
+    let name = req.kind.gate_name().into_owned();
     let queue = inner.queues.entry(name.clone()).or_default();
     queue.retain(|(_, alive)| *alive > now);
     match req.op {
         Op::Acquire { .. } | Op::AcquireFenced { .. } => {
             queued_acquire(inner, req, member, woken, name, now)
         }
-        Op::Release => queued_release(inner, req, member, woken, name, now),
+        Op::Release { .. } => queued_release(inner, req, member, woken, name, now),
         Op::Leave => {
             queue.retain(|(m, _)| m != member);
             let next = queue.first().map(|(m, _)| m.clone());
             if slot_free(&inner.keys, req, now) {
-                woken.extend(next.map(|h| (h, req.op)));
+                woken.extend(next.map(|h| (h, req.op.clone())));
             }
             Ok(Vote::YES)
         }
@@ -577,7 +579,7 @@ fn queued_acquire(
     let queue = inner.queues.entry(name.clone()).or_default();
     let head = queue.first().map(|(m, _)| m.clone());
     let held = req
-        .keys
+        .keys()
         .iter()
         .any(|key| live(&inner.keys, key, now).is_some());
     if !held && head.as_deref().is_none_or(|h| h == member) {
@@ -592,8 +594,8 @@ fn queued_acquire(
         let next = queue.first().map(|(h, _)| h.clone());
         let vote = apply(&mut inner.keys, req)?;
         inner.granted.insert(name, now + req.timeout.value);
-        if req.report.is_some() && vote.yes && slot_free(&inner.keys, req, now) {
-            woken.extend(next.map(|h| (h, req.op)));
+        if matches!(req.kind, Kind::Permit { .. }) && vote.yes && slot_free(&inner.keys, req, now) {
+            woken.extend(next.map(|h| (h, req.op.clone())));
         }
         return Ok(vote);
     }
@@ -610,7 +612,7 @@ fn queued_acquire(
             _ => Vote::NO,
         });
     }
-    woken.extend(head.filter(|h| h != member).map(|h| (h, req.op)));
+    woken.extend(head.filter(|h| h != member).map(|h| (h, req.op.clone())));
     Ok(Vote::queued(false))
 }
 
@@ -636,10 +638,11 @@ fn queued_release(
     // not); after a failed round's clean-up only if the key is free
     // here.
     let head = queue.first().map(|(m, _)| m.clone());
-    let first = req.keys.first().map_or("", |k| &**k);
-    let handed = (req.held || live(&inner.keys, first, now).is_none())
+    let first = req.keys().first().map_or("", |k| &**k);
+    let held = matches!(req.op, Op::Release { held: true });
+    let handed = (held || live(&inner.keys, first, now).is_none())
         && head.as_deref().is_some_and(|h| h != member);
-    woken.extend(head.filter(|_| handed).map(|h| (h, req.op)));
+    woken.extend(head.filter(|_| handed).map(|h| (h, req.op.clone())));
     // As the script: "woke" only where every key was ours.
     Ok(if handed && vote.yes {
         Vote::queued(true)
@@ -652,9 +655,13 @@ fn queued_release(
 /// semaphore a slot free (as `pass_on` in the gate scripts), else the key
 /// free.
 fn slot_free(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> bool {
-    let first = req.keys.first().map_or("", |k| &**k);
-    match req.report {
-        Some(permits) => slot_siblings(first, permits).any(|key| live(keys, &key, now).is_none()),
-        None => live(keys, first, now).is_none(),
+    let first = req.keys().first().map_or("", |k| &**k);
+    match &req.kind {
+        Kind::Permit {
+            semaphore, permits, ..
+        } => (Layout::Plain.slots(semaphore, *permits))
+            .iter()
+            .any(|key| live(keys, key, now).is_none()),
+        _ => live(keys, first, now).is_none(),
     }
 }

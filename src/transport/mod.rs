@@ -39,11 +39,10 @@ use connect::redis_link::{Pools, RedisLink};
 pub(crate) use connect::source::{SentinelSource, Source};
 #[cfg(test)]
 pub(crate) use protocol::keys::fence_key;
-pub(crate) use protocol::keys::{
-    MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role, elect_keys, gate_name, is_elect_lock, rw_key,
-    rw_parts, slot_key,
-};
-pub(crate) use protocol::request::{Keys, Op, Request};
+pub(crate) use protocol::keys::{MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role};
+#[cfg(test)]
+pub(crate) use protocol::keys::{elect_keys, slot_key};
+pub(crate) use protocol::request::{Keys, Kind, Op, Request, Value};
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
 use trust::admission::{Admission, Registry, Rules};
@@ -178,13 +177,17 @@ impl GateOf {
         }
     }
 
-    /// The gate node's index for `key`.
-    pub(crate) fn gate(&self, key: &str) -> usize {
-        let hash = gate_name(key)
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
+    /// The gate node's index for `kind`.
+    pub(crate) fn gate(&self, kind: &Kind) -> usize {
+        self.gate_named(&kind.gate_name())
+    }
+
+    /// The gate node's index for the gate name `name` (see
+    /// `Kind::gate_name`).
+    fn gate_named(&self, name: &str) -> usize {
+        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
         let n = self.by_address.len().max(1) as u64;
         self.by_address
             .get(usize::try_from(hash % n).unwrap_or(0))
@@ -592,15 +595,23 @@ impl Transport {
     /// Why the request key `key` (a lock key, a semaphore slot's, a
     /// reader-writer lock's or an election's) cannot be used on these
     /// nodes: a name a cluster node cannot keep in one hash slot.
-    pub(crate) fn key_problem(&self, key: &str) -> Option<String> {
-        self.clustered
-            .then(|| protocol::keys::Layout::problem(key))
-            .flatten()
+    pub(crate) fn key_problem(&self, kind: &Kind) -> Option<String> {
+        if !self.clustered {
+            return None;
+        }
+        kind.names().find_map(protocol::keys::Layout::problem)
     }
 
-    /// The index of `key`'s gate node.
-    pub(crate) fn gate_index(&self, key: &str) -> usize {
-        self.gate_of.gate(key)
+    /// The index of `kind`'s gate node.
+    pub(crate) fn gate_index(&self, kind: &Kind) -> usize {
+        self.gate_of.gate(kind)
+    }
+
+    /// The index of the gate node of the gate name `name` (a lock's first
+    /// key, `redlock-sem:s`, `redlock-rw:l`, an election's lock key).
+    #[cfg(test)]
+    pub(crate) fn gate_of_name(&self, name: &str) -> usize {
+        self.gate_of.gate_named(name)
     }
 
     /// The notification hub, for tests that play a node's part.
@@ -685,10 +696,7 @@ impl Transport {
         if unsent.is_empty() {
             return Vec::new();
         }
-        let gate = req
-            .queue
-            .as_ref()
-            .map(|_| self.gate_of.gate(req.keys.first().map_or("", |k| &**k)));
+        let gate = req.queue.as_ref().map(|_| self.gate_of.gate(&req.kind));
         unsent
             .iter()
             .copied()
@@ -729,7 +737,7 @@ impl Transport {
     /// as in a gated round, so a refusal there (someone queued first after
     /// all) still outweighs the other nodes.
     pub(crate) fn start_called_round(&self, req: Request, by: Instant) -> PendingRound {
-        let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
+        let gate = self.gate_of.gate(&req.kind);
         let counts = self.nodes[gate].shared.gate_wait().is_some();
         let mut pending = self.start_round(req);
         if counts {
@@ -762,7 +770,7 @@ impl Transport {
     /// stop at the first node. A node that is down or failing is never a
     /// gate (the round goes to every node at once).
     pub(crate) fn start_gated_round(&self, req: Request, by: Instant) -> Option<PendingRound> {
-        let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
+        let gate = self.gate_of.gate(&req.kind);
         let Some(wait) = self.nodes[gate].shared.gate_wait() else {
             return Some(self.start_round(req));
         };
@@ -833,11 +841,9 @@ impl Transport {
     fn split(&self, req: Request) -> (Option<(usize, Arc<Request>)>, Arc<Request>) {
         match &req.queue {
             Some(_) => {
-                let gate = self.gate_of.gate(req.keys.first().map_or("", |k| &**k));
-                let plain = Request {
-                    queue: None,
-                    ..req.clone()
-                };
+                let gate = self.gate_of.gate(&req.kind);
+                let mut plain = req.clone();
+                plain.queue = None;
                 (Some((gate, Arc::new(req))), Arc::new(plain))
             }
             None => (None, Arc::new(req)),
@@ -848,10 +854,8 @@ impl Transport {
     /// of a release that wakes a queue there; a [`Op::Leave`] to the gate
     /// node only) without waiting for any answer.
     pub(crate) fn broadcast(&self, req: Request, skip: &[usize]) {
-        let req = Request {
-            awaited: false,
-            ..req
-        };
+        let mut req = req;
+        req.awaited = false;
         let skip = self.skippable(&req, skip);
         let leave = req.op == Op::Leave;
         let (gate, plain) = self.split(req);
@@ -868,7 +872,7 @@ impl Transport {
                 log::warn!(
                     "redlock: could not queue {:?} {:?}: {failure}",
                     req.op,
-                    req.keys
+                    req.keys()
                 );
             }
         }

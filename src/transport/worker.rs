@@ -250,7 +250,7 @@ impl Job {
                 "redlock: node {} {:?} {:?}: {}",
                 node.address,
                 self.req.op,
-                self.req.keys,
+                self.req.keys(),
                 if vote.yes { "ok" } else { "refused" }
             ),
             Err(failure) => {
@@ -258,7 +258,7 @@ impl Job {
                     "redlock: node {} {:?} {:?}: {failure}",
                     node.address,
                     self.req.op,
-                    self.req.keys
+                    self.req.keys()
                 );
                 node.note_failure(failure);
             }
@@ -283,19 +283,8 @@ mod tests {
     /// A lock request for `key`, and the round its answer goes to.
     fn job(key: &str) -> (Job, PendingRound) {
         let timeout = NodeTimeout::fixed(Duration::from_secs(2));
-        let req = Request {
-            op: Op::Acquire { ttl_ms: 10_000 },
-            keys: Arc::from([Arc::from(key)]),
-            token: Arc::from("tok"),
-            timeout,
-            expires: Instant::now() + Duration::from_secs(10),
-            queue: None,
-            report: None,
-            value: None,
-            waits: true,
-            held: true,
-            awaited: true,
-        };
+        let expires = Instant::now() + Duration::from_secs(10);
+        let req = Request::lock(Op::Acquire { ttl_ms: 10_000 }, &[key], timeout, expires);
         let round = RoundShared::new(1, crate::algorithm::Decides::Verdict);
         let pending = PendingRound {
             round: round.clone(),

@@ -75,7 +75,7 @@ use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::protocol::hash_slot::{SLOTS, tag_for};
 use crate::transport::protocol::keys::Layout;
-use crate::transport::protocol::request::{Op, Request};
+use crate::transport::protocol::request::{Kind, Op, Request};
 use crate::transport::trust::admission::{Admission, Registry, Rules};
 use crate::transport::trust::facts::MARKER;
 
@@ -822,38 +822,45 @@ fn redirection(raw: &Raw, asked: &str) -> Option<Redirect> {
 /// several hash slots, one per slot (in the order of their first key; the
 /// first key's part keeps the request's place in its queue of waiters).
 fn split(of: usize, req: &Request) -> Vec<Part> {
-    let first = req.keys.first().map_or("", |k| &**k);
-    let slot = Layout::slot(first);
-    let several = matches!(
-        req.op,
-        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Extend { .. } | Op::Release
-    ) && req.keys.iter().any(|k| Layout::slot(k) != slot);
-    if !several {
-        return vec![Part {
+    let whole = |slot| {
+        vec![Part {
             of,
             req: req.clone(),
             slot,
-        }];
-    }
+        }]
+    };
+    let Kind::Lock(keys) = &req.kind else {
+        // Every key of any other kind lives in its name's slot.
+        return whole(Layout::slot(req.kind.names().next().unwrap_or("")));
+    };
     let mut slots: Vec<(u16, Vec<Arc<str>>)> = Vec::new();
-    for key in req.keys.iter() {
+    for key in keys.iter() {
         let s = Layout::slot(key);
         match slots.iter_mut().find(|(t, _)| *t == s) {
             Some((_, keys)) => keys.push(key.clone()),
             None => slots.push((s, vec![key.clone()])),
         }
     }
+    let splits = matches!(
+        req.op,
+        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Extend { .. } | Op::Release { .. }
+    );
+    if slots.len() <= 1 || !splits {
+        return whole(slots.first().map_or(0, |(slot, _)| *slot));
+    }
     slots
         .into_iter()
         .enumerate()
-        .map(|(n, (slot, keys))| Part {
-            of,
-            req: Request {
-                keys: keys.into(),
-                queue: if n == 0 { req.queue.clone() } else { None },
-                ..req.clone()
-            },
-            slot,
+        .map(|(n, (slot, keys))| {
+            let mut part = req.part(keys.into());
+            if n > 0 {
+                part.queue = None;
+            }
+            Part {
+                of,
+                req: part,
+                slot,
+            }
         })
         .collect()
 }
@@ -897,30 +904,26 @@ mod tests {
     use crate::settings::NodeTimeout;
 
     fn req(op: Op, keys: &[&str], queue: Option<&str>) -> Request {
-        Request {
+        let expires = Instant::now() + Duration::from_secs(5);
+        let mut req = Request::lock(
             op,
-            keys: keys.iter().map(|k| Arc::from(*k)).collect(),
-            token: Arc::from("tok"),
-            timeout: NodeTimeout::fixed(Duration::from_millis(50)),
-            expires: Instant::now() + Duration::from_secs(5),
-            queue: queue.map(Arc::from),
-            report: None,
-            value: None,
-            waits: true,
-            held: true,
-            awaited: true,
-        }
+            keys,
+            NodeTimeout::fixed(Duration::from_millis(50)),
+            expires,
+        );
+        req.queue = queue.map(Arc::from);
+        req
     }
 
     fn keys(part: &Part) -> Vec<&str> {
-        part.req.keys.iter().map(|k| &**k).collect()
+        part.req.keys().iter().map(|k| &**k).collect()
     }
 
     #[test]
     fn a_lock_on_several_slots_goes_as_one_part_per_slot() {
         let acquire = Op::Acquire { ttl_ms: 1000 };
         // `{a}x` and `{a}y` share a slot; `b` and `c` have their own.
-        let r = req(acquire, &["{a}x", "b", "{a}y", "c"], Some("me"));
+        let r = req(acquire.clone(), &["{a}x", "b", "{a}y", "c"], Some("me"));
         let parts = split(7, &r);
         assert_eq!(parts.len(), 3);
         assert_eq!(keys(&parts[0]), ["{a}x", "{a}y"]);
@@ -935,7 +938,10 @@ mod tests {
         assert!(parts[1..].iter().all(|p| p.req.queue.is_none()));
         assert_eq!(parts[1].slot, Layout::slot("b"));
         // One slot, or an operation that touches the first key's only: one.
-        assert_eq!(split(0, &req(acquire, &["{a}x", "{a}y"], None)).len(), 1);
+        assert_eq!(
+            split(0, &req(acquire.clone(), &["{a}x", "{a}y"], None)).len(),
+            1
+        );
         assert_eq!(split(0, &req(Op::Leave, &["b", "c"], Some("me"))).len(), 1);
     }
 

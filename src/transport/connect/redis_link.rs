@@ -24,7 +24,6 @@ use crate::algorithm::Answer;
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::protocol::codec::{encode, interpret};
 use crate::transport::protocol::keys::Layout;
-use crate::transport::protocol::request::Op;
 use crate::transport::protocol::request::Request;
 use crate::transport::protocol::scripts::Sent;
 use crate::transport::trust::admission::examine;
@@ -222,7 +221,7 @@ impl RedisLink {
         // the node that counts.
         if let Some(failure) = refused {
             for (early, req) in sending.early.iter_mut().zip(batch) {
-                if !matches!(req.op, Op::Release | Op::Leave | Op::Resign) {
+                if !req.op.cleans_up() {
                     *early = Some(failure.clone());
                 }
             }
@@ -631,7 +630,7 @@ fn exchange(
 fn resendable(batch: &[&Request], refused: &[bool], now: Instant) -> Vec<usize> {
     // A `Leave` has no token (""): two waiters' leaves are not one lease.
     let shares_a_key = |a: &Request, b: &Request| {
-        !a.token.is_empty() && a.token == b.token && a.keys.iter().any(|k| b.keys.contains(k))
+        !a.token.is_empty() && a.token == b.token && a.keys().iter().any(|k| b.keys().contains(k))
     };
     (0..batch.len())
         .filter(|&i| refused.get(i).copied().unwrap_or(false) && batch[i].expires > now)
@@ -781,21 +780,15 @@ fn read(
 mod tests {
     use super::*;
     use crate::settings::NodeTimeout;
+    use crate::transport::protocol::request::Op;
 
     fn req(op: Op, keys: &[&str], expires: Instant) -> Request {
-        Request {
+        Request::lock(
             op,
-            keys: keys.iter().map(|k| Arc::from(*k)).collect(),
-            token: Arc::from("tok"),
-            timeout: NodeTimeout::fixed(Duration::from_millis(50)),
+            keys,
+            NodeTimeout::fixed(Duration::from_millis(50)),
             expires,
-            queue: None,
-            report: None,
-            value: None,
-            waits: true,
-            held: true,
-            awaited: true,
-        }
+        )
     }
 
     /// Issue 48: an acquisition refused by hash in the batch that also held
@@ -808,7 +801,7 @@ mod tests {
         let later = now + Duration::from_secs(1);
         let acquire = req(Op::Acquire { ttl_ms: 10_000 }, &["a"], later);
         let other = req(Op::Acquire { ttl_ms: 10_000 }, &["b"], later);
-        let release = req(Op::Release, &["a"], later);
+        let release = req(Op::Release { held: true }, &["a"], later);
         let batch = [&acquire, &other, &release];
         assert_eq!(resendable(&batch, &[true, true, false], now), vec![1]);
         // Another lease's request on the same key does not hold it back.

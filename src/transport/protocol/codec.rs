@@ -13,445 +13,54 @@
 
 use std::sync::Arc;
 
-use super::keys::{Layout, QUEUE_ALIVE, Role, fence_key, queue_keys, rw_parts, slot_siblings};
-use super::request::{Op, Request};
-use super::scripts::{self, Sent, eval};
+use super::keys::Layout;
+use super::request::{Kind, Op, Request};
+use super::scripts::Sent;
 use crate::algorithm::{Answer, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::trust::failure::server_failure;
 
-/// How long a waiting writer's mark turns new readers away without a new
-/// round from that writer: four of its longest pauses between rounds
-/// (a writer waits at most [`QUEUE_REFRESH`](crate::settings::QUEUE_REFRESH)
-/// between rounds).
-pub(crate) const WRITER_MARK: std::time::Duration = QUEUE_ALIVE;
-
 /// Appends the RESP encoding of `req` to `out`, its keys as `l` lays
-/// them out.
+/// them out: an election's own commands, the gate node's copy of a
+/// request that takes part in a queue, or the plain command.
 pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
-    if super::elect::is_elect_op(req.op) {
-        return super::elect::encode(req, l, sent, out);
-    }
-    if super::elect::encode_extend(req, l, sent, out).is_some() {
-        return;
-    }
-    let first = req.keys.first().map_or("", |k| &**k);
-    if req.queue.is_some() || req.op == Op::Leave {
-        let member = req.queue.as_deref().unwrap_or("");
-        return encode_gate(req, l, first, member, sent, out);
-    }
-    if let Some((role, keys)) = rw_parts(first)
-        && encode_rw(req, l, role, &keys, sent, out)
-    {
-        return;
-    }
-    if let (Some(permits), Op::Acquire { .. } | Op::AcquireFenced { .. }) = (req.report, req.op) {
-        return encode_slot(req, l, first, permits, sent, out);
-    }
-    if let Op::AcquireFenced { .. } = req.op {
-        return encode_fenced(req, l, None, sent, out);
-    }
-    if req.keys.len() > 1 {
-        return encode_all(req, l, sent, out);
-    }
-    let key = l.key(first);
-    let key = key.as_bytes();
-    let token = req.token.as_bytes();
     let mut cmd = redis::Cmd::new();
+    let elects = req.op.elects() || matches!(req.op, Op::Extend { .. });
+    match (&req.kind, gate_member(req)) {
+        (Kind::Leadership { election }, _) if elects => {
+            super::elect::encode(req, l, election, sent, &mut cmd);
+        }
+        (_, Some(member)) => super::gate::encode(req, l, member, sent, &mut cmd),
+        (_, None) => super::commands::encode(req, l, sent, &mut cmd),
+    }
+    cmd.write_packed_command(out);
+}
+
+/// The waiter a request is the gate node's copy for (`""`: not waiting):
+/// an acquisition or release that carries a member, and every leave (sent
+/// to the gate node only). Nothing else waits in a queue.
+fn gate_member(req: &Request) -> Option<&str> {
     match req.op {
-        Op::Acquire { ttl_ms } => {
-            // `GET`: a refusal names the holder (its token, which a vote
-            // keeps only as a hash), so a round can tell a split from a
-            // holder. Redis 7.0 or later.
-            cmd = redis::cmd("SET");
-            cmd.arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("GET")
-                .arg("PX")
-                .arg(ttl_ms);
-        }
-        Op::Release => {
-            eval(&mut cmd, &scripts::RELEASE, sent)
-                .arg(1)
-                .arg(key)
-                .arg(token);
-        }
-        Op::Extend { ttl_ms } => {
-            eval(&mut cmd, &scripts::EXTEND, sent)
-                .arg(1)
-                .arg(key)
-                .arg(token)
-                .arg(ttl_ms);
-        }
-        Op::AcquireFenced { .. } => return encode_fenced(req, l, None, sent, out),
-        // Only ever sent to the gate node (see `encode_gate`); an
-        // election's commands never come here (see `encode`).
-        Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
-            eval(&mut cmd, &scripts::NO, sent).arg(0);
-        }
+        Op::Leave => Some(req.queue.as_deref().unwrap_or("")),
+        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Release { .. } => req.queue.as_deref(),
+        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => None,
     }
-    cmd.write_packed_command(out);
-}
-
-/// The gate node's copy of a request that takes part in the queue of
-/// `first` (the first key), for the waiter `member` (`""`: not waiting).
-fn encode_gate(
-    req: &Request,
-    l: Layout,
-    first: &str,
-    member: &str,
-    sent: &mut Sent,
-    out: &mut Vec<u8>,
-) {
-    let [queue, alive] = queue_keys(first).map(|k| l.key(&k).into_owned());
-    let mut cmd = redis::Cmd::new();
-    let token = req.token.as_bytes();
-    let rw = rw_parts(first);
-    match (req.op, rw) {
-        (
-            Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms, .. },
-            Some((role, [writer, readers, mark])),
-        ) => {
-            let reader = role == Role::Read;
-            let (proposed, idle_ms) = match req.op {
-                Op::AcquireFenced {
-                    proposed, idle_ms, ..
-                } if !reader => (proposed, idle_ms),
-                _ => (0, 0),
-            };
-            let fenced = proposed > 0;
-            eval(&mut cmd, &scripts::GATE_RW_ACQUIRE, sent)
-                .arg(if fenced { 6 } else { 5 })
-                .arg(&*l.key(&writer))
-                .arg(&*l.key(&readers))
-                .arg(&*l.key(&mark));
-            if fenced {
-                cmd.arg(&*l.key(&fence_key(&writer)));
-            }
-            cmd.arg(queue).arg(alive).arg(token).arg(ttl_ms);
-            cmd.arg(mark_for(req)).arg(proposed).arg(idle_ms);
-            cmd.arg(if reader { "r" } else { "w" });
-            cmd.arg(grace_ms(req)).arg(member);
-        }
-        (Op::Release, Some((Role::Read, [writer, readers, mark]))) => {
-            eval(&mut cmd, &scripts::GATE_READ_RELEASE, sent)
-                .arg(5)
-                .arg(&*l.key(&readers))
-                .arg(&*l.key(&writer))
-                .arg(&*l.key(&mark))
-                .arg(queue)
-                .arg(alive)
-                .arg(token)
-                .arg(member)
-                .arg(u8::from(req.held));
-        }
-        _ => return encode_gate_lock(req, l, first, (queue, alive), member, sent, out),
-    }
-    cmd.write_packed_command(out);
-}
-
-/// How long the gate node counts a grant's key as the queue's (see
-/// `grant` in `scripts/lib_queue.lua`): the granted round's per-node timeout, in whole ms (at
-/// least 1).
-fn grace_ms(req: &Request) -> u64 {
-    u64::try_from(req.timeout.value.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1)
-}
-
-/// [`encode_gate`] for a lock's keys (and a writer's release, extension and
-/// leave, which are a lock's).
-fn encode_gate_lock(
-    req: &Request,
-    l: Layout,
-    first: &str,
-    (queue, alive): (String, String),
-    member: &str,
-    sent: &mut Sent,
-    out: &mut Vec<u8>,
-) {
-    let mut cmd = redis::Cmd::new();
-    let token = req.token.as_bytes();
-    let keys = req.keys.len() + 2;
-    let slots = siblings(req, l, first);
-    match req.op {
-        Op::Acquire { ttl_ms } => {
-            eval(&mut cmd, &scripts::GATE_ACQUIRE, sent).arg(keys + slots.len());
-            all_keys(&mut cmd, req, l).arg(&slots).arg(queue).arg(alive);
-            cmd.arg(token).arg(ttl_ms).arg(slots.len());
-            cmd.arg(grace_ms(req)).arg(member);
-        }
-        Op::AcquireFenced { .. } => {
-            return encode_fenced(req, l, Some((queue, alive, member)), sent, out);
-        }
-        Op::Release => {
-            eval(&mut cmd, &scripts::GATE_RELEASE, sent).arg(keys);
-            all_keys(&mut cmd, req, l)
-                .arg(queue)
-                .arg(alive)
-                .arg(token)
-                .arg(member)
-                .arg(u8::from(req.held));
-        }
-        Op::Leave => {
-            // What lets the next waiter in once free: a semaphore's slots,
-            // a reader-writer lock's writer key, a lock's (first) key.
-            let watched = match rw_parts(first) {
-                _ if !slots.is_empty() => slots,
-                Some((_, [writer, _, _])) => vec![l.key(&writer).into_owned()],
-                None => vec![l.key(first).into_owned()],
-            };
-            eval(&mut cmd, &scripts::LEAVE, sent)
-                .arg(watched.len() + 2)
-                .arg(&watched)
-                .arg(queue)
-                .arg(alive)
-                .arg(member);
-        }
-        // Nothing to queue for: the plain command.
-        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
-            let plain = Request {
-                queue: None,
-                ..req.clone()
-            };
-            return encode(&plain, l, sent, out);
-        }
-    }
-    cmd.write_packed_command(out);
-}
-
-/// A semaphore slot's request (one with `report`): every slot key of the
-/// semaphore; else none.
-fn siblings(req: &Request, l: Layout, first: &str) -> Vec<String> {
-    req.report
-        .map(|permits| {
-            slot_siblings(first, permits)
-                .map(|k| l.key(&k).into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Adds every lock key to `cmd`.
-fn all_keys<'c>(cmd: &'c mut redis::Cmd, req: &Request, l: Layout) -> &'c mut redis::Cmd {
-    for key in req.keys.iter() {
-        cmd.arg(l.key(key).as_bytes());
-    }
-    cmd
-}
-
-/// The fenced acquisition: lock keys, then fence keys (then, on the gate
-/// node, the queue keys and the member).
-fn encode_fenced(
-    req: &Request,
-    l: Layout,
-    gate: Option<(String, String, &str)>,
-    sent: &mut Sent,
-    out: &mut Vec<u8>,
-) {
-    let Op::AcquireFenced {
-        ttl_ms,
-        proposed,
-        idle_ms,
-    } = req.op
-    else {
-        return;
-    };
-    let mut cmd = redis::Cmd::new();
-    let script = match &gate {
-        Some(_) => &scripts::GATE_ACQUIRE_FENCED,
-        None => &scripts::ACQUIRE_FENCED,
-    };
-    let slots = match gate {
-        Some(_) => siblings(req, l, req.keys.first().map_or("", |k| &**k)),
-        None => Vec::new(),
-    };
-    let queue_keys = if gate.is_some() { 2 } else { 0 };
-    eval(&mut cmd, script, sent).arg(req.keys.len() * 2 + slots.len() + queue_keys);
-    all_keys(&mut cmd, req, l);
-    for key in req.keys.iter() {
-        cmd.arg(&*l.key(&fence_key(key)));
-    }
-    if let Some((queue, alive, _)) = &gate {
-        cmd.arg(&slots).arg(queue).arg(alive);
-    }
-    cmd.arg(req.token.as_bytes())
-        .arg(ttl_ms)
-        .arg(req.keys.len())
-        .arg(proposed)
-        .arg(idle_ms);
-    if let Some((_, _, member)) = gate {
-        cmd.arg(slots.len()).arg(grace_ms(req)).arg(member);
-    }
-    cmd.write_packed_command(out);
-}
-
-/// A semaphore slot's acquisition that also reports the slots held.
-fn encode_slot(
-    req: &Request,
-    l: Layout,
-    slot: &str,
-    permits: u32,
-    sent: &mut Sent,
-    out: &mut Vec<u8>,
-) {
-    let mut cmd = redis::Cmd::new();
-    let (script, ttl_ms, fence) = match req.op {
-        Op::AcquireFenced {
-            ttl_ms,
-            proposed,
-            idle_ms,
-        } => (
-            &scripts::SLOT_ACQUIRE_FENCED,
-            ttl_ms,
-            Some((proposed, idle_ms)),
-        ),
-        Op::Acquire { ttl_ms } => (&scripts::SLOT_ACQUIRE, ttl_ms, None),
-        _ => {
-            return encode(
-                &Request {
-                    report: None,
-                    ..req.clone()
-                },
-                l,
-                sent,
-                out,
-            );
-        }
-    };
-    let lock_keys = if fence.is_some() { 2 } else { 1 };
-    eval(&mut cmd, script, sent)
-        .arg(lock_keys + usize::try_from(permits).unwrap_or(0))
-        .arg(&*l.key(slot));
-    if fence.is_some() {
-        cmd.arg(&*l.key(&fence_key(slot)));
-    }
-    for sibling in slot_siblings(slot, permits) {
-        cmd.arg(&*l.key(&sibling));
-    }
-    cmd.arg(req.token.as_bytes()).arg(ttl_ms);
-    if let Some((proposed, idle_ms)) = fence {
-        cmd.arg(1).arg(proposed).arg(idle_ms);
-    }
-    cmd.arg(permits);
-    cmd.write_packed_command(out);
-}
-
-/// How long a writer refused by readers marks that it waits: `0` (no
-/// mark) for one that will not try again.
-fn mark_for(req: &Request) -> u64 {
-    if req.waits { mark_ms() } else { 0 }
-}
-
-/// [`WRITER_MARK`] in milliseconds.
-fn mark_ms() -> u64 {
-    u64::try_from(WRITER_MARK.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A reader-writer lock's request, if it needs its own script (`false`:
-/// the writer's release and extension, which are those
-/// of an ordinary lock on the writer's key). `keys` as [`rw_parts`].
-fn encode_rw(
-    req: &Request,
-    l: Layout,
-    role: Role,
-    keys: &[String; 3],
-    sent: &mut Sent,
-    out: &mut Vec<u8>,
-) -> bool {
-    let fence = l.key(&fence_key(&keys[0])).into_owned();
-    let [writer, readers, mark] = keys.each_ref().map(|k| l.key(k).into_owned());
-    let token = req.token.as_bytes();
-    let mut cmd = redis::Cmd::new();
-    match (role, req.op) {
-        (Role::Read, Op::Acquire { ttl_ms } | Op::AcquireFenced { ttl_ms, .. }) => {
-            eval(&mut cmd, &scripts::READ_ACQUIRE, sent)
-                .arg(3)
-                .arg(writer)
-                .arg(readers)
-                .arg(mark)
-                .arg(token)
-                .arg(ttl_ms);
-        }
-        (Role::Read, Op::Release) => {
-            eval(&mut cmd, &scripts::READ_RELEASE, sent)
-                .arg(1)
-                .arg(readers)
-                .arg(token);
-        }
-        // Never sent: a reader's leave goes to the gate node. A no.
-        (Role::Read, Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign) => {
-            eval(&mut cmd, &scripts::NO, sent).arg(0);
-        }
-        (Role::Read, Op::Extend { ttl_ms }) => {
-            eval(&mut cmd, &scripts::READ_EXTEND, sent)
-                .arg(1)
-                .arg(readers)
-                .arg(token)
-                .arg(ttl_ms);
-        }
-        (Role::Write, Op::Acquire { ttl_ms }) => {
-            eval(&mut cmd, &scripts::WRITE_ACQUIRE, sent)
-                .arg(3)
-                .arg(writer)
-                .arg(readers)
-                .arg(mark);
-            cmd.arg(token).arg(ttl_ms).arg(mark_for(req));
-        }
-        (
-            Role::Write,
-            Op::AcquireFenced {
-                ttl_ms,
-                proposed,
-                idle_ms,
-            },
-        ) => {
-            eval(&mut cmd, &scripts::WRITE_ACQUIRE, sent)
-                .arg(4)
-                .arg(writer)
-                .arg(readers)
-                .arg(mark)
-                .arg(fence);
-            cmd.arg(token).arg(ttl_ms).arg(mark_for(req));
-            cmd.arg(proposed).arg(idle_ms);
-        }
-        (Role::Write, _) => return false,
-    }
-    cmd.write_packed_command(out);
-    true
-}
-
-/// Several keys: one script that acts on all of them or on none.
-fn encode_all(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
-    let (script, ttl_ms) = match req.op {
-        Op::Acquire { ttl_ms } => (&scripts::ACQUIRE_ALL, Some(ttl_ms)),
-        Op::Extend { ttl_ms } => (&scripts::EXTEND_ALL, Some(ttl_ms)),
-        Op::Release => (&scripts::RELEASE_ALL, None),
-        Op::AcquireFenced { .. } => return encode_fenced(req, l, None, sent, out),
-        Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => (&scripts::NO, None),
-    };
-    let mut cmd = redis::Cmd::new();
-    eval(&mut cmd, script, sent).arg(req.keys.len());
-    all_keys(&mut cmd, req, l).arg(req.token.as_bytes());
-    if let Some(ttl_ms) = ttl_ms {
-        cmd.arg(ttl_ms);
-    }
-    cmd.write_packed_command(out);
 }
 
 /// Reads a node's reply to one request as a vote.
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
-    if super::elect::is_elect_op(req.op) {
+    if req.op.elects() {
         return super::elect::vote(req, value, node);
     }
-    let reports = req.report.is_some()
-        && req.queue.is_none()
-        && matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
+    let acquires = matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
+    let (reports, scripted) = match &req.kind {
+        // A slot's acquisition reports the slots held, but not at the gate.
+        Kind::Permit { .. } => (acquires && req.queue.is_none(), true),
+        Kind::Read { .. } | Kind::Write { .. } => (false, true),
+        Kind::Lock(keys) => (false, keys.len() > 1 || req.queue.is_some()),
+        Kind::Leadership { .. } => (false, req.queue.is_some()),
+    };
     if !reports {
-        let scripted = req.keys.len() > 1
-            || req.queue.is_some()
-            || req.keys.first().is_some_and(|key| rw_parts(key).is_some());
         return vote(req, value, node, scripted);
     }
     // The slot scripts: `{answer, held}`.
@@ -499,7 +108,7 @@ fn unexpected(node: &Arc<str>) -> NodeFailure {
 /// not from `SET NX GET`.
 fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> Answer {
     use redis::Value;
-    match (req.op, value) {
+    match (&req.op, value) {
         // `SET … NX GET`: nil when it set the key, else the holder's token.
         (Op::Acquire { .. }, Value::Nil) if !scripted => Ok(Vote::YES),
         (Op::Acquire { .. }, Value::BulkString(holder)) if !scripted => Ok(Vote::held_by(&holder)),
@@ -511,8 +120,8 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
         }),
         (Op::Extend { .. } | Op::Leave, Value::Int(n)) => Ok((n == 1).into()),
         // 1 deleted, 2 (gate node) deleted and woke the next waiter.
-        (Op::Release, Value::Int(2)) if req.queue.is_some() => Ok(Vote::queued(true)),
-        (Op::Release, Value::Int(n)) => Ok((n == 1).into()),
+        (Op::Release { .. }, Value::Int(2)) if req.queue.is_some() => Ok(Vote::queued(true)),
+        (Op::Release { .. }, Value::Int(n)) => Ok((n == 1).into()),
         // 1 set (the proposed token stored), -1 when a key was held, -2
         // (gate node) free but others queued first, `{v}` a stale token.
         (Op::AcquireFenced { .. }, Value::Int(1)) => Ok(Vote::YES),
@@ -553,23 +162,31 @@ fn vote(req: &Request, value: redis::Value, node: &Arc<str>, scripted: bool) -> 
 mod tests {
     use super::*;
     use crate::settings::NodeTimeout;
-    use crate::transport::protocol::keys::{WAKE_PREFIX, wake_channel};
+    use crate::transport::protocol::keys::{QUEUE_ALIVE, WAKE_PREFIX, wake_channel};
+    use crate::transport::protocol::scripts;
     use std::time::{Duration, Instant};
 
     fn req(op: Op) -> Request {
-        Request {
-            op,
-            keys: Arc::from([Arc::from("res")]),
-            token: Arc::from("tok"),
-            timeout: NodeTimeout::fixed(Duration::from_millis(5)),
-            expires: Instant::now(),
-            queue: None,
-            report: None,
-            value: None,
-            waits: true,
-            held: true,
-            awaited: true,
+        on(op, lock(&["res"]))
+    }
+
+    fn on(op: Op, kind: Kind) -> Request {
+        let timeout = NodeTimeout::fixed(Duration::from_millis(5));
+        Request::new(op, kind, Arc::from("tok"), timeout, Instant::now())
+    }
+
+    fn lock(keys: &[&str]) -> Kind {
+        Kind::Lock(keys.iter().map(|k| Arc::from(*k)).collect())
+    }
+
+    fn read_lock(lock: &str) -> Kind {
+        Kind::Read {
+            lock: Arc::from(lock),
         }
+    }
+
+    fn mark_ms() -> u64 {
+        u64::try_from(crate::settings::QUEUE_REFRESH.as_millis() * 4).unwrap()
     }
 
     fn encoded(op: Op) -> String {
@@ -601,13 +218,18 @@ mod tests {
     #[test]
     fn scripts_go_out_by_hash_or_with_their_source() {
         let mut out = Vec::new();
-        encode(&req(Op::Release), Layout::Plain, &mut Sent::all(), &mut out);
+        encode(
+            &req(Op::Release { held: true }),
+            Layout::Plain,
+            &mut Sent::all(),
+            &mut out,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             resp(&["EVALSHA", scripts::RELEASE.hash(), "1", "res", "tok"])
         );
         assert_eq!(
-            encoded(Op::Release),
+            encoded(Op::Release { held: true }),
             resp(&["EVAL", scripts::RELEASE.body(), "1", "res", "tok"])
         );
         assert_eq!(
@@ -623,9 +245,8 @@ mod tests {
     fn a_release_says_whether_it_held() {
         let (q, a) = ("redlock-queue:res", "redlock-alive:res");
         for held in [true, false] {
-            let mut release = req(Op::Release);
+            let mut release = req(Op::Release { held });
             release.queue = Some(Arc::from(""));
-            release.held = held;
             let flag = if held { "1" } else { "0" };
             assert_eq!(
                 encoded_req(&release),
@@ -641,7 +262,8 @@ mod tests {
                     flag
                 ])
             );
-            release.keys = Arc::from([Arc::from("redlock-rw:l#r")]);
+            release = on(Op::Release { held }, read_lock("l"));
+            release.queue = Some(Arc::from(""));
             let (q, a) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
             assert_eq!(
                 encoded_req(&release),
@@ -664,8 +286,7 @@ mod tests {
 
     #[test]
     fn several_keys_go_out_as_one_all_or_nothing_script() {
-        let mut all = req(Op::Acquire { ttl_ms: 70 });
-        all.keys = Arc::from([Arc::from("a"), Arc::from("b")]);
+        let mut all = on(Op::Acquire { ttl_ms: 70 }, lock(&["a", "b"]));
         let mut out = Vec::new();
         encode(&all, Layout::Plain, &mut Sent::none(), &mut out);
         assert_eq!(
@@ -680,7 +301,7 @@ mod tests {
                 "70"
             ])
         );
-        all.op = Op::Release;
+        all.op = Op::Release { held: true };
         let mut out = Vec::new();
         encode(&all, Layout::Plain, &mut Sent::none(), &mut out);
         assert_eq!(
@@ -706,9 +327,8 @@ mod tests {
 
     #[test]
     fn the_gate_nodes_copy_carries_the_queue_keys_and_the_member() {
-        let gate = |op: Op, keys: &[&str]| {
-            let mut r = req(op);
-            r.keys = keys.iter().map(|k| Arc::from(*k)).collect();
+        let gate = |op: Op, kind: Kind| {
+            let mut r = on(op, kind);
             r.queue = Some(Arc::from("c:7"));
             let mut out = Vec::new();
             encode(&r, Layout::Plain, &mut Sent::none(), &mut out);
@@ -716,7 +336,7 @@ mod tests {
         };
         let (q, a) = ("redlock-queue:res", "redlock-alive:res");
         assert_eq!(
-            gate(Op::Acquire { ttl_ms: 9 }, &["res"]),
+            gate(Op::Acquire { ttl_ms: 9 }, lock(&["res"])),
             resp(&[
                 "EVAL",
                 scripts::GATE_ACQUIRE.body(),
@@ -732,7 +352,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            gate(Op::Acquire { ttl_ms: 9 }, &["res", "b"]),
+            gate(Op::Acquire { ttl_ms: 9 }, lock(&["res", "b"])),
             resp(&[
                 "EVAL",
                 scripts::GATE_ACQUIRE.body(),
@@ -755,7 +375,7 @@ mod tests {
                     proposed: 41,
                     idle_ms: 5000
                 },
-                &["res"]
+                lock(&["res"])
             ),
             resp(&[
                 "EVAL",
@@ -776,7 +396,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            gate(Op::Release, &["res"]),
+            gate(Op::Release { held: true }, lock(&["res"])),
             resp(&[
                 "EVAL",
                 scripts::GATE_RELEASE.body(),
@@ -790,14 +410,17 @@ mod tests {
             ])
         );
         assert_eq!(
-            gate(Op::Leave, &["res", "b"]),
+            gate(Op::Leave, lock(&["res", "b"])),
             resp(&["EVAL", scripts::LEAVE.body(), "3", "res", q, a, "c:7"])
         );
         // A semaphore's slot: every slot; a reader: the writer's key.
-        let mut slot = req(Op::Leave);
-        slot.keys = Arc::from([Arc::from("redlock-sem:s#1")]);
+        let permit = Kind::Permit {
+            semaphore: Arc::from("s"),
+            slot: 1,
+            permits: 2,
+        };
+        let mut slot = on(Op::Leave, permit);
         slot.queue = Some(Arc::from("c:7"));
-        slot.report = Some(2);
         let mut out = Vec::new();
         encode(&slot, Layout::Plain, &mut Sent::none(), &mut out);
         let (sq, sa) = ("redlock-queue:redlock-sem:s", "redlock-alive:redlock-sem:s");
@@ -816,7 +439,7 @@ mod tests {
         );
         let (rq, ra) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
         assert_eq!(
-            gate(Op::Leave, &["redlock-rw:l#r"]),
+            gate(Op::Leave, read_lock("l")),
             resp(&[
                 "EVAL",
                 scripts::LEAVE.body(),
@@ -831,9 +454,14 @@ mod tests {
         // gate node: role, then the grace (the round's per-node timeout),
         // then the member, last.
         let (rq, ra) = ("redlock-queue:redlock-rw:l", "redlock-alive:redlock-rw:l");
-        for (key, role) in [("redlock-rw:l#w", "w"), ("redlock-rw:l#r", "r")] {
+        // A reader leaves no mark.
+        let write = Kind::Write {
+            lock: Arc::from("l"),
+            waits: true,
+        };
+        for (kind, role, mark) in [(write, "w", mark_ms()), (read_lock("l"), "r", 0)] {
             assert_eq!(
-                gate(Op::Acquire { ttl_ms: 9 }, &[key]),
+                gate(Op::Acquire { ttl_ms: 9 }, kind),
                 resp(&[
                     "EVAL",
                     scripts::GATE_RW_ACQUIRE.body(),
@@ -845,7 +473,7 @@ mod tests {
                     ra,
                     "tok",
                     "9",
-                    &mark_ms().to_string(),
+                    &mark.to_string(),
                     "0",
                     "0",
                     role,
@@ -856,7 +484,7 @@ mod tests {
         }
         // Nothing to queue for: the plain command.
         assert_eq!(
-            gate(Op::Extend { ttl_ms: 30 }, &["res"]),
+            gate(Op::Extend { ttl_ms: 30 }, lock(&["res"])),
             resp(&["EVAL", scripts::EXTEND.body(), "1", "res", "tok", "30"])
         );
         assert_eq!(wake_channel("c"), "redlock-wake:c");
@@ -885,59 +513,56 @@ mod tests {
     fn replies_read_as_votes_or_failures() {
         use redis::Value;
         let node: Arc<str> = Arc::from("n:1");
-        let read = |op: Op, keys: usize, value: Value| {
-            let mut r = req(op);
-            r.keys = (0..keys)
-                .map(|i| Arc::from(format!("k{i}").as_str()))
-                .collect();
-            interpret(&r, value, &node)
+        let read = |op: &Op, keys: usize, value: Value| {
+            let keys = (0..keys).map(|i| Arc::from(format!("k{i}").as_str()));
+            interpret(&on(op.clone(), Kind::Lock(keys.collect())), value, &node)
         };
         let acquire = Op::Acquire { ttl_ms: 1 };
         // `SET … NX GET`: nil when set, else the holder's token.
-        assert_eq!(read(acquire, 1, Value::Nil), Ok(Vote::YES));
-        let held = read(acquire, 1, Value::BulkString(b"theirs".to_vec())).unwrap();
+        assert_eq!(read(&acquire, 1, Value::Nil), Ok(Vote::YES));
+        let held = read(&acquire, 1, Value::BulkString(b"theirs".to_vec())).unwrap();
         assert!(!held.yes);
         assert_eq!(held, Vote::held_by(b"theirs"));
         assert_ne!(held, Vote::held_by(b"others"));
         // The scripts name the first held key's holder too.
         assert_eq!(
-            read(acquire, 2, Value::BulkString(b"theirs".to_vec())),
+            read(&acquire, 2, Value::BulkString(b"theirs".to_vec())),
             Ok(held)
         );
-        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
-        let release = Op::Release;
-        assert_eq!(read(release, 1, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(read(release, 1, Value::Int(0)), Ok(Vote::NO));
-        assert_eq!(read(release, 1, Value::Int(2)), Ok(Vote::NO));
+        assert_eq!(read(&acquire, 2, Value::Int(0)), Ok(Vote::NO));
+        let release = Op::Release { held: true };
+        assert_eq!(read(&release, 1, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(&release, 1, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(read(&release, 1, Value::Int(2)), Ok(Vote::NO));
         // The gate node's copies.
-        let gate = |op: Op, value: Value| {
-            let mut r = req(op);
+        let gate = |op: &Op, value: Value| {
+            let mut r = req(op.clone());
             r.queue = Some(Arc::from(""));
             interpret(&r, value, &node)
         };
-        assert_eq!(gate(release, Value::Int(2)), Ok(Vote::queued(true)));
-        assert_eq!(gate(release, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(gate(acquire, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(gate(acquire, Value::Int(0)), Ok(Vote::NO));
-        assert_eq!(gate(acquire, Value::Int(2)), Ok(Vote::queued(false)));
+        assert_eq!(gate(&release, Value::Int(2)), Ok(Vote::queued(true)));
+        assert_eq!(gate(&release, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(gate(&acquire, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(gate(&acquire, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(gate(&acquire, Value::Int(2)), Ok(Vote::queued(false)));
         let fenced = Op::AcquireFenced {
             ttl_ms: 1,
             proposed: 5,
             idle_ms: 9,
         };
-        assert_eq!(gate(fenced, Value::Int(-2)), Ok(Vote::queued(false)));
-        assert_eq!(gate(fenced, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(gate(&fenced, Value::Int(-2)), Ok(Vote::queued(false)));
+        assert_eq!(gate(&fenced, Value::Int(1)), Ok(Vote::YES));
         assert_eq!(
-            gate(fenced, Value::Array(vec![Value::Int(8)])),
+            gate(&fenced, Value::Array(vec![Value::Int(8)])),
             Ok(Vote::stale(8))
         );
         assert_eq!(
-            read(Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
+            read(&Op::Extend { ttl_ms: 1 }, 1, Value::Int(1)),
             Ok(Vote::YES)
         );
         // Several keys: the script's 1 or 0.
-        assert_eq!(read(acquire, 2, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(read(acquire, 2, Value::Int(0)), Ok(Vote::NO));
+        assert_eq!(read(&acquire, 2, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(&acquire, 2, Value::Int(0)), Ok(Vote::NO));
         // Fenced: 1 granted, -1 refused, `{v}` stale (never a yes),
         // anything else odd.
         let fenced = Op::AcquireFenced {
@@ -945,21 +570,21 @@ mod tests {
             proposed: 5,
             idle_ms: 9,
         };
-        assert_eq!(read(fenced, 1, Value::Int(1)), Ok(Vote::YES));
-        assert_eq!(read(fenced, 1, Value::Int(-1)), Ok(Vote::NO));
-        let stale = read(fenced, 1, Value::Array(vec![Value::Int(7)]));
+        assert_eq!(read(&fenced, 1, Value::Int(1)), Ok(Vote::YES));
+        assert_eq!(read(&fenced, 1, Value::Int(-1)), Ok(Vote::NO));
+        let stale = read(&fenced, 1, Value::Array(vec![Value::Int(7)]));
         assert_eq!(stale, Ok(Vote::stale(7)));
         assert!(!stale.unwrap().yes);
-        assert!(read(fenced, 1, Value::Int(-2)).is_err());
-        assert!(read(fenced, 1, Value::Int(7)).is_err());
-        assert!(read(fenced, 1, Value::Array(vec![Value::Int(-3)])).is_err());
+        assert!(read(&fenced, 1, Value::Int(-2)).is_err());
+        assert!(read(&fenced, 1, Value::Int(7)).is_err());
+        assert!(read(&fenced, 1, Value::Array(vec![Value::Int(-3)])).is_err());
         // A reply of the wrong shape is a failure that never echoes it.
         for (keys, odd) in [
             (1, Value::Int(1)),
             (2, Value::Okay),
             (1, Value::SimpleString("tok".into())),
         ] {
-            let failure = read(acquire, keys, odd).unwrap_err();
+            let failure = read(&acquire, keys, odd).unwrap_err();
             assert_eq!(failure.kind(), FailureKind::Server);
             assert!(!failure.to_string().contains("tok"));
         }
@@ -987,7 +612,7 @@ mod tests {
             Ok(Vote::NO)
         );
         // Another command's syntax error is the server's.
-        let other = interpret(&req(Op::Release), syntax, &node).unwrap_err();
+        let other = interpret(&req(Op::Release { held: true }), syntax, &node).unwrap_err();
         assert_eq!(other.kind(), FailureKind::Server);
     }
 }

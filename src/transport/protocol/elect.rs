@@ -13,59 +13,48 @@
 use std::sync::Arc;
 
 use super::keys::{Layout, QUEUE_ALIVE};
-use super::request::{Op, Request};
+use super::request::{Op, Request, Value};
 use super::scripts::{self, Sent, eval};
 use crate::algorithm::{Answer, Proclaimed, Vote};
 use crate::error::{FailureKind, NodeFailure};
 
-/// Appends an election lock's extension (`elect_extend.lua`) to `out`:
-/// `None` if `req` is not one.
-pub(crate) fn encode_extend(
+/// Adds an election's command to `cmd`: its leader's proclamation,
+/// resignation or lock extension (`elect_extend.lua`, which extends the
+/// value with the lock), or a read of who leads.
+pub(crate) fn encode(
     req: &Request,
     l: Layout,
+    election: &str,
     sent: &mut Sent,
-    out: &mut Vec<u8>,
-) -> Option<()> {
-    let Op::Extend { ttl_ms } = req.op else {
-        return None;
-    };
-    let [lock] = &*req.keys else { return None };
-    let value = super::keys::elect_value_key(lock)?;
-    eval(&mut redis::Cmd::new(), &scripts::ELECT_EXTEND, sent)
-        .arg(2)
-        .arg(&*l.key(lock))
-        .arg(&*l.key(&value))
-        .arg(req.token.as_bytes())
-        .arg(ttl_ms)
-        .write_packed_command(out);
-    Some(())
-}
-
-/// Whether `op` is one of an election's own commands.
-pub(crate) fn is_elect_op(op: Op) -> bool {
-    matches!(op, Op::Proclaim { .. } | Op::ReadLeader | Op::Resign)
-}
-
-/// Appends the RESP encoding of an election command to `out`.
-pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8>) {
-    let mut cmd = redis::Cmd::new();
-    let keys: Vec<_> = req.keys.iter().map(|k| l.key(k)).collect();
-    let keys: Vec<&str> = keys.iter().map(|k| &**k).collect();
-    let script = match req.op {
-        Op::Proclaim { .. } => &scripts::PROCLAIM,
-        Op::Resign => &scripts::RESIGN,
-        _ => &scripts::LEADER,
-    };
-    eval(&mut cmd, script, sent).arg(keys.len()).arg(&keys);
-    match req.op {
-        Op::Proclaim { term, seq } => {
-            let value = req.value.as_deref().unwrap_or("");
-            cmd.arg(req.token.as_bytes()).arg(term).arg(seq).arg(value);
+    cmd: &mut redis::Cmd,
+) {
+    let [lock, value, observers] = l.election(election);
+    let token = req.token.as_bytes();
+    match &req.op {
+        Op::Extend { ttl_ms } => {
+            eval(cmd, &scripts::ELECT_EXTEND, sent)
+                .arg(2)
+                .arg(lock)
+                .arg(value)
+                .arg(token)
+                .arg(ttl_ms);
+        }
+        Op::Proclaim {
+            term,
+            seq,
+            value: Value(proclaimed),
+        } => {
+            eval(cmd, &scripts::PROCLAIM, sent).arg(3);
+            cmd.arg(&[lock, value, observers][..]).arg(token);
+            cmd.arg(term).arg(seq).arg(&**proclaimed);
         }
         Op::Resign => {
-            cmd.arg(req.token.as_bytes());
+            eval(cmd, &scripts::RESIGN, sent).arg(3);
+            cmd.arg(&[lock, value, observers][..]).arg(token);
         }
-        _ => {
+        Op::ReadLeader => {
+            eval(cmd, &scripts::LEADER, sent).arg(3);
+            cmd.arg(&[lock, value, observers][..]);
             // The gate node's copy of an observer's read (see
             // `Transport::start_round`).
             if let Some(member) = req.queue.as_deref().filter(|m| !m.is_empty()) {
@@ -73,8 +62,11 @@ pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8
                     .arg(u64::try_from(QUEUE_ALIVE.as_millis()).unwrap_or(u64::MAX));
             }
         }
+        // Never sent here (see `codec::encode`): the election's lock's.
+        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Release { .. } | Op::Leave => {
+            super::commands::encode(req, l, sent, cmd);
+        }
     }
-    cmd.write_packed_command(out);
 }
 
 /// Reads a node's reply to an election command as a vote. A read's yes
@@ -82,11 +74,11 @@ pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8
 /// proclaimed nothing yet".
 pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
-    match (req.op, value) {
+    match (&req.op, value) {
         (Op::ReadLeader, Value::BulkString(read)) => parse(&read)
             .map(Vote::proclaimed)
             .ok_or_else(|| unexpected(node)),
-        (_, Value::Int(n @ 0..=1)) => Ok((n == 1 && req.op != Op::ReadLeader).into()),
+        (op, Value::Int(n @ 0..=1)) => Ok((n == 1 && *op != Op::ReadLeader).into()),
         (_, Value::ServerError(err)) => {
             Err(crate::transport::trust::failure::server_failure(node, &err))
         }

@@ -20,10 +20,19 @@
 //!   sorted set, member → until when, living as long as its latest);
 //! * the queue of waiters for a lock or a semaphore, on its gate node:
 //!   `redlock-queue:{g}` and `redlock-alive:{g}`, where `g` is the lock's
-//!   first key or `redlock-sem:s` (see [`gate_name`]).
+//!   first key, `redlock-sem:s`, `redlock-rw:l` or the election's lock key
+//!   (see [`gate_name`]).
 //!
-//! Resource names that start with one of [`RESERVED`] are refused, so no
-//! user's lock lands on these keys.
+//! Every key is derived here from the request's [`Kind`], laid out for
+//! its node ([`Layout`]); nothing parses a key name back. Resource names
+//! that start with one of [`RESERVED`] are refused, so no user's lock
+//! lands on these keys.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::hash_slot;
+use super::request::{Keys, Kind};
 
 /// How long a queued waiter keeps its place without a round (`ALIVE` in
 /// the gate scripts): four of its longest sleeps between rounds
@@ -39,126 +48,93 @@ pub(crate) fn wake_channel(client: &str) -> String {
 /// What every wake channel's name starts with.
 pub(crate) const WAKE_PREFIX: &str = "redlock-wake:";
 
-/// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
-pub(crate) fn fence_key(key: &str) -> String {
-    format!("redlock-fence:{key}")
-}
+const FENCE_PREFIX: &str = "redlock-fence:";
+const QUEUE_PREFIX: &str = "redlock-queue:";
+const ALIVE_PREFIX: &str = "redlock-alive:";
+const SLOT_PREFIX: &str = "redlock-sem:";
+const RW_PREFIX: &str = "redlock-rw:";
+const ELECT_PREFIX: &str = "redlock-elect:";
 
-/// The gate node's queue keys for `key`: arrival order, and alive times.
-pub(crate) fn queue_keys(key: &str) -> [String; 2] {
-    let key = gate_name(key);
-    [
-        format!("redlock-queue:{key}"),
-        format!("redlock-alive:{key}"),
-    ]
-}
-
-/// What every semaphore slot key starts with.
-pub(crate) const SLOT_PREFIX: &str = "redlock-sem:";
-
-/// What every reader-writer lock key starts with.
-pub(crate) const RW_PREFIX: &str = "redlock-rw:";
-
-/// What every election key starts with.
-pub(crate) const ELECT_PREFIX: &str = "redlock-elect:";
-
-/// Prefixes no resource name may start with (and the restart marker).
+/// Prefixes no resource name may start with.
 pub(crate) const RESERVED: [&str; 6] = [
-    "redlock-fence:",
-    "redlock-queue:",
-    "redlock-alive:",
+    FENCE_PREFIX,
+    QUEUE_PREFIX,
+    ALIVE_PREFIX,
     SLOT_PREFIX,
     RW_PREFIX,
     ELECT_PREFIX,
 ];
 
-/// The election `name`'s keys: the leader's lock key, its value key and
-/// its observers. (The suffixes differ, so no name's key is another's.)
-pub(crate) fn elect_keys(name: &str) -> [String; 3] {
-    [
-        format!("{ELECT_PREFIX}{name}#l"),
-        format!("{ELECT_PREFIX}{name}#v"),
-        format!("{ELECT_PREFIX}{name}#o"),
-    ]
-}
+/// The most permits a semaphore may have: a node reports the slots it
+/// holds as one 64-bit set.
+pub(crate) const MAX_PERMITS: u32 = 64;
 
-/// The value key of the election whose lock key is `lock`.
-pub(crate) fn elect_value_key(lock: &str) -> Option<String> {
-    is_elect_lock(lock).then(|| format!("{}#v", &lock[..lock.len() - 2]))
-}
-
-/// Whether `key` is an election's lock key: its acquisitions are always
-/// fenced (the token is the term).
-pub(crate) fn is_elect_lock(key: &str) -> bool {
-    key.starts_with(ELECT_PREFIX) && key.ends_with("#l")
-}
-
-/// Which side of a reader-writer lock a key is.
+/// Which side of a reader-writer lock a caller takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
     Read,
     Write,
 }
 
-/// The key a reader (`Role::Read`) or the writer of the lock `name` holds
-/// by: the readers' set, or the writer's key.
-pub(crate) fn rw_key(name: &str, role: Role) -> String {
-    match role {
-        Role::Read => format!("{RW_PREFIX}{name}#r"),
-        Role::Write => format!("{RW_PREFIX}{name}#w"),
-    }
-}
-
-/// For a key from [`rw_key`]: its role, and the lock's three keys — the
-/// writer's, the readers', the waiting writer's mark.
-pub(crate) fn rw_parts(key: &str) -> Option<(Role, [String; 3])> {
-    let (base, role) = key.strip_prefix(RW_PREFIX)?.rsplit_once('#')?;
-    let role = match role {
-        "r" => Role::Read,
-        "w" => Role::Write,
-        _ => return None,
-    };
-    let base = &key[..RW_PREFIX.len() + base.len()];
-    Some((
-        role,
-        [
-            format!("{base}#w"),
-            format!("{base}#r"),
-            format!("{base}#wait"),
-        ],
-    ))
-}
-
-/// The most permits a semaphore may have: a node reports the slots it
-/// holds as one 64-bit set.
-pub(crate) const MAX_PERMITS: u32 = 64;
-
-/// Slot `slot`'s key of the semaphore `name`.
-pub(crate) fn slot_key(name: &str, slot: u32) -> String {
-    format!("{SLOT_PREFIX}{name}#{slot}")
-}
-
-/// Every slot key of the semaphore that `slot` (a slot key) belongs to,
-/// when it has `permits` slots.
-pub(crate) fn slot_siblings(slot: &str, permits: u32) -> impl Iterator<Item = String> + '_ {
-    let base = gate_name(slot);
-    (0..permits).map(move |i| format!("{base}#{i}"))
-}
-
-/// The name whose gate node and queue of waiters a key uses: the key
-/// itself, except that every slot of a semaphore shares the semaphore's
-/// (`redlock-sem:s`), so that a release of any slot wakes its waiters (and
-/// a reader-writer lock's keys share `redlock-rw:l`).
-pub(crate) fn gate_name(key: &str) -> &str {
-    for prefix in [SLOT_PREFIX, RW_PREFIX] {
-        if let Some((name, _)) = key
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.rsplit_once('#'))
-        {
-            return &key[..prefix.len() + name.len()];
+impl Kind {
+    /// The keys it holds by, as named above: a lock's resources; a permit's
+    /// slot key; the readers' set of a reader-writer lock, or its writer's
+    /// key; an election's lock key.
+    pub(crate) fn lock_keys(&self) -> Keys {
+        match self {
+            Kind::Lock(keys) => keys.clone(),
+            _ => Layout::Plain
+                .lock_keys(self)
+                .into_iter()
+                .map(Arc::from)
+                .collect(),
         }
     }
-    key
+
+    /// The user's names it is about: a lock's resources, else the one name
+    /// of the semaphore, reader-writer lock or election.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        let (keys, name): (&[Arc<str>], Option<&str>) = match self {
+            Kind::Lock(keys) => (keys, None),
+            Kind::Permit {
+                semaphore: name, ..
+            }
+            | Kind::Read { lock: name }
+            | Kind::Write { lock: name, .. }
+            | Kind::Leadership { election: name } => (&[], Some(name)),
+        };
+        keys.iter().map(|k| &**k).chain(name)
+    }
+
+    /// The name whose gate node and queue of waiters it uses: a lock's
+    /// first key, a semaphore's `redlock-sem:s` (every slot shares it, so
+    /// that a release of any slot wakes its waiters), a reader-writer
+    /// lock's `redlock-rw:l`, an election's lock key.
+    pub(crate) fn gate_name(&self) -> Cow<'_, str> {
+        match self {
+            Kind::Lock(keys) => Cow::Borrowed(keys.first().map_or("", |k| k)),
+            _ => Cow::Owned(Layout::Plain.gate(self)),
+        }
+    }
+}
+
+/// The key that keeps `key`'s fence value: `redlock-fence:{key}`.
+#[cfg(test)]
+pub(crate) fn fence_key(key: &str) -> String {
+    Layout::Plain.fence(key)
+}
+
+/// Slot `slot`'s key of the semaphore `name`.
+#[cfg(test)]
+pub(crate) fn slot_key(name: &str, slot: u32) -> String {
+    Layout::Plain.named(SLOT_PREFIX, name, &format!("#{slot}"))
+}
+
+/// The election `name`'s keys: the leader's lock key, its value key and
+/// its observers.
+#[cfg(test)]
+pub(crate) fn elect_keys(name: &str) -> [String; 3] {
+    Layout::Plain.election(name)
 }
 
 /// How a node lays the client's keys out: as named above (a standalone
@@ -182,52 +158,68 @@ pub(crate) enum Layout {
     Cluster,
 }
 
-/// The prefixes of the keys that belong to one key (its fence value) or to
-/// one gate name (its queue of waiters).
-const COMPANIONS: [&str; 3] = ["redlock-fence:", "redlock-queue:", "redlock-alive:"];
-
-/// The prefixes of keys that hold a name and then `#` and a suffix.
-const STRUCTURED: [&str; 3] = [SLOT_PREFIX, RW_PREFIX, ELECT_PREFIX];
-
 impl Layout {
-    /// The key this node uses for `key`, one of the names above.
-    pub(crate) fn key<'k>(self, key: &'k str) -> std::borrow::Cow<'k, str> {
-        use std::borrow::Cow;
-        if self == Layout::Plain {
-            return Cow::Borrowed(key);
-        }
-        for prefix in COMPANIONS {
-            if let Some(owner) = key.strip_prefix(prefix) {
-                let owner = match prefix {
-                    "redlock-fence:" => self.key(owner).into_owned(),
-                    _ => gate_key(owner),
-                };
-                return Cow::Owned(format!("{prefix}{}", braced(&owner)));
+    /// The keys `kind` holds by (see [`Kind::lock_keys`]), laid out.
+    pub(crate) fn lock_keys(self, kind: &Kind) -> Vec<String> {
+        match kind {
+            // A lock key stays the resource's name on every node.
+            Kind::Lock(keys) => keys.iter().map(|k| k.to_string()).collect(),
+            Kind::Permit {
+                semaphore, slot, ..
+            } => vec![self.named(SLOT_PREFIX, semaphore, &format!("#{slot}"))],
+            Kind::Read { lock } => vec![self.rw(lock)[1].clone()],
+            Kind::Write { lock, .. } => vec![self.rw(lock)[0].clone()],
+            Kind::Leadership { election } => {
+                let [lock, ..] = self.election(election);
+                vec![lock]
             }
         }
-        for prefix in STRUCTURED {
-            if let Some((name, suffix)) = key
-                .strip_prefix(prefix)
-                .and_then(|rest| rest.rsplit_once('#'))
-            {
-                return Cow::Owned(format!("{prefix}{}#{suffix}", braced(name)));
-            }
-        }
-        Cow::Borrowed(key)
     }
 
-    /// The hash slot every key of `key`'s request lives in (cluster), the
-    /// slot of its name.
-    pub(crate) fn slot(key: &str) -> u16 {
-        super::hash_slot::slot(owner_name(key).as_bytes())
+    /// The key that keeps the fence value of `key` (a key as this layout
+    /// lays it out).
+    pub(crate) fn fence(self, key: &str) -> String {
+        self.companion(FENCE_PREFIX, key)
     }
 
-    /// Why a resource name cannot be laid out on a cluster node: one
-    /// without a hash tag that contains `}`. The hash tag's text would end
-    /// at it.
-    pub(crate) fn problem(key: &str) -> Option<String> {
-        let name = owner_name(key);
-        let tagged = super::hash_slot::tag(name.as_bytes()).is_some();
+    /// The gate node's queue keys for `kind`: arrival order, and alive
+    /// times.
+    pub(crate) fn queue(self, kind: &Kind) -> [String; 2] {
+        let gate = self.gate(kind);
+        [
+            self.companion(QUEUE_PREFIX, &gate),
+            self.companion(ALIVE_PREFIX, &gate),
+        ]
+    }
+
+    /// The reader-writer lock `lock`'s keys: the writer's, the readers',
+    /// the waiting writer's mark.
+    pub(crate) fn rw(self, lock: &str) -> [String; 3] {
+        ["#w", "#r", "#wait"].map(|suffix| self.named(RW_PREFIX, lock, suffix))
+    }
+
+    /// Every slot key of the semaphore `semaphore` of `permits` slots.
+    pub(crate) fn slots(self, semaphore: &str, permits: u32) -> Vec<String> {
+        (0..permits)
+            .map(|i| self.named(SLOT_PREFIX, semaphore, &format!("#{i}")))
+            .collect()
+    }
+
+    /// The election `election`'s keys: its lock key, its value key and its
+    /// observers. (The suffixes differ, so no name's key is another's.)
+    pub(crate) fn election(self, election: &str) -> [String; 3] {
+        ["#l", "#v", "#o"].map(|suffix| self.named(ELECT_PREFIX, election, suffix))
+    }
+
+    /// The hash slot every key about the user's `name` lives in (cluster).
+    pub(crate) fn slot(name: &str) -> u16 {
+        hash_slot::slot(name.as_bytes())
+    }
+
+    /// Why a user's name cannot be laid out on a cluster node: one without
+    /// a hash tag that contains `}`. The hash tag's text would end at it.
+    pub(crate) fn problem(name: &str) -> Option<String> {
+        let tagged = hash_slot::tag(name.as_bytes()).is_some();
         (!tagged && name.contains('}')).then(|| {
             format!(
                 "the name {name:?} contains '}}' without a hash tag before it, so a cluster node \
@@ -237,41 +229,45 @@ impl Layout {
             )
         })
     }
-}
 
-/// The user's name inside one of a request's keys: a lock key's own, a
-/// semaphore's, a reader-writer lock's or an election's.
-fn owner_name(key: &str) -> &str {
-    for prefix in STRUCTURED {
-        if let Some((name, _)) = key
-            .strip_prefix(prefix)
-            .and_then(|rest| rest.rsplit_once('#'))
-        {
-            return name;
+    /// The gate name (see [`Kind::gate_name`]), laid out.
+    fn gate(self, kind: &Kind) -> String {
+        match kind {
+            Kind::Lock(keys) => keys.first().map_or_else(String::new, |k| k.to_string()),
+            Kind::Permit { semaphore, .. } => self.named(SLOT_PREFIX, semaphore, ""),
+            Kind::Read { lock } | Kind::Write { lock, .. } => self.named(RW_PREFIX, lock, ""),
+            Kind::Leadership { election } => {
+                let [lock, ..] = self.election(election);
+                lock
+            }
         }
     }
-    key
-}
 
-/// A gate name's key on a cluster node (see [`gate_name`]): a semaphore's
-/// or a reader-writer lock's name braced, an election's lock key laid
-/// out, a lock key as it is.
-fn gate_key(gate: &str) -> String {
-    for prefix in [SLOT_PREFIX, RW_PREFIX] {
-        if let Some(name) = gate.strip_prefix(prefix) {
-            return format!("{prefix}{}", braced(name));
+    /// `prefix`, the user's `name` (braced on a cluster), `suffix`.
+    fn named(self, prefix: &str, name: &str, suffix: &str) -> String {
+        match self {
+            Layout::Plain => format!("{prefix}{name}{suffix}"),
+            Layout::Cluster => format!("{prefix}{}{suffix}", braced(name)),
         }
     }
-    Layout::Cluster.key(gate).into_owned()
+
+    /// A key that belongs to `owner`, a key as this layout lays it out:
+    /// `prefix` and `owner` (braced on a cluster).
+    fn companion(self, prefix: &str, owner: &str) -> String {
+        match self {
+            Layout::Plain => format!("{prefix}{owner}"),
+            Layout::Cluster => format!("{prefix}{}", braced(owner)),
+        }
+    }
 }
 
 /// `name`'s hash part in braces, then `name` itself if it has a tag (so
 /// that no two names give one text): the text keeps `name`'s hash slot.
 fn braced(name: &str) -> String {
-    match super::hash_slot::tag(name.as_bytes()) {
+    match hash_slot::tag(name.as_bytes()) {
         Some(_) => format!(
             "{{{}}}{name}",
-            String::from_utf8_lossy(super::hash_slot::hash_part(name.as_bytes()))
+            String::from_utf8_lossy(hash_slot::hash_part(name.as_bytes()))
         ),
         None => format!("{{{name}}}"),
     }
@@ -280,88 +276,143 @@ fn braced(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_slot_shares_the_semaphores_gate_and_nothing_else_does() {
-        assert_eq!(gate_name(&slot_key("jobs", 0)), "redlock-sem:jobs");
-        assert_eq!(gate_name(&slot_key("jobs", 63)), "redlock-sem:jobs");
-        assert_eq!(gate_name(&slot_key("a#b", 2)), "redlock-sem:a#b");
-        assert_eq!(gate_name(&rw_key("l", Role::Read)), "redlock-rw:l");
-        assert_eq!(gate_name(&rw_key("l", Role::Write)), "redlock-rw:l");
-        for plain in [
-            "jobs",
-            "jobs#1",
-            "x:redlock-sem:y#1",
-            "x:redlock-rw:y#r",
-            "",
-        ] {
-            assert_eq!(gate_name(plain), plain);
-        }
-    }
-}
-
-#[cfg(test)]
-mod elect_tests {
-    use super::*;
-
-    #[test]
-    fn the_election_keys_of_two_names_never_meet() {
-        let names = ["e", "e#l", "e#v", "#l", "#v", "", "e#"];
-        let mut all = std::collections::HashSet::new();
-        for name in names {
-            let [lock, value, observers] = elect_keys(name);
-            assert!(is_elect_lock(&lock), "{lock}");
-            assert!(!is_elect_lock(&value), "{value}");
-            assert!(!is_elect_lock(&observers), "{observers}");
-            assert_eq!(gate_name(&lock), lock);
-            for key in [lock, value, observers] {
-                assert!(all.insert(key), "{name}");
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod rw_tests {
-    use super::*;
-
-    #[test]
-    fn the_lock_keys_of_two_names_never_meet() {
-        let names = ["l", "l#r", "l#w", "l#wait", "l#", "#r", ""];
-        let mut all = std::collections::HashSet::new();
-        for name in names {
-            let (role, keys) = rw_parts(&rw_key(name, Role::Read)).unwrap();
-            assert_eq!(role, Role::Read);
-            assert_eq!(rw_parts(&rw_key(name, Role::Write)).unwrap().1, keys);
-            for key in keys {
-                assert!(all.insert(key), "{name}");
-            }
-        }
-        assert!(rw_parts("redlock-rw:l#wait").is_none());
-        assert!(rw_parts("l#r").is_none());
-    }
-}
-
-#[cfg(test)]
-mod layout_tests {
-    use super::*;
     use crate::transport::protocol::hash_slot::slot;
 
-    /// Every key one request's script touches, for the request key `key`.
-    fn family(key: &str) -> Vec<String> {
-        let mut all = vec![key.to_owned(), fence_key(key)];
-        all.extend(queue_keys(key));
-        if let Some((_, keys)) = rw_parts(key) {
-            all.extend(keys.iter().map(|k| fence_key(k)));
-            all.extend(keys);
+    fn lock(names: &[&str]) -> Kind {
+        Kind::Lock(names.iter().map(|n| Arc::from(*n)).collect())
+    }
+
+    fn permit(name: &str, slot: u32) -> Kind {
+        Kind::Permit {
+            semaphore: Arc::from(name),
+            slot,
+            permits: 3,
         }
-        if key.starts_with(SLOT_PREFIX) {
-            all.extend(slot_siblings(key, 3));
-        }
-        if let Some(value) = elect_value_key(key) {
-            all.push(value);
+    }
+
+    /// One of each kind about the user's `name`.
+    fn kinds(name: &str) -> [Kind; 5] {
+        let name: Arc<str> = Arc::from(name);
+        [
+            Kind::Lock(Arc::from([name.clone()])),
+            permit(&name, 2),
+            Kind::Read { lock: name.clone() },
+            Kind::Write {
+                lock: name.clone(),
+                waits: true,
+            },
+            Kind::Leadership { election: name },
+        ]
+    }
+
+    /// Every key a request about `kind` may touch, laid out by `l`.
+    fn family(kind: &Kind, l: Layout) -> Vec<String> {
+        let mut all = l.lock_keys(kind);
+        all.extend(all.clone().iter().map(|k| l.fence(k)));
+        all.extend(l.queue(kind));
+        match kind {
+            Kind::Lock(_) => {}
+            Kind::Permit {
+                semaphore, permits, ..
+            } => all.extend(l.slots(semaphore, *permits)),
+            Kind::Read { lock } | Kind::Write { lock, .. } => {
+                let keys = l.rw(lock);
+                all.push(l.fence(&keys[0]));
+                all.extend(keys);
+            }
+            Kind::Leadership { election } => all.extend(l.election(election)),
         }
         all
+    }
+
+    #[test]
+    fn the_keys_are_the_names_every_earlier_release_used() {
+        let plain = |kind: &Kind| family(kind, Layout::Plain);
+        assert_eq!(
+            plain(&lock(&["orders:42"])),
+            [
+                "orders:42",
+                "redlock-fence:orders:42",
+                "redlock-queue:orders:42",
+                "redlock-alive:orders:42",
+            ]
+        );
+        assert_eq!(
+            plain(&permit("jobs", 0))[..4],
+            [
+                "redlock-sem:jobs#0",
+                "redlock-fence:redlock-sem:jobs#0",
+                "redlock-queue:redlock-sem:jobs",
+                "redlock-alive:redlock-sem:jobs",
+            ]
+        );
+        assert_eq!(
+            Layout::Plain.rw("l"),
+            ["redlock-rw:l#w", "redlock-rw:l#r", "redlock-rw:l#wait"]
+        );
+        assert_eq!(
+            elect_keys("e"),
+            [
+                "redlock-elect:e#l",
+                "redlock-elect:e#v",
+                "redlock-elect:e#o"
+            ]
+        );
+        let cluster = |kind: &Kind| family(kind, Layout::Cluster);
+        assert_eq!(
+            cluster(&lock(&["{user1}:a"]))[..3],
+            [
+                "{user1}:a",
+                "redlock-fence:{user1}{user1}:a",
+                "redlock-queue:{user1}{user1}:a",
+            ]
+        );
+        assert_eq!(
+            cluster(&permit("jobs", 0))[..3],
+            [
+                "redlock-sem:{jobs}#0",
+                "redlock-fence:{jobs}redlock-sem:{jobs}#0",
+                "redlock-queue:{jobs}redlock-sem:{jobs}",
+            ]
+        );
+        assert_eq!(
+            Layout::Cluster.queue(&Kind::Leadership {
+                election: Arc::from("e")
+            })[0],
+            "redlock-queue:{e}redlock-elect:{e}#l"
+        );
+    }
+
+    #[test]
+    fn every_slot_shares_the_semaphores_gate_and_each_kind_has_its_own() {
+        assert_eq!(permit("jobs", 0).gate_name(), "redlock-sem:jobs");
+        assert_eq!(permit("jobs", 2).gate_name(), "redlock-sem:jobs");
+        assert_eq!(permit("a#b", 1).gate_name(), "redlock-sem:a#b");
+        let [lock_kind, _, read, write, leader] = kinds("l");
+        assert_eq!(read.gate_name(), "redlock-rw:l");
+        assert_eq!(write.gate_name(), "redlock-rw:l");
+        assert_eq!(leader.gate_name(), "redlock-elect:l#l");
+        assert_eq!(lock_kind.gate_name(), "l");
+        assert_eq!(lock(&["a", "b"]).gate_name(), "a");
+    }
+
+    #[test]
+    fn no_key_of_one_name_is_another_names_key() {
+        let names = [
+            "e", "e#l", "e#v", "#l", "l#r", "l#w", "l#wait", "", "e#", "x#1",
+        ];
+        for l in [Layout::Plain, Layout::Cluster] {
+            let mut all = std::collections::HashMap::new();
+            for name in names {
+                for kind in kinds(name) {
+                    for key in family(&kind, l) {
+                        if let Some(other) = all.insert(key.clone(), name) {
+                            assert_eq!(other, name, "{l:?}: {key}");
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]
@@ -376,65 +427,13 @@ mod layout_tests {
             "é{ü}",
         ];
         for name in names {
-            let [elect, ..] = elect_keys(name);
-            for key in [
-                name.to_owned(),
-                slot_key(name, 2),
-                rw_key(name, Role::Read),
-                rw_key(name, Role::Write),
-                elect,
-            ] {
-                for logical in family(&key) {
-                    let laid = Layout::Cluster.key(&logical);
-                    assert_eq!(
-                        slot(laid.as_bytes()),
-                        slot(name.as_bytes()),
-                        "{name}: {logical} as {laid}"
-                    );
-                    assert_eq!(Layout::slot(&key), slot(name.as_bytes()), "{key}");
-                    assert_eq!(Layout::Plain.key(&logical), logical);
+            for kind in kinds(name) {
+                assert_eq!(kind.names().collect::<Vec<_>>(), [name]);
+                for key in family(&kind, Layout::Cluster) {
+                    assert_eq!(slot(key.as_bytes()), slot(name.as_bytes()), "{name}: {key}");
                 }
             }
             assert_eq!(Layout::problem(name), None, "{name}");
-        }
-        assert_eq!(Layout::Cluster.key("orders:42"), "orders:42");
-        assert_eq!(
-            Layout::Cluster.key(&fence_key("orders:42")),
-            "redlock-fence:{orders:42}"
-        );
-        assert_eq!(
-            Layout::Cluster.key(&fence_key("{user1}:a")),
-            "redlock-fence:{user1}{user1}:a"
-        );
-        assert_eq!(
-            Layout::Cluster.key(&slot_key("jobs", 0)),
-            "redlock-sem:{jobs}#0"
-        );
-        assert_eq!(
-            Layout::Cluster.key(&queue_keys(&slot_key("jobs", 0))[0]),
-            "redlock-queue:{jobs}redlock-sem:{jobs}"
-        );
-    }
-
-    #[test]
-    fn two_names_never_share_a_cluster_key() {
-        let names = ["k", "{k}", "{k}{k}", "a{k}", "k#0", "{k}#0", "redlock-semx"];
-        let mut all = std::collections::HashMap::new();
-        for name in names {
-            let [elect, ..] = elect_keys(name);
-            for key in [
-                name.to_owned(),
-                slot_key(name, 0),
-                rw_key(name, Role::Read),
-                elect,
-            ] {
-                for logical in family(&key) {
-                    let laid = Layout::Cluster.key(&logical).into_owned();
-                    if let Some(other) = all.insert(laid.clone(), logical.clone()) {
-                        assert_eq!(other, logical, "{laid}");
-                    }
-                }
-            }
         }
     }
 
@@ -443,7 +442,6 @@ mod layout_tests {
         for name in ["a}b", "}", "x{}y", "{}", "a{}b{c}"] {
             let problem = Layout::problem(name).expect(name);
             assert!(problem.contains("hash tag"), "{problem}");
-            assert!(Layout::problem(&slot_key(name, 1)).is_some(), "{name}");
         }
     }
 }

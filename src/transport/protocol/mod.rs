@@ -5,7 +5,9 @@
 //! Pure data and encoding: no connection, no thread, no shared state.
 
 pub(crate) mod codec;
+mod commands;
 pub(crate) mod elect;
+mod gate;
 pub(crate) mod hash_slot;
 pub(crate) mod keys;
 pub(crate) mod request;

@@ -10,16 +10,57 @@ use crate::settings::NodeTimeout;
 /// The keys of one lock: one, or several locked all at once.
 pub(crate) type Keys = Arc<[Arc<str>]>;
 
+/// What a call asks for: the kind of hold, whose, and the kind's own data.
+/// Every key a request touches is derived from it, in `keys.rs`; nothing
+/// reads a kind back from a key's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A lock on these resources: one, or several at once.
+    Lock(Keys),
+    /// Slot `slot` of the semaphore `semaphore`, which has `permits`
+    /// slots: every node but the gate also reports which of them it holds
+    /// (see `Vote::slots`).
+    Permit {
+        semaphore: Arc<str>,
+        slot: u32,
+        permits: u32,
+    },
+    /// A read hold of the reader-writer lock `lock`.
+    Read { lock: Arc<str> },
+    /// The write hold of the reader-writer lock `lock`. `waits`: the
+    /// caller tries again if readers refuse it, so it marks that it waits
+    /// (new readers are turned away); a `try_write` leaves no mark.
+    Write { lock: Arc<str>, waits: bool },
+    /// The leadership of the election `election`: its lock key, always
+    /// fenced (the token is the term), and its value and observers.
+    Leadership { election: Arc<str> },
+}
+
+/// What an [`Op::Proclaim`] sets: the leader's value. Its `Debug` shows
+/// only its length.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Value(pub(crate) Arc<str>);
+
+impl std::fmt::Debug for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes>", self.0.len())
+    }
+}
+
 /// What to do on every node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Op {
     /// `SET key token NX PX ttl` (several keys: all or none, in one script).
     Acquire { ttl_ms: u64 },
     /// Compare-and-pexpire (several keys: only if every key is ours).
     Extend { ttl_ms: u64 },
     /// Compare-and-delete (several keys: yes only if every key was ours).
-    /// On the gate node it also wakes the next queued waiter.
-    Release,
+    /// On the gate node it also wakes the next queued waiter. `held`: the
+    /// caller held the resource (a lease's release), not a failed round's
+    /// clean-up; after a lease's release the gate node wakes the next
+    /// waiter whatever it holds, after a clean-up only where the resource
+    /// is free there (see `codec.rs`).
+    Release { held: bool },
     /// Leave the queue of waiters (gate node only), waking the next waiter
     /// if the resource is free.
     Leave,
@@ -32,32 +73,36 @@ pub(crate) enum Op {
         proposed: u64,
         idle_ms: u64,
     },
-    /// An election's leader sets its value (the request's `value`), with
-    /// its `term` and the proclamation's `seq`, on the value key (second)
-    /// while the lock key (first) holds its token; a later `seq` of the
-    /// same leader already there is kept (a late proclamation changes
-    /// nothing).
-    Proclaim { term: u64, seq: u64 },
+    /// An election's leader sets its `value`, with its `term` and the
+    /// proclamation's `seq`, on the value key while the lock key holds its
+    /// token; a later `seq` of the same leader already there is kept (a
+    /// late proclamation changes nothing).
+    Proclaim { term: u64, seq: u64, value: Value },
     /// Reads an election's leader: the value proclaimed by whoever holds
-    /// the lock key (first) now, from the value key (second).
+    /// the lock key now, from the value key.
     ReadLeader,
-    /// A resigning leader deletes the value key (second) while the lock
-    /// key (first) holds its token (its lock is released after, as any).
+    /// A resigning leader deletes the value key while the lock key holds
+    /// its token (its lock is released after, as any).
     Resign,
 }
 
 impl Op {
     /// Undoes what a hold or a wait left on the nodes: always queued, even
     /// on a full queue (see `Transport`'s `send`).
-    pub(crate) fn cleans_up(self) -> bool {
-        matches!(self, Op::Release | Op::Leave | Op::Resign)
+    pub(crate) fn cleans_up(&self) -> bool {
+        matches!(self, Op::Release { .. } | Op::Leave | Op::Resign)
+    }
+
+    /// One of an election's own commands (not its lock's).
+    pub(crate) fn elects(&self) -> bool {
+        matches!(self, Op::Proclaim { .. } | Op::ReadLeader | Op::Resign)
     }
 
     /// The TTL it sets, in milliseconds, if it sets one.
-    pub(crate) fn ttl_ms(self) -> Option<u64> {
+    pub(crate) fn ttl_ms(&self) -> Option<u64> {
         match self {
             Op::Acquire { ttl_ms } | Op::Extend { ttl_ms } | Op::AcquireFenced { ttl_ms, .. } => {
-                Some(ttl_ms)
+                Some(*ttl_ms)
             }
             _ => None,
         }
@@ -65,7 +110,7 @@ impl Op {
 
     /// What its caller makes of a round's outcome, and so what the round
     /// waits for.
-    pub(crate) fn decides(self) -> Decides {
+    pub(crate) fn decides(&self) -> Decides {
         match self {
             Op::Acquire { .. } => Decides::Acquisition { fenced: false },
             Op::AcquireFenced { .. } => Decides::Acquisition { fenced: true },
@@ -78,32 +123,22 @@ impl Op {
 #[derive(Clone)]
 pub(crate) struct Request {
     pub(crate) op: Op,
-    /// The keys, at least one; a lock on several is atomic on each node.
-    pub(crate) keys: Keys,
+    /// What it is about.
+    pub(crate) kind: Kind,
+    /// The keys it holds by, derived from `kind` when built (see
+    /// [`Kind::lock_keys`]).
+    keys: Keys,
     pub(crate) token: Arc<str>,
     /// The per-node socket timeout for this operation, and its origin.
     pub(crate) timeout: NodeTimeout,
     /// After this instant the job is pointless and a worker skips it.
     pub(crate) expires: Instant,
-    /// Takes part in the first key's queue of waiters, as this member
-    /// (`""`: not waiting). The transport sends it so to the gate node
-    /// only; the other nodes get the plain command (see `codec.rs`).
+    /// Takes part in the kind's queue of waiters, as this member (`""`:
+    /// not waiting). The transport sends it so to the gate node only; the
+    /// other nodes get the plain command (see `codec.rs`). How a request
+    /// is delivered, not what it asks: an acquisition, a release, a leave
+    /// and an election read may carry one.
     pub(crate) queue: Option<Arc<str>>,
-    /// A semaphore slot's acquisition (the one key is a slot key): every
-    /// node but the gate also reports which of the semaphore's this many
-    /// slots it holds (see `Vote::slots`).
-    pub(crate) report: Option<u32>,
-    /// What an [`Op::Proclaim`] sets.
-    pub(crate) value: Option<Arc<str>>,
-    /// The caller tries again if refused: a writer that readers refuse
-    /// marks that it waits (new readers are turned away). A `try_write`
-    /// does not wait, so it leaves no mark.
-    pub(crate) waits: bool,
-    /// For a release: the caller held the resource (a lease's release),
-    /// not a failed round's clean-up. After a lease's release the gate
-    /// node wakes the next waiter whatever it holds; after a clean-up only
-    /// where the resource is free there (see `codec.rs`).
-    pub(crate) held: bool,
     /// A caller waits for its answer (not a request sent and forgotten: a
     /// failed round's clean-up, an abandoned lease's release, a leave).
     /// On a cluster, only such a request is sent again after `TRYAGAIN`
@@ -112,15 +147,58 @@ pub(crate) struct Request {
     pub(crate) awaited: bool,
 }
 
+impl Request {
+    /// `op` on `kind`, awaited, in no queue.
+    pub(crate) fn new(
+        op: Op,
+        kind: Kind,
+        token: Arc<str>,
+        timeout: NodeTimeout,
+        expires: Instant,
+    ) -> Self {
+        Request {
+            op,
+            keys: kind.lock_keys(),
+            kind,
+            token,
+            timeout,
+            expires,
+            queue: None,
+            awaited: true,
+        }
+    }
+
+    /// A lock on `keys` with the token `tok`, as unit tests write it.
+    #[cfg(test)]
+    pub(crate) fn lock(op: Op, keys: &[&str], timeout: NodeTimeout, expires: Instant) -> Self {
+        let keys = Kind::Lock(keys.iter().map(|k| Arc::from(*k)).collect());
+        Request::new(op, keys, Arc::from("tok"), timeout, expires)
+    }
+
+    /// The keys it holds by: a lock's resources, else the one key its kind
+    /// holds by (see [`Kind::lock_keys`]).
+    pub(crate) fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// The part of a lock on several keys that holds these of them (a
+    /// cluster runs each hash slot's keys on their own).
+    pub(crate) fn part(&self, keys: Keys) -> Self {
+        Request {
+            kind: Kind::Lock(keys.clone()),
+            keys,
+            ..self.clone()
+        }
+    }
+}
+
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Request")
             .field("op", &self.op)
-            .field("keys", &self.keys)
+            .field("kind", &self.kind)
             .field("token", &"<redacted>")
             .field("queue", &self.queue)
-            .field("report", &self.report)
-            .field("value", &self.value.as_ref().map(|v| v.len()))
             .finish_non_exhaustive()
     }
 }
