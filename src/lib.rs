@@ -141,42 +141,15 @@
 //! **Guarantee.** If acquisition B of a resource started after acquisition A
 //! returned, B's token is larger than A's.
 //!
-//! **Why.** The token travels with the acquisition, in one round: the
-//! client proposes it (its wall clock in microseconds, or one more than
-//! the largest fence value the nodes reported to this acquisition), and each node grants the
-//! `SET NX` only if the token is larger than the fence value it stores for
-//! the resource, storing the token with the grant. A node that refuses a
-//! stale token reports its value, and the client proposes again above it at
-//! once (not a busy round). A returned only after a majority granted, so
-//! stored, A's token; B's granting majority meets that majority in at least
-//! one node, which granted B only for a larger token.
-//!
-//! **Assumptions.** (1) The fence values a majority stored are still there
-//! when the next majority reaches them. Two majorities may meet in a single
-//! node (with 3 nodes, usually they do): if that node lost its fence key —
-//! restarted empty, `FLUSHALL`, a failover to a replica, or eviction under a
-//! `maxmemory` `volatile-*` policy (fence keys have a TTL) — the majority
-//! argument carries nothing, and the order rests on the floor alone: B's
-//! token ≥ B's clock at B's start. That is larger than A's token provided no
-//! client that fenced this resource within `fencing_idle` had a clock ahead
-//! of B's by more than the time between A's acquisition and B's (a token
-//! proposed below a stored fence value is proposed again above it, so a
-//! fast clock's lead is inherited by every later token of the resource). NTP keeps clocks
-//! within milliseconds; persistence (`appendfsync always`) and
-//! `maxmemory-policy noeviction` keep the fence keys. Delayed restarts and
-//! [`restart_quarantine`](RedlockBuilder::restart_quarantine) do not bring a
-//! lost fence value back; they only make the clock condition easier (B's
-//! clock is read at least the downtime later). (2) Fence values expire after
-//! [`fencing_idle`](RedlockBuilder::fencing_idle) without acquisitions; the
-//! floor keeps tokens growing across that under the same clock condition,
-//! over the idle period (24 h by default). (3) Tokens are microsecond
-//! timestamps plus counts, exact in Lua numbers below 2^53 (the year 2255);
-//! a fence key holding anything else is a node error, never a smaller token.
-//!
-//! **Cost.** No extra round trip: the acquisition is a script instead of a
-//! plain `SET NX` (a stale proposal costs one more round, only after another
-//! client's token overtook this client's clock); nothing on extend, release
-//! or keep-alive; one key per resource per node, `redlock-fence:{resource}`.
+//! **Why, and what it assumes.** The token is proposed with the
+//! acquisition, in its one round, and each node grants it only above the
+//! fence value it stores, storing it with the grant; so B's majority meets
+//! A's in a node that grants only a larger token. It rests on those fence
+//! values surviving (persistence, `maxmemory-policy noeviction`) or, where
+//! one was lost, on no fencing client's clock running ahead by more than
+//! the time between two acquisitions (NTP). `docs/fencing.md` gives the
+//! argument, every assumption and the cost: no extra round trip, one key
+//! per resource per node (`redlock-fence:{resource}`).
 //!
 //! # Every option in one call shape
 //!

@@ -662,6 +662,8 @@ fn slot_free(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Inst
         } => (Layout::Plain.slots(semaphore, *permits))
             .iter()
             .any(|key| live(keys, key, now).is_none()),
-        _ => live(keys, first, now).is_none(),
+        Kind::Lock(_) | Kind::Read { .. } | Kind::Write { .. } | Kind::Leadership { .. } => {
+            live(keys, first, now).is_none()
+        }
     }
 }
