@@ -289,8 +289,9 @@ impl Core {
         }
     }
 
-    /// Checks what `target` asks for and sets up its call: the call, the
-    /// name errors give, and a semaphore's number of slots.
+    /// Checks what `target` asks for and sets up its call: the call (with
+    /// the [`Kind`] its first round asks for), and what errors say was
+    /// asked.
     fn plan(
         &self,
         target: Target,

@@ -389,7 +389,7 @@ impl Acquisition {
 
     /// A semaphore's slot taken elsewhere: on to the slot free on the most
     /// nodes (woken, with no reports: the untried ones), until the pass
-    /// ends. The keys move on even when the pass ended.
+    /// ends. The permit's slot moves on even when the pass ended.
     fn walk(&mut self, failed: &Failed) -> Option<Next> {
         let (Some(slots), Failed::Busy { reports, .. }) = (&mut self.slots, failed) else {
             return None;

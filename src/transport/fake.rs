@@ -49,7 +49,7 @@ struct Inner {
     /// Fenced acquisitions are applied, but their answers are lost (as if
     /// the connection broke right after the node ran the command).
     lose_fenced_grants: bool,
-    /// Queues of waiters by first key, as on a gate node: members in
+    /// Queues of waiters by gate name (`Kind::gate_name`), as on a gate node: members in
     /// arrival order, with until when each counts as alive.
     queues: HashMap<String, Vec<(String, Instant)>>,
     /// Until when each queue's last grant counts (its round's per-node
@@ -537,7 +537,7 @@ fn report(keys: &HashMap<String, (String, Instant)>, req: &Request, vote: Vote) 
     }
 }
 
-/// What a gate node does with a request that takes part in the first key's
+/// What a gate node does with a request that takes part in its kind's
 /// queue (as the gate scripts in `scripts/`); members it wakes go to
 /// `woken`.
 fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(String, Op)>) -> Answer {
@@ -651,9 +651,9 @@ fn queued_release(
     })
 }
 
-/// Whether the first key's queue may let its next waiter in: for a
-/// semaphore a slot free (as `pass_on` in the gate scripts), else the key
-/// free.
+/// Whether the kind's queue may let its next waiter in: for a semaphore a
+/// slot free (as `pass_on` in the gate scripts), for a reader-writer lock
+/// its writer key free, else the (first) key free.
 fn slot_free(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> bool {
     let first = req.keys().first().map_or("", |k| &**k);
     match &req.kind {
@@ -662,8 +662,11 @@ fn slot_free(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Inst
         } => (Layout::Plain.slots(semaphore, *permits))
             .iter()
             .any(|key| live(keys, key, now).is_none()),
-        Kind::Lock(_) | Kind::Read { .. } | Kind::Write { .. } | Kind::Leadership { .. } => {
-            live(keys, first, now).is_none()
+        // As `leave.lua` is given: a reader-writer lock's writer key.
+        Kind::Read { lock } | Kind::Write { lock, .. } => {
+            let [writer, ..] = Layout::Plain.rw(lock);
+            live(keys, &writer, now).is_none()
         }
+        Kind::Lock(_) | Kind::Leadership { .. } => live(keys, first, now).is_none(),
     }
 }

@@ -592,9 +592,9 @@ impl Transport {
         self.hub.watch()
     }
 
-    /// Why the request key `key` (a lock key, a semaphore slot's, a
-    /// reader-writer lock's or an election's) cannot be used on these
-    /// nodes: a name a cluster node cannot keep in one hash slot.
+    /// Why what `kind` asks for cannot be used on these nodes: one of its
+    /// names (a resource's, a semaphore's, a reader-writer lock's or an
+    /// election's) that a cluster node cannot keep in one hash slot.
     pub(crate) fn key_problem(&self, kind: &Kind) -> Option<String> {
         if !self.clustered {
             return None;

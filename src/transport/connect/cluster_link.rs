@@ -833,6 +833,14 @@ fn split(of: usize, req: &Request) -> Vec<Part> {
         // Every key of any other kind lives in its name's slot.
         return whole(Layout::slot(req.kind.names().next().unwrap_or("")));
     };
+    let first = Layout::slot(keys.first().map_or("", |k| k));
+    let splits = matches!(
+        req.op,
+        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Extend { .. } | Op::Release { .. }
+    );
+    if !splits || keys.iter().all(|k| Layout::slot(k) == first) {
+        return whole(first);
+    }
     let mut slots: Vec<(u16, Vec<Arc<str>>)> = Vec::new();
     for key in keys.iter() {
         let s = Layout::slot(key);
@@ -840,13 +848,6 @@ fn split(of: usize, req: &Request) -> Vec<Part> {
             Some((_, keys)) => keys.push(key.clone()),
             None => slots.push((s, vec![key.clone()])),
         }
-    }
-    let splits = matches!(
-        req.op,
-        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Extend { .. } | Op::Release { .. }
-    );
-    if slots.len() <= 1 || !splits {
-        return whole(slots.first().map_or(0, |(slot, _)| *slot));
     }
     slots
         .into_iter()

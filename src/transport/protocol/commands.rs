@@ -3,7 +3,7 @@
 //! semaphore slot's, a reader's and a writer's.
 
 use super::keys::{Layout, QUEUE_ALIVE};
-use super::request::{Kind, Op, Request};
+use super::request::{Keys, Kind, Op, Request};
 use super::scripts::{self, Sent, eval};
 
 /// How long a waiting writer's mark turns new readers away without a new
@@ -36,7 +36,7 @@ pub(super) fn encode_lock(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut r
             // keeps only as a hash), so a round can tell a split from a
             // holder. Redis 7.0 or later.
             *cmd = redis::cmd("SET");
-            cmd.arg(key)
+            cmd.arg(&**key)
                 .arg(token)
                 .arg("NX")
                 .arg("GET")
@@ -57,13 +57,19 @@ pub(super) fn encode_lock(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut r
             return;
         }
     };
-    eval(cmd, script, sent)
-        .arg(keys.len())
-        .arg(&keys)
-        .arg(token);
+    eval(cmd, script, sent).arg(keys.len());
+    each(cmd, &keys).arg(token);
     if let Some(ttl_ms) = ttl_ms {
         cmd.arg(ttl_ms);
     }
+}
+
+/// Adds every one of `keys` to `cmd`.
+pub(super) fn each<'c>(cmd: &'c mut redis::Cmd, keys: &Keys) -> &'c mut redis::Cmd {
+    for key in keys.iter() {
+        cmd.arg(&**key);
+    }
+    cmd
 }
 
 /// How long the gate node counts a grant's key as the queue's (see
@@ -107,8 +113,8 @@ pub(super) fn encode_fenced(
     };
     let gate_keys = gate.map_or(0, |g| g.slots.len() + 2);
     eval(cmd, script, sent).arg(keys.len() * 2 + gate_keys);
-    cmd.arg(&keys);
-    for key in &keys {
+    each(cmd, &keys);
+    for key in keys.iter() {
         cmd.arg(l.fence(key));
     }
     if let Some(gate) = gate {
@@ -151,9 +157,8 @@ fn encode_slot(
     };
     let keys = l.lock_keys(&req.kind);
     let lock_keys = if fence.is_some() { 2 } else { 1 };
-    eval(cmd, script, sent)
-        .arg(lock_keys + usize::try_from(permits).unwrap_or(0))
-        .arg(&keys);
+    eval(cmd, script, sent).arg(lock_keys + usize::try_from(permits).unwrap_or(0));
+    each(cmd, &keys);
     if fence.is_some() {
         cmd.arg(keys.iter().map(|k| l.fence(k)).collect::<Vec<_>>());
     }

@@ -2,7 +2,7 @@
 //! waiters (see `scripts/lib_queue.lua`): an acquisition that may be
 //! granted only in turn, a release that wakes the next waiter, a leave.
 
-use super::commands::{GateKeys, encode_fenced, grace_ms, mark_for};
+use super::commands::{GateKeys, each, encode_fenced, grace_ms, mark_for};
 use super::keys::Layout;
 use super::request::{Kind, Op, Request};
 use super::scripts::{self, Sent, eval};
@@ -96,15 +96,14 @@ fn lock(req: &Request, l: Layout, gate: &GateKeys<'_>, sent: &mut Sent, cmd: &mu
     match req.op {
         Op::Acquire { ttl_ms } => {
             eval(cmd, &scripts::GATE_ACQUIRE, sent).arg(keys.len() + 2 + slots.len());
-            cmd.arg(&keys).arg(slots).arg(&gate.queue[..]);
+            each(cmd, &keys).arg(slots).arg(&gate.queue[..]);
             cmd.arg(token).arg(ttl_ms).arg(slots.len());
             cmd.arg(grace_ms(req)).arg(gate.member);
         }
         Op::AcquireFenced { .. } => encode_fenced(req, l, Some(gate), sent, cmd),
         Op::Release { held } => {
-            eval(cmd, &scripts::GATE_RELEASE, sent)
-                .arg(keys.len() + 2)
-                .arg(&keys)
+            eval(cmd, &scripts::GATE_RELEASE, sent).arg(keys.len() + 2);
+            each(cmd, &keys)
                 .arg(&gate.queue[..])
                 .arg(token)
                 .arg(gate.member)
@@ -119,7 +118,9 @@ fn lock(req: &Request, l: Layout, gate: &GateKeys<'_>, sent: &mut Sent, cmd: &mu
                     let [writer, ..] = l.rw(lock);
                     vec![writer]
                 }
-                Kind::Lock(_) | Kind::Leadership { .. } => keys.into_iter().take(1).collect(),
+                Kind::Lock(_) | Kind::Leadership { .. } => {
+                    keys.iter().take(1).map(|k| k.to_string()).collect()
+                }
             };
             eval(cmd, &scripts::LEAVE, sent)
                 .arg(watched.len() + 2)

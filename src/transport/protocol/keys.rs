@@ -18,10 +18,11 @@
 //!   leader deletes it) and, on its gate node,
 //!   `redlock-elect:e#o` (the observers to wake when the value changes: a
 //!   sorted set, member → until when, living as long as its latest);
-//! * the queue of waiters for a lock or a semaphore, on its gate node:
+//! * the queue of waiters for a lock, a semaphore, a reader-writer lock or
+//!   an election, on its gate node:
 //!   `redlock-queue:{g}` and `redlock-alive:{g}`, where `g` is the lock's
 //!   first key, `redlock-sem:s`, `redlock-rw:l` or the election's lock key
-//!   (see [`gate_name`]).
+//!   (see [`Kind::gate_name`]).
 //!
 //! Every key is derived here from the request's [`Kind`], laid out for
 //! its node ([`Layout`]); nothing parses a key name back. Resource names
@@ -81,14 +82,7 @@ impl Kind {
     /// slot key; the readers' set of a reader-writer lock, or its writer's
     /// key; an election's lock key.
     pub(crate) fn lock_keys(&self) -> Keys {
-        match self {
-            Kind::Lock(keys) => keys.clone(),
-            _ => Layout::Plain
-                .lock_keys(self)
-                .into_iter()
-                .map(Arc::from)
-                .collect(),
-        }
+        Layout::Plain.lock_keys(self)
     }
 
     /// The user's names it is about: a lock's resources, else the one name
@@ -159,21 +153,19 @@ pub(crate) enum Layout {
 }
 
 impl Layout {
-    /// The keys `kind` holds by (see [`Kind::lock_keys`]), laid out.
-    pub(crate) fn lock_keys(self, kind: &Kind) -> Vec<String> {
-        match kind {
-            // A lock key stays the resource's name on every node.
-            Kind::Lock(keys) => keys.iter().map(|k| k.to_string()).collect(),
+    /// The keys `kind` holds by (see [`Kind::lock_keys`]), laid out. A
+    /// lock's are its resources' names on every node, shared, not copied.
+    pub(crate) fn lock_keys(self, kind: &Kind) -> Keys {
+        let key = match kind {
+            Kind::Lock(keys) => return keys.clone(),
             Kind::Permit {
                 semaphore, slot, ..
-            } => vec![self.named(SLOT_PREFIX, semaphore, &format!("#{slot}"))],
-            Kind::Read { lock } => vec![self.rw(lock)[1].clone()],
-            Kind::Write { lock, .. } => vec![self.rw(lock)[0].clone()],
-            Kind::Leadership { election } => {
-                let [lock, ..] = self.election(election);
-                vec![lock]
-            }
-        }
+            } => self.named(SLOT_PREFIX, semaphore, &format!("#{slot}")),
+            Kind::Read { lock } => self.named(RW_PREFIX, lock, "#r"),
+            Kind::Write { lock, .. } => self.named(RW_PREFIX, lock, "#w"),
+            Kind::Leadership { election } => self.named(ELECT_PREFIX, election, "#l"),
+        };
+        Arc::from([Arc::from(key)])
     }
 
     /// The key that keeps the fence value of `key` (a key as this layout
@@ -307,7 +299,7 @@ mod tests {
 
     /// Every key a request about `kind` may touch, laid out by `l`.
     fn family(kind: &Kind, l: Layout) -> Vec<String> {
-        let mut all = l.lock_keys(kind);
+        let mut all: Vec<String> = l.lock_keys(kind).iter().map(|k| k.to_string()).collect();
         all.extend(all.clone().iter().map(|k| l.fence(k)));
         all.extend(l.queue(kind));
         match kind {
@@ -358,6 +350,26 @@ mod tests {
                 "redlock-elect:e#o"
             ]
         );
+        assert_eq!(
+            Layout::Cluster.fence("orders:42"),
+            "redlock-fence:{orders:42}"
+        );
+        assert_eq!(
+            Layout::Cluster.rw("l"),
+            [
+                "redlock-rw:{l}#w",
+                "redlock-rw:{l}#r",
+                "redlock-rw:{l}#wait"
+            ]
+        );
+        assert_eq!(
+            Layout::Cluster.election("{t}e"),
+            [
+                "redlock-elect:{t}{t}e#l",
+                "redlock-elect:{t}{t}e#v",
+                "redlock-elect:{t}{t}e#o"
+            ]
+        );
         let cluster = |kind: &Kind| family(kind, Layout::Cluster);
         assert_eq!(
             cluster(&lock(&["{user1}:a"]))[..3],
@@ -399,7 +411,22 @@ mod tests {
     #[test]
     fn no_key_of_one_name_is_another_names_key() {
         let names = [
-            "e", "e#l", "e#v", "#l", "l#r", "l#w", "l#wait", "", "e#", "x#1",
+            "e",
+            "e#l",
+            "e#v",
+            "#l",
+            "l#r",
+            "l#w",
+            "l#wait",
+            "",
+            "e#",
+            "x#1",
+            "k",
+            "{k}",
+            "{k}{k}",
+            "a{k}",
+            "{k}#0",
+            "redlock-semx",
         ];
         for l in [Layout::Plain, Layout::Cluster] {
             let mut all = std::collections::HashMap::new();

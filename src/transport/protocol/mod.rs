@@ -7,6 +7,8 @@
 pub(crate) mod codec;
 mod commands;
 pub(crate) mod elect;
+#[cfg(test)]
+mod encoding_tests;
 mod gate;
 pub(crate) mod hash_slot;
 pub(crate) mod keys;
