@@ -270,6 +270,26 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
     });
 }
 
+/// `core` holds `r` and releases it while another client's waiter is
+/// queued at the gate node, so the release wakes that waiter (its wake-up
+/// goes elsewhere). Returns what counts the acquisitions each node but the
+/// gate saw, once each saw the first round's.
+fn released_waking_another<'a>(core: &Core, nodes: &'a [FakeNode]) -> impl Fn() -> Vec<usize> + 'a {
+    let gate = core.transport.gate_of_name("r");
+    let held = lock_landed(core, nodes, "r", Duration::from_secs(10));
+    nodes[gate].enqueue("r", "elsewhere:1");
+    nodes[gate].on_wake(|_, _| {});
+    held.release(core).unwrap();
+    let others: Vec<usize> = (0..nodes.len()).filter(|&i| i != gate).collect();
+    let asked = move || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
+    // The first lock's round was decided at two answers: its last request
+    // may still be on its way.
+    eventually("every node saw the first round", || {
+        asked().iter().all(|&n| n == 1)
+    });
+    asked
+}
+
 /// A client whose release woke a waiter asks the gate node first on its
 /// next acquisition: refused there, it sends nothing to the other nodes,
 /// where its `SET`s would get in the woken waiter's way.
@@ -277,19 +297,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
 fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_of_name("r");
-    let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
-    // A waiter of another client is queued; its wake-up goes elsewhere.
-    nodes[gate].enqueue("r", "elsewhere:1");
-    nodes[gate].on_wake(|_, _| {});
-    held.release(core).unwrap();
-    let others: Vec<usize> = (0..3).filter(|&i| i != gate).collect();
-    let asked = || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
-    // The first lock's round was decided at two answers: its last request
-    // may still be on its way.
-    eventually("every node saw the first round", || {
-        asked().iter().all(|&n| n == 1)
-    });
+    let asked = released_waking_another(core, &nodes);
     let before = asked();
     let again = core.acquire(&["r"], Duration::from_secs(10), Patience::attempts(0));
     assert!(matches!(again, Err(Error::Busy { .. })), "{again:?}");
@@ -305,16 +313,7 @@ fn a_client_whose_release_woke_a_waiter_queues_behind_it() {
 fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_of_name("r");
-    let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
-    nodes[gate].enqueue("r", "elsewhere:1");
-    nodes[gate].on_wake(|_, _| {});
-    held.release(core).unwrap();
-    let others: Vec<usize> = (0..3).filter(|&i| i != gate).collect();
-    let asked = || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
-    eventually("every node saw the first round", || {
-        asked().iter().all(|&n| n == 1)
-    });
+    let asked = released_waking_another(core, &nodes);
     let token = crate::cancel::CancelToken::new();
     token.cancel();
     let patience = Patience {
