@@ -316,7 +316,6 @@ const KNOWN_UP: &[(&str, &str, &str)] = &[
     ("core::elect", "core", "Core"),
     ("core::keeper", "core", "Core"),
     ("core::lease", "core", "Core"),
-    ("core::life", "core", "Core"),
 ];
 
 #[test]

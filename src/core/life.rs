@@ -7,8 +7,8 @@
 //! # Shared state and who touches it
 //!
 //! One mutex, held only for a lookup, never across I/O:
-//! * callers entering and leaving a core operation ([`Core::enter`], and
-//!   dropping its [`Busy`]); the last to leave after a shutdown that could
+//! * callers entering and leaving a core operation ([`Life::enter`],
+//!   through `Core::enter`, and dropping its [`Busy`]); the last to leave after a shutdown that could
 //!   not wait for it stops the transport;
 //! * a new guard's lease registering ([`Life::adopt`]) and a released or
 //!   dropped one leaving ([`Life::forget`]);
@@ -20,7 +20,6 @@
 //! * a second shutting-down caller, waiting in [`Life::wait_finished`].
 //!
 //! [`Core::shutdown`]: super::Core::shutdown
-//! [`Core::enter`]: super::Core::enter
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -28,9 +27,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
-use super::Core;
 use super::lease::Lease;
 use crate::error::Error;
+use crate::transport::Transport;
 
 /// How long the last call under way, ending after a shutdown that could not
 /// wait for it, waits for the workers to send what it queued.
@@ -68,12 +67,17 @@ enum Phase {
 }
 
 /// A call under way; it ends when this is dropped.
-pub(crate) struct Busy<'a>(&'a Core);
+pub(crate) struct Busy<'a> {
+    life: &'a Life,
+    /// Stopped by the last call to leave after a shutdown that could not
+    /// wait for it.
+    transport: &'a Transport,
+}
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        if self.0.life.leave() {
-            self.0.transport.stop(Instant::now() + LATE_DRAIN);
+        if self.life.leave() {
+            self.transport.stop(Instant::now() + LATE_DRAIN);
         }
     }
 }
@@ -82,19 +86,22 @@ fn key(lease: &Arc<Lease>) -> usize {
     Arc::as_ptr(lease) as usize
 }
 
-impl Core {
+impl Life {
     /// A call starts: `Err(Shutdown)` once the client is shutting down.
-    pub(crate) fn enter(&self) -> Result<Busy<'_>, Error> {
-        let mut state = self.life.state.lock();
+    /// The last call to leave after a shutdown that could not wait for it
+    /// stops `transport`.
+    pub(crate) fn enter<'a>(&'a self, transport: &'a Transport) -> Result<Busy<'a>, Error> {
+        let mut state = self.state.lock();
         if !matches!(state.phase, Phase::Open) {
             return Err(Error::Shutdown);
         }
         state.busy += 1;
-        Ok(Busy(self))
+        Ok(Busy {
+            life: self,
+            transport,
+        })
     }
-}
 
-impl Life {
     /// A call ends: true if it was the last after a shutdown that left the
     /// transport's stop to it.
     fn leave(&self) -> bool {

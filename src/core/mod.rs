@@ -75,7 +75,7 @@ pub(crate) use acquisition::Patience;
 pub(crate) use elect::Seen;
 use handoff::Waiters;
 pub(crate) use lease::Lease;
-use life::Life;
+use life::{Busy, Life};
 
 /// What every clone of a client and every guard share.
 pub(crate) struct Core {
@@ -172,6 +172,12 @@ impl Core {
         } else {
             lease.lost_error(self.quorum())
         }
+    }
+
+    /// A call starts: `Err(Shutdown)` once the client is shutting down; it
+    /// ends when the [`Busy`] is dropped (see `life.rs`).
+    pub(crate) fn enter(&self) -> Result<Busy<'_>, Error> {
+        self.life.enter(&self.transport)
     }
 
     /// Shuts the client down (every clone): ends `Open` (every later call
