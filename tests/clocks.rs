@@ -187,6 +187,36 @@ fn a_client_that_knew_the_node_sees_the_jump() {
     assert!(refusal.detail().contains("jumped"), "{refusal}");
 }
 
+/// Case 2b: three of the five clocks step 9 s ahead at once (one bad time
+/// source behind them, or VMs resumed together). A's keys expire on all
+/// three; the median of B's readings steps with them, but each of the
+/// three stepped against B's own clock: three jumps, none counted.
+#[test]
+fn three_clocks_stepping_together_are_three_jumps() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let b = direct(&cluster);
+    b.lock("clock:b", TTL).unwrap().release().unwrap();
+    let guard = a_holds(&a, &cluster);
+    for node in &cluster.nodes[..3] {
+        node.set_clock_offset(9_000);
+    }
+    settles("A's keys expired early on nodes 0-2", || {
+        cluster.nodes[..3].iter().all(|n| n.get_now(KEY).is_none())
+    });
+    assert!(guard.is_valid(), "A's lease still runs: the scene is set");
+    b_is_refused(&b, &guard);
+    for node in 0..3 {
+        let refusal = refused_by(&b, node);
+        assert_eq!(refusal.kind(), FailureKind::Clock, "node {node}: {refusal}");
+        assert!(
+            refusal.detail().contains("jumped"),
+            "node {node}: {refusal}"
+        );
+    }
+    b_is_refused(&b, &guard);
+}
+
 /// Case 3: B saw the jump, then NTP stepped node 2's clock back: the clocks
 /// agree again, but the keys node 2 dropped are still gone. B keeps it out;
 /// so does C, started after the step back, from the marker B left.

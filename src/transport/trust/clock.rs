@@ -15,14 +15,30 @@
 //!   client started after a jump sees it only this way.
 //! - **against its own history**: its skew moved forward since its last
 //!   reading by more than the drift allowance of the shortest TTL this
-//!   client used, plus what the round trips leave uncertain and what a
-//!   slewing clock drifts — and not with the client's own wall clock (a
-//!   suspended client host moves every skew at once, and its own) nor with
-//!   the others' (when both readings had a median): it *jumped*.
+//!   client used, plus what the round trips leave uncertain, and not with
+//!   the client's own wall clock (a suspended client host moves every skew
+//!   at once, and its own): it *jumped*. What the other nodes did does not
+//!   matter: when several clocks step together (one bad time source, VMs
+//!   resumed at once), the median steps with them, but every key on each
+//!   of them lost the step — several jumps, not one.
 //!
 //! A reading is only known within half its round trip (the node read its
 //! clock somewhere between the write and the reply) plus a millisecond of
 //! `PX` rounding: that is its uncertainty, added to every allowance.
+//!
+//! **No allowance for slewing.** Between two readings, a clock a time
+//! daemon slews moved as far as a stepped one, and a lease counted there
+//! lost as much: chrony slews at up to 83 ms a second by default
+//! (`maxslewrate` 83,333 ppm), so a 20 ms correction lands within a
+//! quarter second; ntpd slews at up to 500 ppm. So a move counts in full
+//! however long ago the last reading was: under a 1 s TTL (a 12 ms drift
+//! allowance), a chrony correction of 20 ms forward is a jump, and the
+//! node is out for the longest TTL. What this gives up is only on the safe
+//! side: a clock left without time synchronisation drifts from the
+//! client's by up to about 100 ppm (a quartz's tolerance), and after a
+//! long silence (17 min at 100 ppm for a 10 s TTL) reads as a jump: the
+//! node sits out a quarantine it did not need. Two synchronised clocks do
+//! not drift apart at all, however long the silence.
 //!
 //! What to do about it (count or not, quarantine, the marker) is
 //! `admission.rs`'s; what leases lose is recorded here ([`Clocks::cut`])
@@ -38,10 +54,6 @@ use crate::algorithm;
 
 /// Readings older than this take no part in another node's median.
 pub(crate) const FRESH: Duration = Duration::from_secs(60);
-
-/// What a real clock may drift between two readings, per second between
-/// them: 500 ppm, the fastest an NTP daemon slews a clock.
-const DRIFT_PPM: i64 = 500;
 
 /// `PX` and `TIME` are read in whole milliseconds on the node's side.
 const GRANULE_US: i64 = 1_000;
@@ -90,8 +102,6 @@ struct Sample {
     /// How far off `skew` may be.
     uncertainty: i64,
     at: Instant,
-    /// Its disagreement with the median, if enough nodes were read.
-    disagreement: Option<i64>,
     /// The client's own wall-minus-monotonic clock when it was taken.
     client: Own,
 }
@@ -245,7 +255,6 @@ impl Clocks {
             skew: reading.node_us.saturating_sub(self.mono(mid)),
             uncertainty: micros(half).saturating_add(GRANULE_US),
             at: reading.got,
-            disagreement: None,
             client: self.client_skew(),
         };
         let allowance = micros(self.jump_allowance());
@@ -269,11 +278,8 @@ impl Clocks {
                 jumped: None,
             };
         }
-        let jumped = previous.and_then(|prev| jump(&prev, &sample, disagreement, allowance));
-        table.samples[index] = Some(Sample {
-            disagreement: disagreement.map(|(d, _)| d),
-            ..sample
-        });
+        let jumped = previous.and_then(|prev| jump(&prev, &sample, allowance));
+        table.samples[index] = Some(sample);
         if let Some(size) = jumped {
             let node = table.owners[index];
             self.record(&mut table, node, size);
@@ -343,11 +349,9 @@ impl Clocks {
     /// same, and cuts too (the safe reading).
     fn own_step(&self, table: &mut Table, now: Own, allowance: i64) {
         if let Some(before) = table.own.filter(|b| b.at <= now.at) {
-            let elapsed = micros(now.at.saturating_duration_since(before.at));
             let slack = allowance
                 .saturating_add(before.uncertainty)
-                .saturating_add(now.uncertainty)
-                .saturating_add(elapsed / 1_000_000 * DRIFT_PPM);
+                .saturating_add(now.uncertainty);
             let step = now.skew.saturating_sub(before.skew);
             if step > slack {
                 let size = Duration::from_micros(step.unsigned_abs());
@@ -436,11 +440,7 @@ fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
     let mut skews: Vec<(i64, i64)> = latest
         .into_iter()
         .flatten()
-        .map(|s| {
-            let age = micros(now.saturating_duration_since(s.at));
-            let drift = age / 1_000_000 * DRIFT_PPM;
-            (s.skew, s.uncertainty.saturating_add(drift))
-        })
+        .map(|s| (s.skew, s.uncertainty))
         .collect();
     skews.push((sample.skew, sample.uncertainty));
     if skews.len() < 3 {
@@ -451,28 +451,16 @@ fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
 }
 
 /// Whether the node stepped forward between `prev` and `sample` beyond
-/// `allowance` plus what the readings leave uncertain and what a slewing
-/// clock drifts: by its skew, against the client's own wall clock (a
-/// suspended client host moves every skew, and its own, at once), and
-/// against the others' median when both readings had one. Its size.
-fn jump(
-    prev: &Sample,
-    sample: &Sample,
-    disagreement: Option<(i64, i64)>,
-    allowance: i64,
-) -> Option<Duration> {
-    let elapsed = micros(sample.at.saturating_duration_since(prev.at));
+/// `allowance` plus what the readings leave uncertain, by its skew and
+/// against the client's own wall clock (a suspended client host moves
+/// every skew, and its own, at once). Its size.
+fn jump(prev: &Sample, sample: &Sample, allowance: i64) -> Option<Duration> {
     let slack = allowance
         .saturating_add(sample.uncertainty)
-        .saturating_add(prev.uncertainty)
-        .saturating_add(elapsed / 1_000_000 * DRIFT_PPM);
+        .saturating_add(prev.uncertainty);
     let step = sample.skew.saturating_sub(prev.skew);
     let own = step.saturating_sub(sample.client.skew.saturating_sub(prev.client.skew));
-    let with_others = match (disagreement, prev.disagreement) {
-        (Some((now, _)), Some(before)) => now.saturating_sub(before) > slack,
-        _ => true,
-    };
-    (step > slack && own > slack && with_others).then(|| Duration::from_micros(step.unsigned_abs()))
+    (step > slack && own > slack).then(|| Duration::from_micros(step.unsigned_abs()))
 }
 
 fn micros(d: Duration) -> i64 {
@@ -553,25 +541,40 @@ mod tests {
     }
 
     /// Every node's clock steps at once (the client's own clocks did not
-    /// move). The first node read after it cannot tell (the others'
-    /// readings are older: taken for a jump, the safe reading); the ones
-    /// read after it see the others move with them.
+    /// move): every key on each of them lost the step, so each is a jump,
+    /// whatever order the readings land in, though the median moved with
+    /// them.
     #[test]
-    fn every_clock_moving_at_once_is_one_jump_not_many() {
-        let (clocks, t) = three();
-        for i in [0, 1, 2, 0, 1] {
-            clocks.observe(i, reading(&clocks, t, 0));
+    fn every_clock_stepping_at_once_is_a_jump_at_each() {
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
+            let (clocks, t) = three();
+            for i in [0, 1, 2, 0, 1] {
+                clocks.observe(i, reading(&clocks, t, 0));
+            }
+            let later = t + Duration::from_secs(2);
+            for i in order {
+                let judged = clocks.observe(i, reading(&clocks, later, 5_000));
+                assert_eq!(
+                    judged.jumped,
+                    Some(Duration::from_secs(5)),
+                    "node {i} of {order:?}"
+                );
+            }
         }
-        let later = t + Duration::from_secs(2);
-        assert!(
-            clocks
-                .observe(0, reading(&clocks, later, 5_000))
-                .jumped
-                .is_some()
-        );
-        for i in 1..3 {
-            let judged = clocks.observe(i, reading(&clocks, later, 5_000));
-            assert_eq!(judged.jumped, None, "node {i}");
+    }
+
+    /// No slack grows with the time between two readings: a 20 ms step (a
+    /// chrony correction) a minute after the last reading is a jump under
+    /// a 1 s TTL (a 12 ms allowance) as it is a second after.
+    #[test]
+    fn a_step_counts_in_full_however_long_since_the_last_reading() {
+        for gap in [Duration::from_secs(1), Duration::from_secs(59)] {
+            let clocks = Clocks::new(3, 0.01);
+            clocks.used(1_000);
+            let t = Instant::now() + Duration::from_millis(10);
+            clocks.observe(0, reading(&clocks, t, 0));
+            let judged = clocks.observe(0, reading(&clocks, t + gap, 20));
+            assert_eq!(judged.jumped, Some(Duration::from_millis(20)), "{gap:?}");
         }
     }
 
