@@ -14,7 +14,7 @@ fn keys_on_nodes(cluster: &Cluster) -> usize {
     cluster
         .nodes
         .iter()
-        .map(|n| redis::cmd("DBSIZE").query::<usize>(&mut n.conn()).unwrap())
+        .map(|n| harness::data_keys(&mut n.conn()))
         .sum()
 }
 

@@ -217,6 +217,119 @@ fn three_clocks_stepping_together_are_three_jumps() {
     b_is_refused(&b, &guard);
 }
 
+/// Case 1b: B starts after a jump of node 2, and node 2's reading always
+/// lands first (B reaches the others through 100 ms of latency), so B's
+/// start-up judges it against nothing; B then idles past the freshness
+/// window (60 s), so that at its next round every other reading is stale.
+/// Node 2's vote waits for the round's other readings and is judged
+/// against them: refused. (A holds with a 300 s TTL, so that its lease
+/// outlives the idle minute; node 2 steps 400 s, past A's key there.)
+#[test]
+fn a_client_started_after_a_jump_that_idles_never_counts_the_node() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let guard = a
+        .client
+        .lock(KEY, Duration::from_secs(300))
+        .expect("A takes the lock on nodes 0-2");
+    cluster.nodes[2].set_clock_offset(400_000);
+    settles("A's key on node 2 expired early", || {
+        cluster.nodes[2].get_now(KEY).is_none()
+    });
+    let slow: Vec<Proxy> = [0, 1, 3, 4]
+        .iter()
+        .map(|&i| {
+            let p = Proxy::start(cluster.nodes[i].port);
+            p.set(Fault::Latency(Duration::from_millis(100)));
+            p
+        })
+        .collect();
+    let mut urls: Vec<String> = slow.iter().map(Proxy::url).collect();
+    urls.insert(2, cluster.nodes[2].url());
+    let b = harness::builder(&urls)
+        .retry_count(0)
+        .node_timeout(Duration::from_secs(2))
+        .build()
+        .expect("client B");
+    // Time itself is what the test waits for: every reading B took at
+    // start-up goes stale.
+    std::thread::sleep(Duration::from_secs(61));
+    b_is_refused(&b, &guard);
+    let refusal = refused_by(&b, 2);
+    assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
+    b_is_refused(&b, &guard);
+}
+
+/// A deployment whose clocks can never be judged against each other is
+/// said once at build: one listed node.
+#[test]
+fn one_listed_node_is_said_at_build() {
+    harness::capture_logs();
+    let cluster = shifted(1);
+    let client = direct(&cluster);
+    client.lock("clock:one", TTL).unwrap().release().unwrap();
+    let said = harness::logs()
+        .iter()
+        .filter(|l| l.starts_with("WARN") && l.contains("never judged against another"))
+        .count();
+    assert!(said >= 1, "{:#?}", harness::logs());
+}
+
+/// Another client's longer lease: A holds for 60 s on nodes 0-2; X, whose
+/// own leases are 10 s, knew node 2 and sees it jump 70 s (past A's key
+/// there). X keeps node 2 out as long as A's lease may stand — A announced
+/// its 60 s on the node — not only for its own 10 s and a second.
+#[test]
+fn a_jumped_node_stays_out_while_another_clients_longer_lease_may_stand() {
+    let cluster = shifted(5);
+    let a = client_a(&cluster);
+    let x = direct(&cluster);
+    x.lock("clock:x", TTL).unwrap().release().unwrap();
+    let guard = a
+        .client
+        .lock(KEY, Duration::from_secs(60))
+        .expect("A takes the lock on nodes 0-2");
+    cluster.nodes[2].set_clock_offset(70_000);
+    settles("A's key on node 2 expired early", || {
+        cluster.nodes[2].get_now(KEY).is_none()
+    });
+    let _ = x.try_lock("clock:x", TTL);
+    assert!(
+        refused_by(&x, 2).detail().contains("jumped"),
+        "X saw the jump"
+    );
+    settles("the marker lasts A's TTL", || {
+        cluster.nodes[2].pttl_now("redlock:clock-jumped") > 50_000
+    });
+    // Past X's own period (its 10 s TTL and a second): time itself is what
+    // the test waits for.
+    std::thread::sleep(Duration::from_secs(12));
+    b_is_refused(&x, &guard);
+    assert_eq!(refused_by(&x, 2).kind(), FailureKind::Clock);
+}
+
+/// Another client's shorter leases: Y uses 1 s leases (a 12 ms drift
+/// allowance); X's are 60 s (602 ms). Node 2's clock steps 300 ms: that
+/// cuts Y's leases there beyond their allowance, so X, which knew node 2,
+/// takes it for a jump too — Y announced its 1 s on the node.
+#[test]
+fn a_step_that_cuts_another_clients_shorter_leases_is_a_jump() {
+    let cluster = shifted(5);
+    let minute = Duration::from_secs(60);
+    let x = direct(&cluster);
+    x.lock("clock:x", minute).unwrap().release().unwrap();
+    let y = direct(&cluster);
+    y.lock("clock:y", Duration::from_secs(1))
+        .unwrap()
+        .release()
+        .unwrap();
+    cluster.nodes[2].set_clock_offset(300);
+    let _ = x.try_lock("clock:x", minute);
+    let refusal = refused_by(&x, 2);
+    assert_eq!(refusal.kind(), FailureKind::Clock, "{refusal}");
+    assert!(refusal.detail().contains("jumped"), "{refusal}");
+}
+
 /// Case 3: B saw the jump, then NTP stepped node 2's clock back: the clocks
 /// agree again, but the keys node 2 dropped are still gone. B keeps it out;
 /// so does C, started after the step back, from the marker B left.

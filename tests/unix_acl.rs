@@ -85,7 +85,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The line in docs/operations.md, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +evalsha +time +zadd +zcard +zscore +zrange +zrangebyscore +zrem +zremrangebyscore +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pexpireat +pttl +exists +eval +evalsha +time +zadd +zcard +zscore +zrange +zrangebyscore +zrem +zremrangebyscore +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {
@@ -108,6 +108,12 @@ fn a_user_with_only_the_documented_commands_can_do_everything() {
     let cluster = Cluster::start(3);
     let client = fencing_client_as(&cluster, ACL);
     exercise(&client);
+    // The TTLs in use, which other clients judge clock jumps by, were
+    // announced on every node.
+    for node in &cluster.nodes {
+        let ttls: Vec<String> = node.query(redis::cmd("ZRANGE").arg("redlock:ttls").arg(0).arg(-1));
+        assert!(!ttls.is_empty(), "no TTLs announced on node {}", node.port);
+    }
 }
 
 /// A fencing client with a restart quarantine, as a user with `rules`, over

@@ -263,6 +263,9 @@ impl Transport {
         // later one to reach its server.
         registry.started();
         Self::refuse_problems(&opened, unknown)?;
+        if let Some(limits) = registry.clocks().limits() {
+            log::warn!("redlock: {limits}");
+        }
         let links = opened.into_iter().map(|node| (node.shared, node.link));
         let mut transport = Self::with_links(links, settings.queue_capacity)?;
         transport.probes = probes;

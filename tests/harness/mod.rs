@@ -544,6 +544,15 @@ impl Cluster {
     }
 }
 
+/// The keys on the node `conn` reaches, but the record of the TTLs clients
+/// use (`redlock:ttls`, which every client keeps on every node it votes
+/// on): what a test that counts keys left behind counts.
+pub fn data_keys(conn: &mut redis::Connection) -> usize {
+    let all: usize = redis::cmd("DBSIZE").query(conn).unwrap();
+    let ttls: Vec<String> = redis::cmd("KEYS").arg("redlock:ttls*").query(conn).unwrap();
+    all - ttls.len()
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");

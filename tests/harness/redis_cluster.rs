@@ -251,11 +251,12 @@ impl RedisCluster {
             .collect()
     }
 
-    /// How many keys the live masters hold in all.
+    /// How many keys the live masters hold in all (but the record of the
+    /// TTLs in use: [`super::data_keys`]).
     pub fn keys(&self) -> i64 {
         self.masters()
             .iter()
-            .map(|n| query::<i64>(n, &["DBSIZE"]))
+            .map(|n| super::data_keys(&mut n.conn()) as i64)
             .sum()
     }
 }

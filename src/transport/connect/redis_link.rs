@@ -27,7 +27,7 @@ use crate::transport::protocol::keys::Layout;
 use crate::transport::protocol::request::Request;
 use crate::transport::protocol::scripts::Sent;
 use crate::transport::trust::admission::examine;
-use crate::transport::trust::clock::Reading;
+use crate::transport::trust::clock::{Judged, Reading};
 use crate::transport::trust::failure::classify;
 
 pub(crate) struct RedisLink {
@@ -161,6 +161,8 @@ pub(crate) struct Sending {
     /// `TIME` follows the batch: it holds votes, judged with the node's
     /// clock as it was when it voted (see `clock.rs`).
     timed: bool,
+    /// The TTLs announced in front of the batch (`in_use.rs`), if any.
+    announcing: Option<(u64, u64)>,
 }
 
 impl RedisLink {
@@ -196,6 +198,7 @@ impl RedisLink {
             asking: Vec::new(),
             scripts_before: Sent::none(),
             timed: false,
+            announcing: None,
         };
         let fail_all = |mut sending: Sending, failure: NodeFailure| {
             sending.early = vec![Some(failure); batch.len()];
@@ -326,11 +329,16 @@ impl RedisLink {
             .map(|(i, req)| (*req, asking.get(i).copied().unwrap_or(false)))
             .unzip();
         if !sent.is_empty() {
-            let clocks = self.shared.admission.clocks();
+            let admission = &self.shared.admission;
             for ttl in sent.iter().filter_map(|req| req.op.ttl_ms()) {
-                clocks.used(ttl);
+                admission.clocks().used(ttl);
             }
             sending.timed = sent.iter().any(|req| !req.op.cleans_up());
+            // Every client's TTLs are on the node before a vote counts
+            // there (`in_use.rs`): in front of the batch, when not said
+            // lately.
+            let announcement = sending.timed.then(|| admission.announcement()).flatten();
+            sending.announcing = announcement.as_ref().map(|(_, pair)| *pair);
             let mut scripts = conn.sent;
             sending.scripts_before = scripts;
             sending.started = Instant::now();
@@ -339,6 +347,7 @@ impl RedisLink {
                 timeout: sending.timeout,
                 asking: &asked,
                 timed: sending.timed,
+                first: announcement.as_ref().map(|(command, _)| command.as_slice()),
             };
             sending.write = write(conn, &sent, &mut scripts, &out).err();
             conn.sent = scripts;
@@ -351,6 +360,12 @@ impl RedisLink {
     /// refused by a script's hash (see [`exchange`]).
     pub(crate) fn receive(&mut self, mut sending: Sending, batch: &[&Request]) -> Vec<Raw> {
         let Some(mut conn) = sending.conn.take() else {
+            if batch.iter().any(|req| !req.op.cleans_up()) {
+                self.shared
+                    .admission
+                    .clocks()
+                    .missed(self.shared.admission.index());
+            }
             return sending
                 .early
                 .into_iter()
@@ -378,12 +393,24 @@ impl RedisLink {
         if self.follow.is_some() && raws.iter().any(|raw| self.not_writable(raw)) {
             conn.broken = true;
         }
+        // A vote judged after waiting for the others' readings still
+        // reaches the caller within its round.
+        let until = sending.started + sending.timeout / 2;
+        let wanted = batch.iter().any(|req| !req.op.cleans_up());
         let raws = match reading {
-            Some(reading) => self.judge_clock(&mut conn, reading, batch, raws),
+            Some(reading) => self.judge_clock(&mut conn, reading, until, batch, raws),
             // A vote whose node's clock could not be read with it (`TIME`
             // refused, or the connection failed first) is not judged, so
             // it does not count.
-            None if sending.timed => self.unjudged(batch, raws),
+            None if wanted => {
+                let admission = &self.shared.admission;
+                admission.clocks().missed(admission.index());
+                if sending.timed {
+                    self.unjudged(batch, raws)
+                } else {
+                    raws
+                }
+            }
             None => raws,
         };
         if !conn.broken {
@@ -410,6 +437,14 @@ impl RedisLink {
             None if sent.is_empty() => Vec::new(),
             None => {
                 let (asking, timeout) = (&sending.asking, sending.timeout);
+                if let Some(pair) = sending.announcing
+                    && let Err(err) = self.read_announced(conn, pair, timeout)
+                {
+                    return Replies {
+                        replies: vec![Err(err); sent.len()],
+                        reading,
+                    };
+                }
                 let replies = read(conn, asking, timeout, &self.shared, sending.started);
                 if sending.timed && !conn.broken {
                     reading = read_time(conn, sending.started);
@@ -426,6 +461,28 @@ impl RedisLink {
             }
         };
         Replies { replies, reading }
+    }
+
+    /// Reads the reply to the announcement of `pair` in front of a batch.
+    fn read_announced(
+        &self,
+        conn: &mut NodeConn,
+        pair: (u64, u64),
+        timeout: Duration,
+    ) -> redis::RedisResult<()> {
+        let reply = conn
+            .set_io_timeout(timeout)
+            .and_then(|()| conn.conn.recv_response());
+        match reply {
+            Ok(value) => {
+                self.shared.admission.announced(pair, &value);
+                Ok(())
+            }
+            Err(err) => {
+                conn.broken = true;
+                Err(err)
+            }
+        }
     }
 
     /// Each request of `batch` as the node left it: its `early` failure,
@@ -454,22 +511,27 @@ impl RedisLink {
     /// Judges the node's clock by the `reading` taken with the batch's
     /// votes: a vote counts only if the clock was trusted when it was cast
     /// (no jump, within the round's drift allowance of the others' and the
-    /// steady bound; see `clock.rs`). Writes the jump marker on `conn` if
-    /// the clock just jumped.
+    /// steady bound; see `clock.rs`), waiting until `until` at most for the
+    /// others' readings where they are stale. Writes the jump marker on
+    /// `conn` if the clock just jumped.
     fn judge_clock(
         &self,
         conn: &mut NodeConn,
         reading: Reading,
+        until: Instant,
         batch: &[&Request],
         raws: Vec<Raw>,
     ) -> Vec<Raw> {
         let admission = &self.shared.admission;
-        let (judged, jumped) = admission.clock(reading);
-        if let Some(marker) = jumped
-            && marker.write(&mut conn.conn, &self.shared.address).is_err()
-        {
-            conn.broken = true;
-        }
+        // The connection failing here (asking what TTLs are in use, or
+        // leaving the jump marker) leaves the judgement as it stood.
+        let judged = match admission.judge_clock(&mut conn.conn, reading, until) {
+            Ok(judged) => judged,
+            Err(_) => {
+                conn.broken = true;
+                Judged::default()
+            }
+        };
         let out = admission.refusal();
         batch
             .iter()
@@ -606,6 +668,7 @@ fn exchange(
         timeout: left,
         asking: &asked,
         timed: false,
+        first: None,
     };
     let resent = match write(conn, &again, sources, &out) {
         Ok(()) => read(conn, &asked, left, shared, Instant::now()),
@@ -690,6 +753,9 @@ struct Out<'a> {
     asking: &'a [bool],
     /// `TIME` follows it.
     timed: bool,
+    /// A command that goes in front of it (the TTLs in use), its reply
+    /// read first.
+    first: Option<&'a [u8]>,
 }
 
 /// Writes all of `batch`'s commands at once, as `out` says.
@@ -700,6 +766,7 @@ fn write(
     out: &Out<'_>,
 ) -> redis::RedisResult<()> {
     let mut packed = Vec::with_capacity(batch.len() * 160 + 16);
+    packed.extend_from_slice(out.first.unwrap_or_default());
     for (i, req) in batch.iter().enumerate() {
         if out.asking.get(i).copied().unwrap_or(false) {
             redis::cmd("ASKING").write_packed_command(&mut packed);

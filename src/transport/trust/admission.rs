@@ -44,8 +44,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-use super::clock::{Clocks, Judged, Reading};
+use super::clock::{Clocks, FRESH, Judged, Reading, Step};
 use super::facts::{self, CLOCK_MARKER, Facts, MARKER, Marker};
+use super::in_use::{self, Announced, TTLS};
 use crate::error::{FailureKind, NodeFailure};
 use crate::human::Human;
 use crate::metrics;
@@ -290,6 +291,8 @@ pub(crate) struct Admission {
     /// a hash slot it serves (see [`Admission::set_marker`]).
     marker: Mutex<Arc<str>>,
     state: Mutex<State>,
+    /// What this client last announced of its TTLs at the node.
+    announced: Announced,
 }
 
 #[derive(Debug, Default)]
@@ -328,6 +331,8 @@ struct State {
     said_eviction: bool,
     /// A failed marker write was logged.
     said_marker: bool,
+    /// A refused announcement of the TTLs in use was logged.
+    said_in_use: bool,
 }
 
 /// The incarnation a master said it is, as [`Admission::judge`] met it.
@@ -356,6 +361,7 @@ impl Admission {
             rules,
             registry,
             marker: Mutex::new(Arc::from(MARKER)),
+            announced: Announced::default(),
             state: Mutex::new(State::default()),
         }
     }
@@ -793,11 +799,15 @@ impl Admission {
     /// (a restart quarantine's, or the longest TTL this client used) from
     /// now; a clock steadily off the others' median by more than
     /// `max_clock_offset` is out while it is. Returns the judgement, and
-    /// the jump marker to write on the node if it just jumped.
+    /// the jump marker to write on the node if it just jumped. Waits until
+    /// `until` at most for the other nodes' readings where they are stale
+    /// ([`Clocks::observe`]). A step too small to be a jump by this
+    /// client's TTLs is left in [`Judged::stepped`] for
+    /// [`judge_clock`](Self::judge_clock) to weigh against every client's.
     ///
     /// [`clock_period`]: Self::clock_period
-    pub(crate) fn clock(&self, reading: Reading) -> (Judged, Option<JumpMarker>) {
-        let judged = self.registry.clocks().observe(self.index, reading);
+    fn clock(&self, reading: Reading, until: Instant) -> (Judged, Option<JumpMarker>) {
+        let judged = self.registry.clocks().observe(self.index, reading, until);
         let now = Instant::now();
         let mut state = self.state.lock();
         if judged.disagreement.is_some() {
@@ -816,20 +826,112 @@ impl Admission {
                 Some(_) => {}
             }
         }
-        let marker = judged.jumped.map(|size| {
-            let period = self.clock_period();
-            let until = now.checked_add(period).unwrap_or(now);
-            self.clock_jumped(&mut state, until, size, "");
-            metrics::clock_jump(&self.address);
-            JumpMarker {
-                key: self.clock_marker(),
-                size,
-                period,
-            }
-        });
+        let marker = judged.jumped.map(|size| self.jumped(&mut state, size, now));
         let refusal = self.verdict(&state, now);
         self.news(&mut state, refusal.as_ref(), now);
         (judged, marker)
+    }
+
+    /// Out for the [`clock_period`](Self::clock_period) from `now` for a
+    /// jump of `size`; the marker to leave on the node.
+    fn jumped(&self, state: &mut State, size: Duration, now: Instant) -> JumpMarker {
+        let period = self.clock_period();
+        let until = now.checked_add(period).unwrap_or(now);
+        self.clock_jumped(state, until, size, "");
+        metrics::clock_jump(&self.address);
+        JumpMarker {
+            key: self.clock_marker(),
+            in_use: self.in_use_key(),
+            size,
+            period,
+        }
+    }
+
+    /// Judges the node's clock by `reading`, taken on `conn` with a batch
+    /// or an examination ([`clock`](Self::clock)), waiting until `until` at
+    /// most for the others' readings. A step too small to be a jump by this
+    /// client's TTLs is one if it is by the shortest TTL any client
+    /// announced there ([`in_use`]); a jump leaves its marker, which lasts
+    /// (and keeps the node out, for every client that examines it) as long
+    /// as the longest TTL any client announced there, if longer than this
+    /// client's.
+    pub(crate) fn judge_clock(
+        &self,
+        conn: &mut redis::Connection,
+        reading: Reading,
+        until: Instant,
+    ) -> redis::RedisResult<Judged> {
+        let (mut judged, mut marker) = self.clock(reading, until);
+        if let Some(step) = judged.stepped.take()
+            && self.beyond_every_clients(conn, &step)?
+        {
+            let size = self.registry.clocks().confirm(self.index, &step);
+            judged.jumped = Some(size);
+            let now = Instant::now();
+            let mut state = self.state.lock();
+            marker = Some(self.jumped(&mut state, size, now));
+            let refusal = self.verdict(&state, now);
+            self.news(&mut state, refusal.as_ref(), now);
+        }
+        // The marker lasts as long as any client's lease may; this client
+        // learns how long at its next examination of the node.
+        if let Some(marker) = marker {
+            marker.write(conn, &self.address)?;
+        }
+        Ok(judged)
+    }
+
+    /// Whether `step` is beyond the drift allowance of the shortest TTL
+    /// any client announced at the node (and may still use).
+    fn beyond_every_clients(
+        &self,
+        conn: &mut redis::Connection,
+        step: &Step,
+    ) -> redis::RedisResult<bool> {
+        let clocks = self.registry.clocks();
+        Ok(in_use::in_use(conn, &self.in_use_key(), step.size)?
+            .is_some_and(|(shortest, _)| step.beyond(clocks.allowance(shortest))))
+    }
+
+    /// The command announcing this client's shortest and longest TTL at
+    /// the node, to go in front of a batch whose votes would count there,
+    /// unless it was said lately ([`in_use`]); with what it announces.
+    pub(crate) fn announcement(&self) -> Option<(Vec<u8>, (u64, u64))> {
+        let clocks = self.registry.clocks();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let pair = (ms(clocks.shortest_ttl()), ms(clocks.longest_ttl()));
+        self.announced
+            .due(pair)
+            .then(|| (Announced::command(&self.in_use_key(), pair), pair))
+    }
+
+    /// The node answered the announcement of `pair` with `reply`; a
+    /// refusal (an ACL) is logged once, and the votes go on.
+    pub(crate) fn announced(&self, pair: (u64, u64), reply: &redis::Value) {
+        self.announced.done(pair);
+        let redis::Value::ServerError(err) = reply else {
+            return;
+        };
+        let mut state = self.state.lock();
+        if !state.said_in_use {
+            state.said_in_use = true;
+            log::warn!(
+                "redlock: node {} refused the TTLs-in-use record {} ({}): other clients judge \
+                 its clock's jumps by their own TTLs only; with an ACL, allow +eval, +time, \
+                 +zadd, +zscore, +zrange, +zrangebyscore, +zremrangebyscore and +pexpireat on \
+                 it",
+                self.address,
+                self.in_use_key(),
+                err.code()
+            );
+        }
+    }
+
+    /// The key of the TTLs in use, beside its admission marker (in the
+    /// same hash slot on a cluster's master).
+    fn in_use_key(&self) -> String {
+        let marker = self.marker();
+        format!("{TTLS}{}", &marker[MARKER.len().min(marker.len())..])
     }
 
     /// Out until `until` for a jump of `size` (`how`: how the client
@@ -872,9 +974,23 @@ impl Admission {
 
     /// Whether a round's request with `ttl` may count this node's vote,
     /// given its clock's judgement in the same exchange: not if the clock
-    /// disagrees with the median by more than the round's drift allowance.
+    /// is ahead of the median by more than the round's drift allowance,
+    /// nor if no other node's fresh reading could judge it (with two
+    /// listed nodes or more).
     pub(crate) fn round_refusal(&self, judged: &Judged, ttl: Duration) -> Option<NodeFailure> {
-        let allowance = self.registry.clocks().allowance(ttl).max(ROUND_FLOOR);
+        let clocks = self.registry.clocks();
+        if judged.disagreement.is_none() && clocks.comparable() {
+            return Some(NodeFailure::new(
+                self.address.clone(),
+                FailureKind::Clock,
+                format!(
+                    "its clock could not be judged against another node's: none was read in \
+                     the last {} or answered within the round; the vote does not count",
+                    Human(FRESH)
+                ),
+            ));
+        }
+        let allowance = clocks.allowance(ttl).max(ROUND_FLOOR);
         let d = judged.ahead(allowance)?;
         Some(NodeFailure::new(
             self.address.clone(),
@@ -923,10 +1039,8 @@ pub(crate) fn examine(
         }
     }
     if let Some(reading) = facts.as_ref().and_then(|f| f.time) {
-        let (_, jumped) = admission.clock(reading);
-        if let Some(marker) = jumped {
-            marker.write(conn, &admission.address)?;
-        }
+        // Connection work, judged by what is known: no wait.
+        admission.judge_clock(conn, reading, Instant::now())?;
     }
     Ok(identity)
 }
@@ -939,25 +1053,38 @@ pub(crate) fn examine(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JumpMarker {
     pub(crate) key: String,
+    /// The key of the TTLs in use at the node (`in_use.rs`).
+    pub(crate) in_use: String,
     pub(crate) size: Duration,
     pub(crate) period: Duration,
 }
 
 /// Writes a jump marker, keeping what another client's said if more: the
-/// larger size and the later end. `KEYS[1]` the marker, `ARGV` the size and
-/// the period in milliseconds. (One call per jump seen: not worth a cached
-/// script.)
+/// larger size and the later end, and at least the longest TTL any client
+/// announced there (`KEYS[2]`, see `in_use.rs`) and a second. `KEYS[1]`
+/// the marker, `ARGV` the size and the period in milliseconds; returns the
+/// period set. (One call per jump seen: not worth a cached script.)
+/// Clients, this one too, learn the period at their next examination.
 const WRITE_JUMP_MARKER: &str = "local size = math.max(tonumber(redis.call('get', KEYS[1])) or 0, \
      tonumber(ARGV[1])) \
+     local t = redis.call('time') \
+     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
+     local period = tonumber(ARGV[2]) \
+     for _, m in ipairs(redis.call('zrangebyscore', KEYS[2], '(' .. (now - tonumber(ARGV[1])), \
+       '+inf')) do \
+       local v = tonumber(m) \
+       if v and v + 1000 > period then period = v + 1000 end \
+     end \
      local left = redis.call('pttl', KEYS[1]) \
-     redis.call('set', KEYS[1], size, 'px', math.max(left, tonumber(ARGV[2]))) \
-     return size";
+     redis.call('set', KEYS[1], size, 'px', math.max(left, period)) \
+     return period";
 
 impl JumpMarker {
     /// Writes it on `conn` (a refusal, by an ACL say, is logged: clients
-    /// started later then judge the clock as they find it).
-    /// A marker another client left is never lowered: the larger size and
-    /// the later end stay ([`WRITE_JUMP_MARKER`]).
+    /// started later then judge the clock as they find it), for at least
+    /// the longest TTL any client announced there. A marker another client
+    /// left is never lowered: the larger size and the later end stay
+    /// ([`WRITE_JUMP_MARKER`]).
     pub(crate) fn write(&self, conn: &mut redis::Connection, node: &str) -> redis::RedisResult<()> {
         let ms = u64::try_from(self.period.as_millis())
             .unwrap_or(u64::MAX)
@@ -965,15 +1092,17 @@ impl JumpMarker {
         let size = u64::try_from(self.size.as_millis()).unwrap_or(u64::MAX);
         let wrote: redis::RedisResult<u64> = redis::cmd("EVAL")
             .arg(WRITE_JUMP_MARKER)
-            .arg(1)
+            .arg(2)
             .arg(&self.key)
+            .arg(&self.in_use)
             .arg(size)
             .arg(ms)
             .query(conn);
         match wrote {
             Err(err) if err.code().is_some() => {
                 let hint = if err.code() == Some("NOPERM") {
-                    "; with an ACL, allow +eval, and +get, +pttl and +set on it"
+                    "; with an ACL, allow +eval and +time, +get, +pttl and +set on it, and \
+                     +zrangebyscore on the TTLs in use"
                 } else {
                     ""
                 };
@@ -1422,5 +1551,23 @@ mod tests {
                 .unwrap()
                 .starts_with("cluster node cluster:s:1 (master m3:1): ")
         );
+    }
+
+    /// A yes from a node no other node's fresh reading could judge does
+    /// not count where another node is listed; with one node listed there
+    /// is never another, and it counts.
+    #[test]
+    fn an_unjudged_clock_counts_no_yes_where_another_could_judge_it() {
+        let ttl = Duration::from_secs(10);
+        let registry = Registry::new(vec!["a:1".into(), "b:1".into(), "c:1".into()]);
+        let a = Admission::new(0, Rules::default(), registry);
+        let refused = a.round_refusal(&Judged::default(), ttl).expect("refused");
+        assert_eq!(refused.kind(), FailureKind::Clock);
+        assert!(
+            refused.detail().contains("could not be judged"),
+            "{refused}"
+        );
+        let alone = Admission::new(0, Rules::default(), Registry::new(vec!["n".into()]));
+        assert!(alone.round_refusal(&Judged::default(), ttl).is_none());
     }
 }

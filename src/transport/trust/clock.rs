@@ -9,10 +9,19 @@
 //!   monotonic time at the exchange's midpoint) minus the median skew of
 //!   the listed nodes read within [`FRESH`] (one value per listed node, so
 //!   that a cluster's masters do not outvote the others; itself included,
-//!   so that one clock off among three cannot drag the median): the
+//!   so that one clock off among three cannot drag the median; of two, the
+//!   lower: the one ahead is the one whose keys may expire early): the
 //!   *disagreement*. Two healthy clocks tick alike, so the skews of
 //!   healthy nodes stay equal however far apart in time they were read. A
-//!   client started after a jump sees it only this way.
+//!   client started after a jump sees it only this way, so a reading is
+//!   judged against fresh ones only: where another listed node has no
+//!   reading within [`FRESH`] (the client was idle, or just started) and
+//!   did not fail lately, the reading waits, up to its round's deadline,
+//!   for the round's other readings to land ([`Clocks::observe`]) — the
+//!   median of all of them, not of whichever landed first. A reading
+//!   that still has no other to be judged against has no disagreement,
+//!   and its vote does not count (`admission.rs`). With one listed node
+//!   (or one Redis Cluster) there is never another: [`Clocks::limits`].
 //! - **against its own history**: its skew moved forward since its last
 //!   reading by more than the drift allowance of the shortest TTL this
 //!   client used, plus what the round trips leave uncertain, and not with
@@ -48,7 +57,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{Receiver, Sender};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::algorithm;
 
@@ -116,15 +125,36 @@ struct Own {
     at: Instant,
 }
 
+/// A forward step of a node's clock too small to be a jump by this
+/// client's TTLs, but beyond the smallest drift allowance any TTL has: a
+/// jump if another client's shorter TTL is in use there (`in_use.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// How far the clock moved.
+    pub(crate) size: Duration,
+    /// What the two readings leave uncertain.
+    slack: Duration,
+}
+
+impl Step {
+    /// Whether it is beyond `allowance` even at its most favourable.
+    pub(crate) fn beyond(&self, allowance: Duration) -> bool {
+        self.size > allowance.saturating_add(self.slack)
+    }
+}
+
 /// What one reading says of its node's clock.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Judged {
     /// Ahead (positive) or behind the median of the nodes' clocks, in
-    /// microseconds, with how far off that figure may be; `None` while
-    /// fewer than three nodes were read lately.
+    /// microseconds, with how far off that figure may be; `None` when no
+    /// other listed node's reading was fresh, even after waiting.
     pub(crate) disagreement: Option<(i64, i64)>,
     /// It stepped forward by this much since the last reading.
     pub(crate) jumped: Option<Duration>,
+    /// It stepped forward, not beyond this client's allowance, but beyond
+    /// the smallest any client's may be.
+    pub(crate) stepped: Option<Step>,
 }
 
 impl Judged {
@@ -159,6 +189,9 @@ pub(crate) struct Clocks {
     anchor: Instant,
     drift_factor: f64,
     table: Mutex<Table>,
+    /// Told when a reading or a miss lands (readings waiting for the
+    /// others' wake up).
+    landed: Condvar,
     /// The shortest and longest TTLs this client asked for, in ms (0:
     /// none yet).
     shortest_ms: AtomicU64,
@@ -178,6 +211,10 @@ struct Table {
     /// The client's own clocks, as last read (see [`Clocks::observe`]).
     own: Option<Own>,
     samples: Vec<Option<Sample>>,
+    /// Per registry entry: when an exchange that should have read its
+    /// clock last ended without a reading (a reading waits for no node
+    /// that failed lately).
+    missed: Vec<Option<Instant>>,
     cuts: Vec<Cut>,
 }
 
@@ -193,8 +230,10 @@ impl Clocks {
                 listed,
                 own: None,
                 samples: vec![None; listed],
+                missed: vec![None; listed],
                 cuts: Vec::new(),
             }),
+            landed: Condvar::new(),
             shortest_ms: AtomicU64::new(0),
             longest_ms: AtomicU64::new(0),
             jumped,
@@ -206,11 +245,44 @@ impl Clocks {
     /// A cluster's master, of listed node `owner`, as registry entry `index`.
     pub(crate) fn add(&self, index: usize, owner: usize) {
         let mut table = self.table.lock();
-        if table.owners.len() <= index {
-            table.owners.resize(index + 1, owner);
-            table.samples.resize(index + 1, None);
-        }
+        table.grow(index, owner);
         table.owners[index] = owner;
+    }
+
+    /// What judging clocks against each other cannot do with this many
+    /// listed nodes, for the client to say once at build: `None` from
+    /// three on.
+    pub(crate) fn limits(&self) -> Option<&'static str> {
+        match self.table.lock().listed {
+            0 | 1 => Some(
+                "one node is listed (a Redis Cluster counts as one): its clock is never judged \
+                 against another's, only against its own readings, so a jump this client sees \
+                 happen keeps the node out, but a clock already wrong when the client first \
+                 reads it is not seen; list three or more independent nodes",
+            ),
+            2 => Some(
+                "two nodes are listed: each clock is judged against the other's only, so one \
+                 ahead of the other does not count, but two that stepped together before this \
+                 client first read them are not seen; list three or more independent nodes",
+            ),
+            _ => None,
+        }
+    }
+
+    /// Whether another listed node's clock can ever judge a node's: two or
+    /// more listed nodes.
+    pub(crate) fn comparable(&self) -> bool {
+        self.table.lock().listed >= 2
+    }
+
+    /// Entry `index`'s exchange, which should have read its clock, ended
+    /// without a reading: readings landing meanwhile do not wait for it.
+    pub(crate) fn missed(&self, index: usize) {
+        let mut table = self.table.lock();
+        table.grow(index, index);
+        table.missed[index] = Some(Instant::now());
+        drop(table);
+        self.landed.notify_all();
     }
 
     /// A round asked for `ttl_ms`.
@@ -226,6 +298,11 @@ impl Clocks {
     /// The longest TTL this client asked for (zero: none yet).
     pub(crate) fn longest_ttl(&self) -> Duration {
         Duration::from_millis(self.longest_ms.load(Ordering::Relaxed))
+    }
+
+    /// The shortest TTL this client asked for (zero: none yet).
+    pub(crate) fn shortest_ttl(&self) -> Duration {
+        Duration::from_millis(self.shortest_ms.load(Ordering::Relaxed))
     }
 
     /// The drift allowance of a round with `ttl`.
@@ -247,8 +324,10 @@ impl Clocks {
     /// A jump is recorded as a cut for the listed node it belongs to and
     /// announced on [`jumps`](Self::jumps). A reading older than the one
     /// kept (an examination's, judged after a batch's) is judged against
-    /// the others only.
-    pub(crate) fn observe(&self, index: usize, reading: Reading) -> Judged {
+    /// the others only. Where another listed node read before was neither
+    /// read within [`FRESH`] nor failed lately, waits until it is, or until
+    /// `until`, for the others' readings of the same round to land.
+    pub(crate) fn observe(&self, index: usize, reading: Reading, until: Instant) -> Judged {
         let half = reading.got.saturating_duration_since(reading.sent) / 2;
         let mid = reading.sent + half;
         let sample = Sample {
@@ -257,39 +336,46 @@ impl Clocks {
             at: reading.got,
             client: self.client_skew(),
         };
-        let allowance = micros(self.jump_allowance());
+        let allowance = self.jump_allowance();
         let mut table = self.table.lock();
-        if table.samples.len() <= index {
-            table.samples.resize(index + 1, None);
-            table.owners.resize(index + 1, index);
-        }
-        self.own_step(&mut table, sample.client, allowance);
+        table.grow(index, index);
+        self.own_step(&mut table, sample.client, micros(allowance));
         let previous = table.samples[index];
-        let median = median(&table, index, &sample);
-        let disagreement = median.map(|(m, unc)| {
-            (
-                sample.skew.saturating_sub(m),
-                sample.uncertainty.saturating_add(unc),
-            )
-        });
         if previous.is_some_and(|prev| prev.at > sample.at) {
             return Judged {
-                disagreement,
-                jumped: None,
+                disagreement: disagreement(&table, index, &sample),
+                ..Judged::default()
             };
         }
-        let jumped = previous.and_then(|prev| jump(&prev, &sample, allowance));
+        let step = previous.and_then(|prev| step(&prev, &sample));
+        let jumped = step.filter(|s| s.beyond(allowance)).map(|s| s.size);
+        let stepped = step.filter(|s| jumped.is_none() && s.beyond(algorithm::DRIFT_FLOOR));
         table.samples[index] = Some(sample);
         if let Some(size) = jumped {
             let node = table.owners[index];
             self.record(&mut table, node, size);
-            drop(table);
             let _ = self.jumped.try_send(());
         }
+        self.landed.notify_all();
+        while !table.heard_from_all(index, Instant::now())
+            && !self.landed.wait_until(&mut table, until).timed_out()
+        {}
         Judged {
-            disagreement,
+            disagreement: disagreement(&table, index, &sample),
             jumped,
+            stepped,
         }
+    }
+
+    /// `step`, seen at entry `index`, is a jump after all (by another
+    /// client's shorter TTL): recorded as if seen so. Its size.
+    pub(crate) fn confirm(&self, index: usize, step: &Step) -> Duration {
+        let mut table = self.table.lock();
+        let node = table.owners.get(index).copied().unwrap_or(index);
+        self.record(&mut table, node, step.size);
+        drop(table);
+        let _ = self.jumped.try_send(());
+        step.size
     }
 
     /// A jump of `size` at listed-node entry `index` learnt from a marker
@@ -408,6 +494,48 @@ impl Clocks {
     }
 }
 
+impl Table {
+    /// Makes room for registry entry `index` (of listed node `owner`).
+    fn grow(&mut self, index: usize, owner: usize) {
+        if self.owners.len() <= index {
+            self.owners.resize(index + 1, owner);
+            self.samples.resize(index + 1, None);
+            self.missed.resize(index + 1, None);
+        }
+    }
+
+    /// Whether every listed node but `index`'s that was ever read was
+    /// read again within [`FRESH`] of `now`, or failed to be: a reading of
+    /// `index` judged now is judged against all the others that answer.
+    /// (One never read — black-holed since the client started, say — is
+    /// not waited for: nothing says it will answer.)
+    fn heard_from_all(&self, index: usize, now: Instant) -> bool {
+        let fresh = |at: Instant| now.saturating_duration_since(at) <= FRESH;
+        let own = self.owners.get(index).copied().unwrap_or(index);
+        let entries =
+            |owner: usize| (0..self.owners.len()).filter(move |&j| self.owners[j] == owner);
+        let heard = |owner: usize| {
+            entries(owner).all(|j| self.samples[j].is_none())
+                || entries(owner).any(|j| {
+                    self.samples[j].is_some_and(|s| fresh(s.at))
+                        || self.missed[j].is_some_and(fresh)
+                })
+        };
+        (0..self.listed).all(|owner| owner == own || heard(owner))
+    }
+}
+
+/// `sample`'s skew against the median of its own and the other listed
+/// nodes' fresh readings, with how far off that may be.
+fn disagreement(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
+    median(table, index, sample).map(|(m, unc)| {
+        (
+            sample.skew.saturating_sub(m),
+            sample.uncertainty.saturating_add(unc),
+        )
+    })
+}
+
 fn cut(table: &Table, node: usize, since: Instant) -> Duration {
     table
         .cuts
@@ -419,7 +547,8 @@ fn cut(table: &Table, node: usize, since: Instant) -> Duration {
 /// The median of the nodes' skews: `sample` for its own listed node, and
 /// for each other listed node its latest fresh sample (a cluster's masters
 /// are one node: they do not outvote the others), with the uncertainty of
-/// the one picked; `None` below three nodes.
+/// the one picked; of an even count, the lower middle (of two, the lower:
+/// the clock ahead is judged ahead); `None` with no other node's.
 fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
     let now = sample.at;
     let own = table.owners.get(index).copied().unwrap_or(index);
@@ -443,24 +572,29 @@ fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
         .map(|s| (s.skew, s.uncertainty))
         .collect();
     skews.push((sample.skew, sample.uncertainty));
-    if skews.len() < 3 {
+    if skews.len() < 2 {
         return None;
     }
     skews.sort_unstable();
     Some(skews[(skews.len() - 1) / 2])
 }
 
-/// Whether the node stepped forward between `prev` and `sample` beyond
-/// `allowance` plus what the readings leave uncertain, by its skew and
-/// against the client's own wall clock (a suspended client host moves
-/// every skew, and its own, at once). Its size.
-fn jump(prev: &Sample, sample: &Sample, allowance: i64) -> Option<Duration> {
-    let slack = allowance
-        .saturating_add(sample.uncertainty)
-        .saturating_add(prev.uncertainty);
+/// How far the node stepped forward between `prev` and `sample`, by its
+/// skew, with what the readings leave uncertain — and, where the client's
+/// own wall clock moved forward with it (a suspended client host moves
+/// every skew, and its own, at once), as much again: only a move against
+/// both is the node's.
+fn step(prev: &Sample, sample: &Sample) -> Option<Step> {
     let step = sample.skew.saturating_sub(prev.skew);
     let own = step.saturating_sub(sample.client.skew.saturating_sub(prev.client.skew));
-    (step > slack && own > slack).then(|| Duration::from_micros(step.unsigned_abs()))
+    let slack = sample
+        .uncertainty
+        .saturating_add(prev.uncertainty)
+        .saturating_add(step.saturating_sub(own).max(0));
+    (step > 0 && own > 0).then(|| Step {
+        size: Duration::from_micros(step.unsigned_abs()),
+        slack: Duration::from_micros(slack.unsigned_abs()),
+    })
 }
 
 fn micros(d: Duration) -> i64 {
@@ -470,6 +604,7 @@ fn micros(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     /// A reading of a node whose clock is `ahead_ms` ahead of the client's
     /// monotonic clock, at `at`, over a 1 ms round trip.
@@ -491,14 +626,29 @@ mod tests {
     #[test]
     fn a_clock_far_from_the_median_disagrees_and_one_near_it_does_not() {
         let (clocks, t) = three();
-        assert_eq!(clocks.observe(0, reading(&clocks, t, 0)).disagreement, None);
-        assert_eq!(clocks.observe(1, reading(&clocks, t, 3)).disagreement, None);
-        let judged = clocks.observe(2, reading(&clocks, t, 9_000));
+        let now = Instant::now;
+        assert_eq!(
+            clocks
+                .observe(0, reading(&clocks, t, 0), now())
+                .disagreement,
+            None
+        );
+        // Of two, the lower: node 1 is 3 ms ahead of node 0.
+        let (d, _) = clocks
+            .observe(1, reading(&clocks, t, 3), now())
+            .disagreement
+            .unwrap();
+        assert!((2_996..=3_000).contains(&d), "{d}");
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), Instant::now());
         let (d, _) = judged.disagreement.unwrap();
         assert!((8_996_000..=9_000_000).contains(&d), "{d}");
         assert!(judged.beyond(Duration::from_millis(102)).is_some());
         // Node 0 against the others: the median is node 1's, 3 ms off.
-        let zero = clocks.observe(0, reading(&clocks, t + Duration::from_millis(5), 0));
+        let zero = clocks.observe(
+            0,
+            reading(&clocks, t + Duration::from_millis(5), 0),
+            Instant::now(),
+        );
         assert!(
             zero.beyond(Duration::from_millis(102)).is_none(),
             "{zero:?}"
@@ -510,19 +660,31 @@ mod tests {
     fn a_forward_step_beyond_the_allowance_is_a_jump_and_cuts_its_node() {
         let (clocks, t) = three();
         for i in 0..3 {
-            clocks.observe(i, reading(&clocks, t, 0));
+            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
         }
         let before = Instant::now();
         let later = t + Duration::from_secs(1);
         // 50 ms: below a 10 s TTL's 102 ms allowance.
-        assert_eq!(clocks.observe(2, reading(&clocks, later, 50)).jumped, None);
-        let jumped = clocks.observe(2, reading(&clocks, later, 9_050)).jumped;
+        assert_eq!(
+            clocks
+                .observe(2, reading(&clocks, later, 50), Instant::now())
+                .jumped,
+            None
+        );
+        let jumped = clocks
+            .observe(2, reading(&clocks, later, 9_050), Instant::now())
+            .jumped;
         assert_eq!(jumped, Some(Duration::from_secs(9)));
         assert_eq!(clocks.cut(2, before), Duration::from_secs(9));
         assert_eq!(clocks.cut(1, before), Duration::ZERO);
         assert!(clocks.jumps().try_recv().is_ok(), "announced");
         // Stepped back: no jump (its keys live longer, not shorter).
-        assert_eq!(clocks.observe(2, reading(&clocks, later, 0)).jumped, None);
+        assert_eq!(
+            clocks
+                .observe(2, reading(&clocks, later, 0), Instant::now())
+                .jumped,
+            None
+        );
         // A cut learnt before a lease was granted is not its own.
         assert_eq!(clocks.cut(2, Instant::now()), Duration::ZERO);
         // A lease on nodes 0-2 of 3 (quorum 2) stands on nodes 0 and 1;
@@ -549,11 +711,11 @@ mod tests {
         for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2]] {
             let (clocks, t) = three();
             for i in [0, 1, 2, 0, 1] {
-                clocks.observe(i, reading(&clocks, t, 0));
+                clocks.observe(i, reading(&clocks, t, 0), Instant::now());
             }
             let later = t + Duration::from_secs(2);
             for i in order {
-                let judged = clocks.observe(i, reading(&clocks, later, 5_000));
+                let judged = clocks.observe(i, reading(&clocks, later, 5_000), Instant::now());
                 assert_eq!(
                     judged.jumped,
                     Some(Duration::from_secs(5)),
@@ -572,10 +734,106 @@ mod tests {
             let clocks = Clocks::new(3, 0.01);
             clocks.used(1_000);
             let t = Instant::now() + Duration::from_millis(10);
-            clocks.observe(0, reading(&clocks, t, 0));
-            let judged = clocks.observe(0, reading(&clocks, t + gap, 20));
+            clocks.observe(0, reading(&clocks, t, 0), Instant::now());
+            let judged = clocks.observe(0, reading(&clocks, t + gap, 20), Instant::now());
             assert_eq!(judged.jumped, Some(Duration::from_millis(20)), "{gap:?}");
         }
+    }
+
+    /// Three listed nodes whose readings are all older than [`FRESH`] (the
+    /// client was idle), and node 2's clock 9 s ahead.
+    fn idle_three() -> Option<(Arc<Clocks>, Instant)> {
+        let (clocks, _) = three();
+        let long_ago = Instant::now().checked_sub(FRESH + Duration::from_secs(1))?;
+        for i in 0..3 {
+            clocks.table.lock().samples[i] = Some(Sample {
+                skew: 500,
+                uncertainty: 1_500,
+                at: long_ago,
+                client: clocks.client_skew(),
+            });
+        }
+        Some((Arc::new(clocks), Instant::now()))
+    }
+
+    /// The first reading of a round after a silence lands before the
+    /// others: it waits for them and is judged against them, not counted
+    /// unjudged.
+    #[test]
+    fn a_reading_with_only_stale_others_waits_for_the_rounds_others() {
+        let Some((clocks, t)) = idle_three() else {
+            return;
+        };
+        let first = {
+            let clocks = clocks.clone();
+            std::thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(60);
+                clocks.observe(2, reading(&clocks, t, 9_000), until)
+            })
+        };
+        // Its sample is kept before it waits, under the lock the wait
+        // releases: once it shows, the reading is waiting.
+        while clocks.table.lock().samples[2].is_none_or(|s| s.at < t) {
+            std::thread::yield_now();
+        }
+        for i in 0..2 {
+            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
+        }
+        let judged = first.join().unwrap();
+        let (d, _) = judged.disagreement.expect("judged against the others");
+        assert!(d > 8_990_000, "{d}");
+    }
+
+    /// A reading whose round cannot give it another reading in time is not
+    /// judged (its vote will not count); one does not wait for a node that
+    /// failed lately.
+    #[test]
+    fn a_reading_waits_for_no_node_that_failed_and_is_unjudged_alone() {
+        let Some((clocks, t)) = idle_three() else {
+            return;
+        };
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), Instant::now());
+        assert_eq!(judged.disagreement, None, "nothing fresh to judge by");
+        clocks.missed(0);
+        clocks.observe(1, reading(&clocks, t, 0), Instant::now());
+        let until = Instant::now() + Duration::from_secs(60);
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), until);
+        assert!(Instant::now() < until, "waited for node 0, which failed");
+        assert!(
+            judged.ahead(Duration::from_millis(102)).is_some(),
+            "{judged:?}"
+        );
+    }
+
+    /// A node never read (black-holed since the client started) is not
+    /// waited for: a round of the others is judged without it.
+    #[test]
+    fn a_reading_waits_for_no_node_never_read() {
+        let (clocks, t) = three();
+        clocks.observe(1, reading(&clocks, t, 0), Instant::now());
+        let until = Instant::now() + Duration::from_secs(60);
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), until);
+        assert!(Instant::now() < until, "waited for node 0, never read");
+        assert!(judged.disagreement.is_some(), "{judged:?}");
+    }
+
+    #[test]
+    fn fewer_than_three_listed_nodes_are_said() {
+        assert!(
+            Clocks::new(1, 0.01)
+                .limits()
+                .unwrap()
+                .contains("never judged")
+        );
+        assert!(!Clocks::new(1, 0.01).comparable());
+        assert!(
+            Clocks::new(2, 0.01)
+                .limits()
+                .unwrap()
+                .contains("other's only")
+        );
+        assert!(Clocks::new(2, 0.01).comparable());
+        assert!(Clocks::new(3, 0.01).limits().is_none());
     }
 
     /// The client's host was suspended: its monotonic clock stopped while
@@ -603,18 +861,46 @@ mod tests {
         let _ = t;
     }
 
+    /// A step within this client's allowance but beyond the smallest any
+    /// TTL has (2 ms, and the readings' uncertainty) is left for another
+    /// client's TTLs to judge; confirmed, it cuts like a jump.
+    #[test]
+    fn a_step_within_this_clients_allowance_is_left_to_every_clients() {
+        let (clocks, t) = three();
+        for i in 0..3 {
+            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
+        }
+        let before = Instant::now();
+        let later = t + Duration::from_secs(1);
+        let small = clocks.observe(2, reading(&clocks, later, 1), Instant::now());
+        assert_eq!((small.jumped, small.stepped), (None, None), "within 2 ms");
+        let judged = clocks.observe(2, reading(&clocks, later, 51), Instant::now());
+        assert_eq!(judged.jumped, None, "50 ms: within a 10 s TTL's 102 ms");
+        let step = judged.stepped.expect("beyond any TTL's smallest allowance");
+        assert_eq!(step.size, Duration::from_millis(50));
+        assert!(
+            step.beyond(clocks.allowance(Duration::from_secs(1))),
+            "1 s TTL: 12 ms"
+        );
+        assert!(!step.beyond(clocks.allowance(Duration::from_secs(10))));
+        assert_eq!(clocks.cut(2, before), Duration::ZERO, "not yet a jump");
+        assert_eq!(clocks.confirm(2, &step), Duration::from_millis(50));
+        assert_eq!(clocks.cut(2, before), Duration::from_millis(50));
+        assert!(clocks.jumps().try_recv().is_ok(), "announced");
+    }
+
     #[test]
     fn the_shortest_ttl_sets_the_jump_allowance() {
         let (clocks, t) = three();
         clocks.used(60_000);
         for i in 0..3 {
-            clocks.observe(i, reading(&clocks, t, 0));
+            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
         }
         // 150 ms: within a 60 s TTL's 602 ms, beyond a 10 s TTL's 102 ms.
         let later = t + Duration::from_secs(1);
         assert!(
             clocks
-                .observe(0, reading(&clocks, later, 150))
+                .observe(0, reading(&clocks, later, 150), Instant::now())
                 .jumped
                 .is_some()
         );

@@ -9,4 +9,5 @@ pub(crate) mod admission;
 pub(crate) mod clock;
 pub(crate) mod facts;
 pub(crate) mod failure;
+pub(crate) mod in_use;
 pub(crate) mod rtt;
