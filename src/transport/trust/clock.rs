@@ -187,6 +187,8 @@ struct Cut {
 #[derive(Debug)]
 pub(crate) struct Clocks {
     anchor: Instant,
+    /// How many listed nodes there are.
+    listed: usize,
     drift_factor: f64,
     table: Mutex<Table>,
     /// Told when a reading or a miss lands (readings waiting for the
@@ -206,8 +208,6 @@ pub(crate) struct Clocks {
 struct Table {
     /// Per registry entry: the listed node it belongs to.
     owners: Vec<usize>,
-    /// How many listed nodes there are.
-    listed: usize,
     /// The client's own clocks, as last read (see [`Clocks::observe`]).
     own: Option<Own>,
     samples: Vec<Option<Sample>>,
@@ -224,10 +224,10 @@ impl Clocks {
         let (jumped, jumps) = crossbeam_channel::bounded(1);
         Clocks {
             anchor: Instant::now(),
+            listed,
             drift_factor,
             table: Mutex::new(Table {
                 owners: (0..listed).collect(),
-                listed,
                 own: None,
                 samples: vec![None; listed],
                 missed: vec![None; listed],
@@ -253,7 +253,7 @@ impl Clocks {
     /// listed nodes, for the client to say once at build: `None` from
     /// three on.
     pub(crate) fn limits(&self) -> Option<&'static str> {
-        match self.table.lock().listed {
+        match self.listed {
             0 | 1 => Some(
                 "one node is listed (a Redis Cluster counts as one): its clock is never judged \
                  against another's, only against its own readings, so a jump this client sees \
@@ -272,7 +272,7 @@ impl Clocks {
     /// Whether another listed node's clock can ever judge a node's: two or
     /// more listed nodes.
     pub(crate) fn comparable(&self) -> bool {
-        self.table.lock().listed >= 2
+        self.listed >= 2
     }
 
     /// Entry `index`'s exchange, which should have read its clock, ended
@@ -357,7 +357,7 @@ impl Clocks {
             let _ = self.jumped.try_send(());
         }
         self.landed.notify_all();
-        while !table.heard_from_all(index, Instant::now())
+        while !table.heard_from_all(index, self.listed, Instant::now())
             && !self.landed.wait_until(&mut table, until).timed_out()
         {}
         Judged {
@@ -441,7 +441,7 @@ impl Clocks {
             let step = now.skew.saturating_sub(before.skew);
             if step > slack {
                 let size = Duration::from_micros(step.unsigned_abs());
-                for node in 0..table.listed {
+                for node in 0..self.listed {
                     self.record(table, node, size);
                 }
                 let _ = self.jumped.try_send(());
@@ -509,7 +509,7 @@ impl Table {
     /// `index` judged now is judged against all the others that answer.
     /// (One never read — black-holed since the client started, say — is
     /// not waited for: nothing says it will answer.)
-    fn heard_from_all(&self, index: usize, now: Instant) -> bool {
+    fn heard_from_all(&self, index: usize, listed: usize, now: Instant) -> bool {
         let fresh = |at: Instant| now.saturating_duration_since(at) <= FRESH;
         let own = self.owners.get(index).copied().unwrap_or(index);
         let entries =
@@ -521,7 +521,7 @@ impl Table {
                         || self.missed[j].is_some_and(fresh)
                 })
         };
-        (0..self.listed).all(|owner| owner == own || heard(owner))
+        (0..listed).all(|owner| owner == own || heard(owner))
     }
 }
 
