@@ -1,8 +1,10 @@
 //! [`NodeHealth`]: what a client knows about each of its nodes.
 
+use std::fmt;
 use std::time::Duration;
 
 use crate::error::{FailureKind, NodeFailure};
+use crate::human::Human;
 
 /// One node as the client sees it, from [`Redlock::node_health`](crate::Redlock::node_health):
 /// what a blocking web server shows at `/healthz`.
@@ -169,5 +171,97 @@ impl NodeHealth {
     /// eight), or `None` before the first answer.
     pub fn latency(&self) -> Option<Duration> {
         self.latency
+    }
+}
+
+/// One line an operator reads (a Redis Cluster's masters, one more line
+/// each, indented): the address, up or `DOWN`, the round trip, whether its
+/// votes count and why not, and the last failure of a node that is down.
+///
+/// ```text
+/// 10.0.0.1:6379: up, 412 µs round trip, counts
+/// 10.0.0.2:6379: DOWN, does not count: connection failed: connection refused; last failure 3.2 s ago
+/// ```
+impl fmt::Display for NodeHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.address)?;
+        if let Some(resolved) = &self.resolved {
+            write!(f, " (master {resolved})")?;
+        }
+        f.write_str(if self.up { ": up" } else { ": DOWN" })?;
+        if let Some(latency) = self.latency {
+            write!(f, ", {} round trip", Human(latency))?;
+        }
+        match &self.refusal {
+            None => f.write_str(", counts")?,
+            Some(why) => {
+                write!(f, ", does not count: {}", why.kind())?;
+                if !why.detail().is_empty() {
+                    write!(f, ": {}", why.detail())?;
+                }
+            }
+        }
+        if let Some((failure, age)) = &self.last_failure
+            && !self.up
+        {
+            let same = self
+                .refusal
+                .as_ref()
+                .is_some_and(|r| r.detail() == failure.detail());
+            if !same {
+                write!(
+                    f,
+                    "; last failure: {}: {}",
+                    failure.kind(),
+                    failure.detail()
+                )?;
+            }
+            write!(f, "; last failure {} ago", Human(*age))?;
+        }
+        for master in &self.masters {
+            write!(f, "\n  {master}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(detail: &str) -> NodeFailure {
+        NodeFailure::new("10.0.0.2:6379".into(), FailureKind::Connection, detail)
+    }
+
+    #[test]
+    fn an_operator_reads_one_line_per_node() {
+        let up = NodeHealth::new(
+            "10.0.0.1:6379".into(),
+            true,
+            None,
+            Some(Duration::from_micros(412)),
+        );
+        assert_eq!(
+            up.to_string(),
+            "10.0.0.1:6379: up, 412 µs round trip, counts"
+        );
+        let down = NodeHealth::new(
+            "10.0.0.2:6379".into(),
+            false,
+            Some((failure("connection refused"), Duration::from_millis(3_200))),
+            None,
+        )
+        .with_refusal(Some(failure("connection refused")));
+        assert_eq!(
+            down.to_string(),
+            "10.0.0.2:6379: DOWN, does not count: connection failed: connection refused; last \
+             failure 3.2 s ago"
+        );
+        let cluster = NodeHealth::new("cluster:10.0.0.5:7000".into(), true, None, None)
+            .with_masters(vec![up.clone()]);
+        assert_eq!(
+            cluster.to_string(),
+            "cluster:10.0.0.5:7000: up, counts\n  10.0.0.1:6379: up, 412 µs round trip, counts"
+        );
     }
 }
