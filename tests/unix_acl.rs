@@ -85,7 +85,7 @@ fn unix_socket_nodes_work_like_tcp_nodes() {
 }
 
 /// The line in docs/operations.md, with the password and key pattern filled in.
-const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pexpireat +pttl +exists +eval +evalsha +time +zadd +zcard +zscore +zrange +zrangebyscore +zrem +zremrangebyscore +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
+const ACL: &str = "on >s3cret ~* resetchannels &redlock-wake:* -@all +set +get +del +pexpire +pttl +exists +eval +evalsha +time +zadd +zcard +zscore +zrange +zrangebyscore +zrem +zremrangebyscore +info +select +publish +subscribe +unsubscribe +punsubscribe +ping";
 
 fn acl_user(cluster: &Cluster, user: &str, rules: &str) -> Vec<String> {
     for node in &cluster.nodes {

@@ -394,8 +394,14 @@ impl RedisLink {
             conn.broken = true;
         }
         // A vote judged after waiting for the others' readings still
-        // reaches the caller within its round.
-        let until = sending.started + sending.timeout / 2;
+        // reaches its caller: within half the batch's time, and before the
+        // first of its requests expires.
+        let half = sending.started + sending.timeout / 2;
+        let until = batch
+            .iter()
+            .map(|req| req.expires.min(half))
+            .min()
+            .unwrap_or(half);
         let wanted = batch.iter().any(|req| !req.op.cleans_up());
         let raws = match reading {
             Some(reading) => self.judge_clock(&mut conn, reading, until, batch, raws),
@@ -523,8 +529,19 @@ impl RedisLink {
         raws: Vec<Raw>,
     ) -> Vec<Raw> {
         let admission = &self.shared.admission;
+        let yes: Vec<bool> = batch
+            .iter()
+            .zip(&raws)
+            .map(|(req, raw)| matches!(raw, Raw::Reply(value) if self.says_yes(req, value)))
+            .collect();
+        // Only a yes needs the others' readings to be judged by.
+        let until = if yes.contains(&true) {
+            until
+        } else {
+            Instant::now()
+        };
         // The connection failing here (asking what TTLs are in use, or
-        // leaving the jump marker) leaves the judgement as it stood.
+        // leaving the jump marker) leaves no judgement: no yes counts.
         let judged = match admission.judge_clock(&mut conn.conn, reading, until) {
             Ok(judged) => judged,
             Err(_) => {
@@ -536,8 +553,9 @@ impl RedisLink {
         batch
             .iter()
             .zip(raws)
-            .map(|(req, raw)| match raw {
-                Raw::Reply(value) if self.says_yes(req, &value) => {
+            .zip(yes)
+            .map(|((req, raw), yes)| match raw {
+                Raw::Reply(value) if yes => {
                     // An election's proclaim or read: the leadership's TTL
                     // is the client's longest, as far as it knows.
                     let ttl = req.op.ttl_ms().map_or_else(

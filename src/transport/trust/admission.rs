@@ -862,8 +862,19 @@ impl Admission {
         until: Instant,
     ) -> redis::RedisResult<Judged> {
         let (mut judged, mut marker) = self.clock(reading, until);
+        let mut failed = None;
         if let Some(step) = judged.stepped.take()
-            && self.beyond_every_clients(conn, &step)?
+            && self
+                .beyond_every_clients(conn, &step)
+                .unwrap_or_else(|err| {
+                    // Not knowing the others' TTLs, the safe reading: a jump
+                    // (the step is not seen again by the next reading). A
+                    // refusal leaves the connection as it was.
+                    if err.code().is_none() {
+                        failed = Some(err);
+                    }
+                    true
+                })
         {
             let size = self.registry.clocks().confirm(self.index, &step);
             judged.jumped = Some(size);
@@ -873,6 +884,9 @@ impl Admission {
             let refusal = self.verdict(&state, now);
             self.news(&mut state, refusal.as_ref(), now);
         }
+        if let Some(err) = failed {
+            return Err(err);
+        }
         // The marker lasts as long as any client's lease may; this client
         // learns how long at its next examination of the node.
         if let Some(marker) = marker {
@@ -881,16 +895,16 @@ impl Admission {
         Ok(judged)
     }
 
-    /// Whether `step` is beyond the drift allowance of the shortest TTL
-    /// any client announced at the node (and may still use).
+    /// Whether `step` is beyond the smallest drift allowance any client
+    /// announced at the node (and may still use); an error when the node
+    /// could not say (taken for a jump).
     fn beyond_every_clients(
         &self,
         conn: &mut redis::Connection,
         step: &Step,
     ) -> redis::RedisResult<bool> {
-        let clocks = self.registry.clocks();
         Ok(in_use::in_use(conn, &self.in_use_key(), step.size)?
-            .is_some_and(|(shortest, _)| step.beyond(clocks.allowance(shortest))))
+            .is_some_and(|(smallest, _)| step.beyond(smallest)))
     }
 
     /// The command announcing this client's shortest and longest TTL at
@@ -899,7 +913,11 @@ impl Admission {
     pub(crate) fn announcement(&self) -> Option<(Vec<u8>, (u64, u64))> {
         let clocks = self.registry.clocks();
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let pair = (ms(clocks.shortest_ttl()), ms(clocks.longest_ttl()));
+        let longest = clocks.longest_ttl();
+        if longest.is_zero() {
+            return None;
+        }
+        let pair = (ms(clocks.allowance(clocks.shortest_ttl())), ms(longest));
         self.announced
             .due(pair)
             .then(|| (Announced::command(&self.in_use_key(), pair), pair))
@@ -915,11 +933,15 @@ impl Admission {
         let mut state = self.state.lock();
         if !state.said_in_use {
             state.said_in_use = true;
+            let hint = if err.code() == "NOPERM" {
+                "; with an ACL, allow +eval, +time, +zadd, +zscore, +zrange, +zrangebyscore, \
+                 +zremrangebyscore and +pexpire, on keys ~redlock:ttls*"
+            } else {
+                ""
+            };
             log::warn!(
-                "redlock: node {} refused the TTLs-in-use record {} ({}): other clients judge \
-                 its clock's jumps by their own TTLs only; with an ACL, allow +eval, +time, \
-                 +zadd, +zscore, +zrange, +zrangebyscore, +zremrangebyscore and +pexpireat on \
-                 it",
+                "redlock: node {} refused the record of the TTLs in use {} ({}): other clients \
+                 judge its clock's jumps by their own TTLs only{hint}",
                 self.address,
                 self.in_use_key(),
                 err.code()
@@ -1072,8 +1094,8 @@ const WRITE_JUMP_MARKER: &str = "local size = math.max(tonumber(redis.call('get'
      local period = tonumber(ARGV[2]) \
      for _, m in ipairs(redis.call('zrangebyscore', KEYS[2], '(' .. (now - tonumber(ARGV[1])), \
        '+inf')) do \
-       local v = tonumber(m) \
-       if v and v + 1000 > period then period = v + 1000 end \
+       local v = tonumber(string.sub(m, 2)) \
+       if v and string.sub(m, 1, 1) == 't' and v + 1000 > period then period = v + 1000 end \
      end \
      local left = redis.call('pttl', KEYS[1]) \
      redis.call('set', KEYS[1], size, 'px', math.max(left, period)) \
@@ -1101,8 +1123,8 @@ impl JumpMarker {
         match wrote {
             Err(err) if err.code().is_some() => {
                 let hint = if err.code() == Some("NOPERM") {
-                    "; with an ACL, allow +eval and +time, +get, +pttl and +set on it, and \
-                     +zrangebyscore on the TTLs in use"
+                    "; with an ACL, allow +eval, +time, +get, +pttl, +set and +zrangebyscore, on \
+                     keys ~redlock:clock-jumped* and ~redlock:ttls*"
                 } else {
                     ""
                 };

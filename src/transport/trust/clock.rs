@@ -343,7 +343,7 @@ impl Clocks {
         let previous = table.samples[index];
         if previous.is_some_and(|prev| prev.at > sample.at) {
             return Judged {
-                disagreement: disagreement(&table, index, &sample),
+                disagreement: disagreement(&table, index, &sample, self.listed),
                 ..Judged::default()
             };
         }
@@ -361,7 +361,7 @@ impl Clocks {
             && !self.landed.wait_until(&mut table, until).timed_out()
         {}
         Judged {
-            disagreement: disagreement(&table, index, &sample),
+            disagreement: disagreement(&table, index, &sample, self.listed),
             jumped,
             stepped,
         }
@@ -527,8 +527,8 @@ impl Table {
 
 /// `sample`'s skew against the median of its own and the other listed
 /// nodes' fresh readings, with how far off that may be.
-fn disagreement(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
-    median(table, index, sample).map(|(m, unc)| {
+fn disagreement(table: &Table, index: usize, sample: &Sample, listed: usize) -> Option<(i64, i64)> {
+    median(table, index, sample, listed).map(|(m, unc)| {
         (
             sample.skew.saturating_sub(m),
             sample.uncertainty.saturating_add(unc),
@@ -548,8 +548,10 @@ fn cut(table: &Table, node: usize, since: Instant) -> Duration {
 /// for each other listed node its latest fresh sample (a cluster's masters
 /// are one node: they do not outvote the others), with the uncertainty of
 /// the one picked; of an even count, the lower middle (of two, the lower:
-/// the clock ahead is judged ahead); `None` with no other node's.
-fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
+/// the clock ahead is judged ahead); `None` unless a majority of the
+/// `listed` nodes (two at least) is in it: a median of fewer could be
+/// made of the clocks it should judge.
+fn median(table: &Table, index: usize, sample: &Sample, listed: usize) -> Option<(i64, i64)> {
     let now = sample.at;
     let own = table.owners.get(index).copied().unwrap_or(index);
     let mut latest: Vec<Option<Sample>> = Vec::new();
@@ -572,7 +574,7 @@ fn median(table: &Table, index: usize, sample: &Sample) -> Option<(i64, i64)> {
         .map(|s| (s.skew, s.uncertainty))
         .collect();
     skews.push((sample.skew, sample.uncertainty));
-    if skews.len() < 2 {
+    if skews.len() < (listed / 2 + 1).max(2) {
         return None;
     }
     skews.sort_unstable();
@@ -803,6 +805,25 @@ mod tests {
             judged.ahead(Duration::from_millis(102)).is_some(),
             "{judged:?}"
         );
+    }
+
+    /// Of five listed nodes, a reading judged with only one other fresh
+    /// (the rest failed lately) is not judged: two clocks that stepped
+    /// together would vouch for each other.
+    #[test]
+    fn a_median_needs_a_majority_of_the_listed_nodes() {
+        let clocks = Clocks::new(5, 0.01);
+        clocks.used(10_000);
+        let t = Instant::now() + Duration::from_millis(10);
+        for i in [0, 1, 4] {
+            clocks.missed(i);
+        }
+        clocks.observe(3, reading(&clocks, t, 9_000), Instant::now());
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), Instant::now());
+        assert_eq!(judged.disagreement, None, "two of five is no majority");
+        let judged = clocks.observe(4, reading(&clocks, t, 0), Instant::now());
+        let (d, _) = judged.disagreement.expect("three of five");
+        assert!(d < 0, "node 4 is behind the two that stepped: {d}");
     }
 
     /// A node never read (black-holed since the client started) is not

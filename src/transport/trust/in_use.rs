@@ -3,11 +3,12 @@
 //! whether a step is a jump is judged against the shortest TTL in use (its
 //! drift allowance is the smallest), and how long the node stays out
 //! against the longest (until every lease counted there before the jump
-//! has run out). One client knows only its own; so each announces its
-//! shortest and longest on every node before its votes with them count
-//! there ([`Announced`]), in the sorted set [`TTLS`]: member a TTL in
-//! milliseconds, score the node's time (ms) until which a lease of it,
-//! taken before the client announces again, may still be valid.
+//! has run out). One client knows only its own; so each announces, on
+//! every node before its votes count there ([`Announced`]), the drift
+//! allowance of its shortest TTL (by its own drift factor) and its longest
+//! TTL, in the sorted set [`TTLS`]: members `a<ms>` (an allowance) and
+//! `t<ms>` (a TTL), scored with the node's time (ms) until which a lease
+//! taken before the client announces again may still be valid.
 //!
 //! A step that moved the node's clock by `size` also made the entries
 //! ending within `size` look ended: both scripts count an entry as in use
@@ -29,34 +30,35 @@ pub(crate) const REFRESH: Duration = Duration::from_secs(30);
 /// than this finds them gone: the client's own TTLs still count).
 const KEEP_PAST_MS: u64 = 3_600_000;
 
-/// `KEYS[1]` the set; `ARGV` the shortest and longest TTL (ms), and for
-/// how long (ms) from the node's now they may be in use. Never shortens
-/// another client's entry; drops entries long past their end.
+/// `KEYS[1]` the set; `ARGV` the allowance and the longest TTL (ms), for
+/// how long (ms) from the node's now they may be in use, and how long past
+/// their end entries are kept. Never shortens another client's entry;
+/// drops entries long past their end. (`PEXPIRE`, not `PEXPIREAT`: the
+/// command ACLs written for earlier versions allow.)
 const ANNOUNCE: &str = "local t = redis.call('time') \
      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
      local untl = now + tonumber(ARGV[3]) \
-     for i = 1, 2 do \
-       local old = tonumber(redis.call('zscore', KEYS[1], ARGV[i])) \
-       if not old or old < untl then redis.call('zadd', KEYS[1], untl, ARGV[i]) end \
+     for i, m in ipairs({'a' .. ARGV[1], 't' .. ARGV[2]}) do \
+       local old = tonumber(redis.call('zscore', KEYS[1], m)) \
+       if not old or old < untl then redis.call('zadd', KEYS[1], untl, m) end \
      end \
      redis.call('zremrangebyscore', KEYS[1], '-inf', now - tonumber(ARGV[4])) \
      local last = redis.call('zrange', KEYS[1], -1, -1, 'withscores') \
-     redis.call('pexpireat', KEYS[1], tonumber(last[2]) + tonumber(ARGV[4])) \
+     redis.call('pexpire', KEYS[1], tonumber(last[2]) - now + tonumber(ARGV[4])) \
      return 1";
 
 /// `KEYS[1]` the set; `ARGV[1]` a step of the node's clock (ms). The
-/// shortest and longest TTL (ms) whose entries end after the node's now
-/// less the step; `{}` when none does.
+/// smallest allowance and the longest TTL (ms) whose entries end after
+/// the node's now less the step (`-1`: none).
 pub(crate) const IN_USE: &str = "local t = redis.call('time') \
      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) \
-     local lo, hi = nil, nil \
+     local lo, hi = -1, -1 \
      local all = redis.call('zrangebyscore', KEYS[1], '(' .. (now - tonumber(ARGV[1])), '+inf') \
      for _, m in ipairs(all) do \
-       local v = tonumber(m) \
-       if v and (not lo or v < lo) then lo = v end \
-       if v and (not hi or v > hi) then hi = v end \
+       local v = tonumber(string.sub(m, 2)) \
+       if v and string.sub(m, 1, 1) == 'a' and (lo < 0 or v < lo) then lo = v end \
+       if v and string.sub(m, 1, 1) == 't' and v > hi then hi = v end \
      end \
-     if not lo then return {} end \
      return {lo, hi}";
 
 /// What one client last announced at one node, and when.
@@ -77,9 +79,9 @@ impl Announced {
             })
     }
 
-    /// The command that announces `shortest` and `longest` (ms) at `key`,
-    /// packed to go in front of a batch.
-    pub(crate) fn command(key: &str, (shortest, longest): (u64, u64)) -> Vec<u8> {
+    /// The command that announces an `allowance` and the `longest` TTL
+    /// (ms) at `key`, packed to go in front of a batch.
+    pub(crate) fn command(key: &str, (allowance, longest): (u64, u64)) -> Vec<u8> {
         let life = u64::try_from(REFRESH.as_millis())
             .unwrap_or(u64::MAX)
             .saturating_add(longest)
@@ -88,7 +90,7 @@ impl Announced {
             .arg(ANNOUNCE)
             .arg(1)
             .arg(key)
-            .arg(shortest)
+            .arg(allowance)
             .arg(longest)
             .arg(life)
             .arg(KEEP_PAST_MS)
@@ -102,29 +104,27 @@ impl Announced {
     }
 }
 
-/// The shortest and longest TTL any client announced at the node on
-/// `conn` that may still be in use, given that its clock just stepped by
-/// `step`; `Ok(None)` when none, or when the node refused to say.
+/// The smallest drift allowance and the longest TTL any client announced
+/// at the node on `conn` that may still be in use, given that its clock
+/// just stepped by `step`; `Ok(None)` when no client announced one. A
+/// refusal is an error, as a failed connection is: the caller cannot tell.
 pub(crate) fn in_use(
     conn: &mut redis::Connection,
     key: &str,
     step: Duration,
 ) -> redis::RedisResult<Option<(Duration, Duration)>> {
     let step_ms = u64::try_from(step.as_millis()).unwrap_or(u64::MAX);
-    let said: redis::RedisResult<Vec<u64>> = redis::cmd("EVAL")
+    let pair: Vec<i64> = redis::cmd("EVAL")
         .arg(IN_USE)
         .arg(1)
         .arg(key)
         .arg(step_ms)
-        .query(conn);
-    match said {
-        Ok(pair) => Ok(match pair[..] {
-            [lo, hi] => Some((Duration::from_millis(lo), Duration::from_millis(hi))),
-            _ => None,
-        }),
-        Err(err) if err.code().is_some() => Ok(None),
-        Err(err) => Err(err),
-    }
+        .query(conn)?;
+    let ms = |v: i64| Duration::from_millis(v.unsigned_abs());
+    Ok(match pair[..] {
+        [lo, hi] if lo >= 0 => Some((ms(lo), ms(hi.max(0)))),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
