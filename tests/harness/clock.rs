@@ -13,7 +13,11 @@ use super::Node;
 pub fn library() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/clockshift.c");
+        // Written out from the source compiled in, so that whichever crate
+        // includes the harness (the tests, the examples, the bench) finds it.
+        let source =
+            std::env::temp_dir().join(format!("redlock-sync-clockshift-{}.c", std::process::id()));
+        std::fs::write(&source, include_str!("clockshift.c")).expect("write clockshift.c");
         let out =
             std::env::temp_dir().join(format!("redlock-sync-clockshift-{}.so", std::process::id()));
         let status = Command::new("cc")

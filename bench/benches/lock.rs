@@ -1,4 +1,4 @@
-//! `cargo bench --bench lock`: this crate against the physical floor and the
+//! `cargo bench -p redlock-bench --bench lock`: this crate against the physical floor and the
 //! `redlock` crate, side by side in one run, on 5 local `redis-server` nodes.
 //! Prints a table and rewrites BENCHMARKS.md.
 //!
@@ -7,7 +7,7 @@
 
 #[path = "support/cross_client.rs"]
 mod cross_client;
-#[path = "../tests/harness/mod.rs"]
+#[path = "../../tests/harness/mod.rs"]
 mod harness;
 #[path = "support/plots.rs"]
 mod plots;
@@ -326,7 +326,8 @@ fn plot(file: &str, caption: &str, axes: (&str, &str), series: &[plots::Series],
     } else {
         "docs/bench"
     };
-    let dir = format!("{}/{dir}", env!("CARGO_MANIFEST_DIR"));
+    // The repository's root, where BENCHMARKS.md and docs/ are.
+    let dir = format!("{}/../{dir}", env!("CARGO_MANIFEST_DIR"));
     let path = format!("{dir}/{file}");
     if let Err(err) = std::fs::create_dir_all(&dir)
         .map_err(Into::into)
@@ -1231,7 +1232,7 @@ fn write_markdown(report: &str, version: &str) {
     let _ = writeln!(md, "# Benchmarks\n");
     let _ = writeln!(
         md,
-        "Produced by `cargo bench --bench lock` (rewrites this file). Machine: {} cores; redis-server {version}; 5 nodes on loopback started by the bench; TTL 10 s; 50 unmeasured warm-up pairs.\n",
+        "Produced by `cargo bench -p redlock-bench --bench lock` (rewrites this file). Machine: {} cores; redis-server {version}; 5 nodes on loopback started by the bench; TTL 10 s; 50 unmeasured warm-up pairs.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let _ = writeln!(
@@ -1247,7 +1248,7 @@ fn write_markdown(report: &str, version: &str) {
          ![S1: pair latency distribution](docs/bench/s1.svg)\n",
     );
     md.push_str(report);
-    if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/BENCHMARKS.md"), md) {
+    if let Err(err) = std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/../BENCHMARKS.md"), md) {
         eprintln!("could not write BENCHMARKS.md: {err}");
     }
 }
