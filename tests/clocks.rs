@@ -74,9 +74,14 @@ fn client_a_with(cluster: &Cluster, fencing: bool) -> ClientA {
 
 /// A holds `KEY` on nodes 0–2 only.
 fn a_holds(a: &ClientA, cluster: &Cluster) -> LockGuard {
+    a_holds_for(a, cluster, TTL)
+}
+
+/// A holds `KEY` for `ttl` on nodes 0–2 only.
+fn a_holds_for(a: &ClientA, cluster: &Cluster, ttl: Duration) -> LockGuard {
     let guard = a
         .client
-        .lock(KEY, TTL)
+        .lock(KEY, ttl)
         .expect("A takes the lock on nodes 0-2");
     for node in &cluster.nodes[..3] {
         assert!(node.get_now(KEY).is_some(), "A's key on node {}", node.port);
@@ -228,14 +233,8 @@ fn three_clocks_stepping_together_are_three_jumps() {
 fn a_client_started_after_a_jump_that_idles_never_counts_the_node() {
     let cluster = shifted(5);
     let a = client_a(&cluster);
-    let guard = a
-        .client
-        .lock(KEY, Duration::from_secs(300))
-        .expect("A takes the lock on nodes 0-2");
-    cluster.nodes[2].set_clock_offset(400_000);
-    settles("A's key on node 2 expired early", || {
-        cluster.nodes[2].get_now(KEY).is_none()
-    });
+    let guard = a_holds_for(&a, &cluster, Duration::from_secs(300));
+    node_2_jumps(&cluster, &guard, 400_000);
     let slow: Vec<Proxy> = [0, 1, 3, 4]
         .iter()
         .map(|&i| {
@@ -287,14 +286,8 @@ fn a_jumped_node_stays_out_while_another_clients_longer_lease_may_stand() {
     let a = client_a(&cluster);
     let x = direct(&cluster);
     x.lock("clock:x", TTL).unwrap().release().unwrap();
-    let guard = a
-        .client
-        .lock(KEY, Duration::from_secs(60))
-        .expect("A takes the lock on nodes 0-2");
-    cluster.nodes[2].set_clock_offset(70_000);
-    settles("A's key on node 2 expired early", || {
-        cluster.nodes[2].get_now(KEY).is_none()
-    });
+    let guard = a_holds_for(&a, &cluster, Duration::from_secs(60));
+    node_2_jumps(&cluster, &guard, 70_000);
     let _ = x.try_lock("clock:x", TTL);
     assert!(
         refused_by(&x, 2).detail().contains("jumped"),
