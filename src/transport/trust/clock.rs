@@ -625,6 +625,15 @@ mod tests {
         (clocks, Instant::now() + Duration::from_millis(10))
     }
 
+    /// [`three`], each node read once at `t`, in step with the client.
+    fn three_read() -> (Clocks, Instant) {
+        let (clocks, t) = three();
+        for i in 0..3 {
+            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
+        }
+        (clocks, t)
+    }
+
     #[test]
     fn a_clock_far_from_the_median_disagrees_and_one_near_it_does_not() {
         let (clocks, t) = three();
@@ -660,10 +669,7 @@ mod tests {
 
     #[test]
     fn a_forward_step_beyond_the_allowance_is_a_jump_and_cuts_its_node() {
-        let (clocks, t) = three();
-        for i in 0..3 {
-            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
-        }
+        let (clocks, t) = three_read();
         let before = Instant::now();
         let later = t + Duration::from_secs(1);
         // 50 ms: below a 10 s TTL's 102 ms allowance.
@@ -887,10 +893,7 @@ mod tests {
     /// client's TTLs to judge; confirmed, it cuts like a jump.
     #[test]
     fn a_step_within_this_clients_allowance_is_left_to_every_clients() {
-        let (clocks, t) = three();
-        for i in 0..3 {
-            clocks.observe(i, reading(&clocks, t, 0), Instant::now());
-        }
+        let (clocks, t) = three_read();
         let before = Instant::now();
         let later = t + Duration::from_secs(1);
         let small = clocks.observe(2, reading(&clocks, later, 1), Instant::now());
