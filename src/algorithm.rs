@@ -95,6 +95,95 @@ pub(crate) struct Proclaimed {
     pub(crate) value: std::sync::Arc<str>,
 }
 
+/// What one node holds at one place of a resource (see `Op::Inspect`): a
+/// lock's key, a semaphore's slot `place`, a reader-writer lock's writer
+/// (`0`) or one of its readers (`1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Held {
+    pub(crate) place: u32,
+    /// The holder, as a hash of its token (never the token).
+    pub(crate) holder: u64,
+    /// What is left of it there, in the node's milliseconds (`u64::MAX`:
+    /// a key without expiry).
+    pub(crate) remaining_ms: u64,
+    /// The fencing token the holder's token carries (see
+    /// `protocol::token`).
+    pub(crate) fence: Option<u64>,
+}
+
+/// What a node read with its yes: an election's leader, or what holds a
+/// resource there. A round counts reads by what they agree on (see
+/// `Tally::agreed` and [`on_majority`]), not as plain yes votes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Read {
+    Leader(std::sync::Arc<Proclaimed>),
+    Holds(std::sync::Arc<[Held]>),
+}
+
+impl Read {
+    /// The leader read, if this is one.
+    pub(crate) fn leader(&self) -> Option<&std::sync::Arc<Proclaimed>> {
+        match self {
+            Read::Leader(p) => Some(p),
+            Read::Holds(_) => None,
+        }
+    }
+
+    /// What holds a resource there, if this is such a read.
+    pub(crate) fn holds(&self) -> Option<&[Held]> {
+        match self {
+            Read::Holds(h) => Some(h),
+            Read::Leader(_) => None,
+        }
+    }
+}
+
+/// A token's hash (FNV-1a): equal tokens, equal hashes; the token is not
+/// kept.
+pub(crate) fn token_hash(token: &[u8]) -> u64 {
+    token.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// What holds a resource on a majority, from the reads of the nodes that
+/// answered (`unknown` nodes did not, or not yet): each holder found at the
+/// same place on at least `quorum` nodes, with what is left of it on that
+/// majority (the `quorum`-th largest of its remaining times). `None` while
+/// the nodes not read could change the answer: they are a majority
+/// themselves, or a holder read on fewer than `quorum` nodes would reach it
+/// with them.
+pub(crate) fn on_majority<'a>(
+    reads: impl Iterator<Item = &'a [Held]> + Clone,
+    unknown: usize,
+    quorum: usize,
+) -> Option<Vec<Held>> {
+    if unknown >= quorum {
+        return None;
+    }
+    let mut found: Vec<Held> = Vec::new();
+    let mut seen: Vec<(u32, u64)> = Vec::new();
+    for held in reads.clone().flatten() {
+        let id = (held.place, held.holder);
+        if seen.contains(&id) {
+            continue;
+        }
+        seen.push(id);
+        let mut there: Vec<&Held> = reads
+            .clone()
+            .filter_map(|r| r.iter().find(|h| (h.place, h.holder) == id))
+            .collect();
+        if there.len() >= quorum {
+            there.sort_by_key(|h| std::cmp::Reverse(h.remaining_ms));
+            found.push(*there[quorum - 1]);
+        } else if there.len() + unknown >= quorum {
+            return None;
+        }
+    }
+    found.sort_by_key(|h| (h.place, std::cmp::Reverse(h.remaining_ms)));
+    Some(found)
+}
+
 /// A node's vote: yes or no, and what the node said with it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Vote {
@@ -112,8 +201,8 @@ pub(crate) struct Vote {
     /// A semaphore's slot acquisition: the slots the node holds (bit `i`:
     /// slot `i` exists there), counting one this round just took.
     pub(crate) slots: Option<u64>,
-    /// An election's read: the leader's proclamation there (with a yes).
-    pub(crate) read: Option<std::sync::Arc<Proclaimed>>,
+    /// With a read's yes: what the node read (see [`Read`]).
+    pub(crate) read: Option<Read>,
 }
 
 impl Vote {
@@ -144,12 +233,8 @@ impl Vote {
 
     /// An acquisition's no: the key holds `token` there.
     pub(crate) fn held_by(token: &[u8]) -> Vote {
-        // FNV-1a: equal tokens, equal hashes; the token is not kept.
-        let hash = token.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
         Vote {
-            holder: Some(hash),
+            holder: Some(token_hash(token)),
             ..Vote::NO
         }
     }
@@ -171,7 +256,16 @@ impl Vote {
     /// An election read's yes: the node holds this leader's proclamation.
     pub(crate) fn proclaimed(read: Proclaimed) -> Vote {
         Vote {
-            read: Some(std::sync::Arc::new(read)),
+            read: Some(Read::Leader(std::sync::Arc::new(read))),
+            ..Vote::YES
+        }
+    }
+
+    /// An inspection's yes: what holds the resource there (nothing, or
+    /// these).
+    pub(crate) fn holds(held: Vec<Held>) -> Vote {
+        Vote {
+            read: Some(Read::Holds(held.into())),
             ..Vote::YES
         }
     }
@@ -225,8 +319,8 @@ pub(crate) struct Outcome {
     /// A semaphore's slot acquisition: the slots each answering node
     /// reported held (see [`Vote::slots`]), one entry per node.
     pub(crate) slots: Vec<u64>,
-    /// An election's read: the proclamations the nodes that said yes hold.
-    pub(crate) reads: Vec<std::sync::Arc<Proclaimed>>,
+    /// The reads of the nodes that said yes (see [`Read`]).
+    pub(crate) reads: Vec<Read>,
     /// Nodes the request never left the client for (refused at their queue:
     /// full, or the client shutting down): nothing of it can be there, so
     /// nothing needs cleaning up there.
@@ -260,6 +354,10 @@ pub(crate) enum Decides {
     /// [`held`](Outcome::held) and, when `fenced`, whether a larger token
     /// may win (refusals for a stale token).
     Acquisition { fenced: bool },
+    /// An inspection: what holds the resource on a majority
+    /// ([`on_majority`]); `Confirmed` once the reads decide it,
+    /// `Unreachable` when they cannot.
+    Holdings,
 }
 
 /// A round's answers as its caller reads them: grants, refusals (by a
@@ -309,8 +407,8 @@ pub(crate) struct Tally {
     anonymous: usize,
     /// The slot reports, as [`Outcome::slots`].
     slots: Vec<u64>,
-    /// The election reads, as [`Outcome::reads`].
-    reads: Vec<std::sync::Arc<Proclaimed>>,
+    /// The reads, as [`Outcome::reads`].
+    reads: Vec<Read>,
 }
 
 impl Tally {
@@ -347,7 +445,7 @@ impl Tally {
             read: Some(read), ..
         }) = &answer
         {
-            // Counted by term (see `agreed`), not as a plain yes.
+            // Counted by what it agrees on (see `agreed`), not as a plain yes.
             self.reads.push(read.clone());
             return;
         }
@@ -386,15 +484,23 @@ impl Tally {
 
     /// The yes votes, and the no votes: an election read's yes counts only
     /// for the term most nodes read (a majority must agree on one leader);
-    /// the reads of other terms count as no.
+    /// the reads of other terms count as no. Every inspection read counts
+    /// as a yes (what it says is judged by [`on_majority`]).
     fn agreed(&self) -> (usize, usize) {
-        let most = self
-            .reads
-            .iter()
-            .map(|r| self.reads.iter().filter(|o| o.term == r.term).count())
+        let leaders = || self.reads.iter().filter_map(Read::leader);
+        let most = leaders()
+            .map(|r| leaders().filter(|o| o.term == r.term).count())
             .max()
             .unwrap_or(0);
-        (self.yes + most, self.no + self.reads.len() - most)
+        let other = self.reads.len() - leaders().count();
+        (self.yes + most + other, self.no + leaders().count() - most)
+    }
+
+    /// An inspection's verdict with `unknown` nodes not read: `Confirmed`
+    /// once the reads decide what holds the resource on a majority.
+    fn holdings(&self, unknown: usize) -> Option<Verdict> {
+        let reads = self.reads.iter().filter_map(Read::holds);
+        on_majority(reads, unknown, self.quorum).map(|_| Verdict::Confirmed)
     }
 
     /// Ends the round: the verdict as if every node still pending had
@@ -402,7 +508,9 @@ impl Tally {
     pub(crate) fn outcome(&self) -> Outcome {
         let failed = self.failures.len() + self.pending();
         let (yes, no) = self.agreed();
-        let verdict = if yes >= self.quorum {
+        let verdict = if self.decides == Decides::Holdings {
+            self.holdings(failed).unwrap_or(Verdict::Unreachable)
+        } else if yes >= self.quorum {
             Verdict::Confirmed
         } else if yes + failed < self.quorum {
             Verdict::Refused
@@ -448,6 +556,10 @@ impl Tally {
     /// a majority of answers.)
     pub(crate) fn verdict(&self) -> Option<Verdict> {
         let ((yes, no), failed, pending) = (self.agreed(), self.failures.len(), self.pending());
+        if self.decides == Decides::Holdings {
+            let decided = self.holdings(failed + pending);
+            return decided.or((pending == 0).then_some(Verdict::Unreachable));
+        }
         if yes >= self.quorum {
             return Some(Verdict::Confirmed);
         }
@@ -496,7 +608,8 @@ impl Tally {
         let quorum = self.quorum;
         let refusals_rule_out = c.yes + c.failed < quorum;
         match self.decides {
-            Decides::Verdict => (refusals_rule_out, false, false),
+            // (An inspection decides in `holdings`.)
+            Decides::Verdict | Decides::Holdings => (refusals_rule_out, false, false),
             Decides::Acquisition { .. } => {
                 let held =
                     refusals_rule_out || (c.yes + c.refused + c.stale >= quorum && c.refused > 0);
@@ -696,7 +809,7 @@ mod tests {
     ) -> (Verdict, bool, bool, bool) {
         let lost = outcome.verdict != Verdict::Confirmed;
         match decides {
-            Decides::Verdict => (outcome.verdict, false, false, false),
+            Decides::Verdict | Decides::Holdings => (outcome.verdict, false, false, false),
             Decides::Acquisition { .. } => (
                 if lost {
                     Verdict::Unreachable
@@ -897,5 +1010,83 @@ mod tests {
         assert!(delays.iter().any(|d| *d != delays[0]), "jitter must vary");
         assert_eq!(retry_delay(base, Duration::ZERO), base);
         assert_eq!(retry_delay(Duration::MAX, Duration::MAX), Duration::MAX);
+    }
+
+    fn at(place: u32, holder: u64, remaining_ms: u64) -> Held {
+        Held {
+            place,
+            holder,
+            remaining_ms,
+            fence: None,
+        }
+    }
+
+    #[test]
+    fn a_holder_on_a_majority_is_found_with_what_is_left_on_that_majority() {
+        let x = |ms| vec![at(0, 7, ms)];
+        let reads = [x(900), x(500), x(700), vec![], vec![at(0, 8, 100)]];
+        let found = on_majority(reads.iter().map(Vec::as_slice), 0, 3).unwrap();
+        // Sorted 900, 700, 500: the third node to lose it loses the majority.
+        assert_eq!(found, vec![at(0, 7, 500)]);
+    }
+
+    #[test]
+    fn a_holder_on_fewer_than_a_majority_is_no_holder_once_the_rest_is_known() {
+        let reads = [
+            vec![at(0, 7, 900)],
+            vec![at(0, 7, 900)],
+            vec![],
+            vec![],
+            vec![],
+        ];
+        let found = on_majority(reads.iter().map(Vec::as_slice), 0, 3).unwrap();
+        assert!(found.is_empty());
+        // Two nodes not read could make its majority: undecided.
+        let some = &reads[..3];
+        assert_eq!(on_majority(some.iter().map(Vec::as_slice), 2, 3), None);
+        // Three free and two unknown: nobody can reach three.
+        let free = [vec![], vec![], vec![]];
+        let found = on_majority(free.iter().map(Vec::as_slice), 2, 3).unwrap();
+        assert!(found.is_empty());
+        // A majority unknown: whatever was read, never a guess.
+        assert_eq!(on_majority(free[..2].iter().map(Vec::as_slice), 3, 3), None);
+    }
+
+    #[test]
+    fn places_are_judged_each_on_their_own() {
+        // A semaphore's slots 0 and 2 held on a majority, slot 1 on one node.
+        let node = |extra: bool| {
+            let mut held = vec![at(0, 1, 50), at(2, 3, 60)];
+            if extra {
+                held.push(at(1, 2, 70));
+            }
+            held
+        };
+        let reads = [node(true), node(false), node(false)];
+        let found = on_majority(reads.iter().map(Vec::as_slice), 0, 2).unwrap();
+        assert_eq!(found, vec![at(0, 1, 50), at(2, 3, 60)]);
+    }
+
+    #[test]
+    fn an_inspection_round_ends_once_its_reads_decide() {
+        let mut t = Tally::deciding(5, Decides::Holdings);
+        let x = || Ok(Vote::holds(vec![at(0, 7, 10)]));
+        t.record(x());
+        t.record(x());
+        assert_eq!(t.verdict(), None);
+        t.record(x());
+        assert_eq!(t.verdict(), Some(Verdict::Confirmed));
+        assert_eq!(t.outcome().confirmed, 3);
+        // Three nodes failing: never decided, unreachable once all are in.
+        let mut t = Tally::deciding(5, Decides::Holdings);
+        t.record(Ok(Vote::holds(Vec::new())));
+        t.record(Ok(Vote::holds(Vec::new())));
+        for _ in 0..2 {
+            t.record(fail(FailureKind::Timeout));
+            assert_eq!(t.verdict(), None);
+        }
+        t.record(fail(FailureKind::Timeout));
+        assert_eq!(t.verdict(), Some(Verdict::Unreachable));
+        assert_eq!(t.outcome().verdict, Verdict::Unreachable);
     }
 }

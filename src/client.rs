@@ -6,11 +6,12 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::Acquire;
 use crate::config::RedlockBuilder;
-use crate::core::{Core, Patience};
+use crate::core::{Core, Patience, Target};
 use crate::election::Election;
 use crate::error::Error;
 use crate::guard::LockGuard;
 use crate::health::NodeHealth;
+use crate::holding::Holding;
 use crate::rw_lock::RwLock;
 use crate::semaphore::Semaphore;
 
@@ -401,6 +402,77 @@ impl Redlock {
     /// ```
     pub fn election(&self, name: &str) -> Election {
         Election::new(self.core.clone(), name)
+    }
+
+    /// Who holds `resource` now, as a majority of the nodes says: `Some`
+    /// only when one holder (the same token) holds it on at least
+    /// [`quorum`](Self::quorum) nodes, with what is left of it and its
+    /// fencing token ([`Holding`]); `None` when no holder has a majority.
+    /// One round to every node, writing nothing; it returns once the
+    /// answers decide, or after the per-node timeout at most.
+    ///
+    /// A quarantined node (restarted empty, or its clock jumped) counts as
+    /// one that did not answer, as it does for a lock.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// if let Some(holding) = redlock.inspect("reports:nightly")? {
+    ///     println!(
+    ///         "held for at least {:?} more, fencing token {:?}",
+    ///         holding.remaining(),
+    ///         holding.fencing_token()
+    ///     );
+    /// }
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`] when too few nodes answered to tell (the nodes
+    /// that did not could hold it for someone) — never a guess;
+    /// [`Error::Config`] for an empty or reserved name;
+    /// [`Error::Shutdown`] after [`shutdown`](Self::shutdown).
+    pub fn inspect(&self, resource: &str) -> Result<Option<Holding>, Error> {
+        let target = Target::Resources(Arc::from([Arc::from(resource)]));
+        let found = self.core.inspect(target)?;
+        Ok(found.into_iter().map(|(_, holding)| holding).next())
+    }
+
+    /// An operator's release: deletes the lock on `resource` from every
+    /// node, whoever holds it, and says whether someone held it on a
+    /// majority. For a lock whose holder is gone while its TTL runs on (a
+    /// crashed batch step with an hour's TTL). Fencing values stay on the
+    /// nodes, so fencing tokens still only grow; the next waiter queued
+    /// for it is woken at once.
+    ///
+    /// **The holder may still be working.** It learns of the release only
+    /// at its next extension or keep-alive renewal, which fails
+    /// ([`LockGuard::lost_token`] fires with a kept-alive guard); until
+    /// then it believes it holds the lock while the next holder may
+    /// already have it. Release only a holder you know is gone, or protect
+    /// the storage with fencing tokens
+    /// ([`fencing`](crate::RedlockBuilder::fencing)), which refuse the old
+    /// holder's late writes.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let was_held = redlock.force_release("reports:nightly")?;
+    /// println!("released; it was {}held", if was_held { "" } else { "not " });
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoQuorum`] when too few nodes answered to be sure it is
+    /// gone from a majority: call it again once they are back;
+    /// [`Error::Config`] for an empty or reserved name;
+    /// [`Error::Shutdown`] after [`shutdown`](Self::shutdown).
+    pub fn force_release(&self, resource: &str) -> Result<bool, Error> {
+        self.core.force_release(resource)
     }
 
     /// How every node is doing, as far as this client can tell: whether it

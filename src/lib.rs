@@ -206,6 +206,7 @@ mod election;
 mod error;
 mod guard;
 mod health;
+mod holding;
 mod human;
 mod metrics;
 mod node_url;
@@ -224,6 +225,7 @@ pub use election::{Campaign, Election, Leader, Leadership, Observer};
 pub use error::{Error, FailureKind, LostCause, NodeFailure, Wanted};
 pub use guard::LockGuard;
 pub use health::NodeHealth;
+pub use holding::{Holding, RwHolders};
 pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
 

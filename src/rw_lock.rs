@@ -5,9 +5,10 @@ use std::time::Duration;
 
 use crate::acquire::Acquire;
 use crate::core::Core;
-use crate::core::Role;
+use crate::core::{Role, Target};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::holding::RwHolders;
 
 /// A reader-writer lock across processes and machines: any number of
 /// readers at once, or one writer and no reader. From
@@ -155,5 +156,39 @@ impl RwLock {
     /// The write hold to configure, as [`acquire_read`](Self::acquire_read).
     pub fn acquire_write(&self, ttl: Duration) -> Acquire {
         Acquire::rw(&self.core, &self.name, Role::Write, ttl)
+    }
+
+    /// Who holds the lock now, as a majority of the nodes says: its writer
+    /// or its readers, each a [`Holding`](crate::Holding) that one holder has on at least
+    /// `N/2 + 1` nodes, as [`Redlock::inspect`](crate::Redlock::inspect)
+    /// reads a lock. Writes nothing.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let holders = redlock.rw_lock("config").inspect()?;
+    /// println!("writer: {:?}, readers: {}", holders.writer(), holders.readers().len());
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::inspect`](crate::Redlock::inspect): [`Error::NoQuorum`]
+    /// when too few nodes answered to tell, [`Error::Config`] for an empty
+    /// name.
+    pub fn inspect(&self) -> Result<RwHolders, Error> {
+        let target = Target::Rw {
+            name: self.name.clone(),
+            role: Role::Read,
+        };
+        let mut holders = RwHolders::default();
+        for (place, holding) in self.core.inspect(target)? {
+            match place {
+                0 => holders.writer = Some(holding),
+                _ => holders.readers.push(holding),
+            }
+        }
+        Ok(holders)
     }
 }

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::acquire::Acquire;
-use crate::core::Core;
+use crate::core::{Core, Target};
 use crate::error::Error;
 use crate::guard::LockGuard;
+use crate::holding::Holding;
 
 /// A counting semaphore across processes and machines: at most
 /// [`permits`](Self::permits) holders at once. From
@@ -139,5 +140,33 @@ impl Semaphore {
     /// [`lock`](Acquire::lock) or [`try_lock`](Acquire::try_lock).
     pub fn acquire(&self, ttl: Duration) -> Acquire {
         Acquire::permit(&self.core, &self.name, self.permits, ttl)
+    }
+
+    /// The permits in use now, as a majority of the nodes says: one
+    /// [`Holding`] per permit that one holder has on at least `N/2 + 1`
+    /// nodes, in slot order, as [`Redlock::inspect`](crate::Redlock::inspect)
+    /// reads a lock. Writes nothing.
+    ///
+    /// ```no_run
+    /// use redlock_sync::Redlock;
+    ///
+    /// let redlock = Redlock::new(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])?;
+    /// let pool = redlock.semaphore("db-connections", 8);
+    /// println!("{} of {} permits in use", pool.inspect()?.len(), pool.permits());
+    /// # Ok::<(), redlock_sync::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Redlock::inspect`](crate::Redlock::inspect): [`Error::NoQuorum`]
+    /// when too few nodes answered to tell, [`Error::Config`] for an empty
+    /// name, 0 permits or more than 64.
+    pub fn inspect(&self) -> Result<Vec<Holding>, Error> {
+        let target = Target::Semaphore {
+            name: self.name.clone(),
+            permits: self.permits,
+        };
+        let found = self.core.inspect(target)?;
+        Ok(found.into_iter().map(|(_, holding)| holding).collect())
     }
 }

@@ -679,3 +679,36 @@ fn a_promoted_replica_waits_the_restart_quarantine() {
         },
     );
 }
+
+/// An operator's view through a cluster: the semaphore's slots, the lock
+/// and its release reach the masters that serve their keys, and the
+/// cluster's answer counts as one node's.
+#[test]
+fn an_operator_sees_and_frees_what_a_cluster_holds() {
+    let cluster = RedisCluster::start(3, 0, 5000);
+    let client = builder([cluster.url(3)])
+        .fencing(true)
+        .build()
+        .expect("client");
+    let operator = over(&cluster);
+    let guard = client.lock("cluster-op:lock", TTL).unwrap();
+    let holding = operator.inspect("cluster-op:lock").unwrap().expect("held");
+    assert_eq!(holding.fencing_token(), guard.fencing_token());
+    let pool = client.semaphore("cluster-op:pool", 4);
+    let _permits = [pool.lock(TTL).unwrap(), pool.lock(TTL).unwrap()];
+    assert_eq!(
+        operator
+            .semaphore("cluster-op:pool", 4)
+            .inspect()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(operator.force_release("cluster-op:lock").unwrap());
+    assert_eq!(operator.inspect("cluster-op:lock").unwrap(), None);
+    let key: Option<String> = query(
+        cluster.master_of_slot(cluster.slot("cluster-op:lock")),
+        &["GET", "cluster-op:lock"],
+    );
+    assert_eq!(key, None, "gone from the master that serves it");
+}

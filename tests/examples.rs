@@ -683,3 +683,70 @@ fn scheduler_copies_lead_one_at_a_time_and_a_follower_sees_each_leader() {
     let expected: Vec<String> = terms.iter().map(|(n, t)| format!("{n} {t}")).collect();
     assert_eq!(leaders, expected, "{stdout}");
 }
+
+/// `ctl`'s output and exit status for `args` against `nodes`.
+fn ctl(nodes: &str, args: &[&str]) -> (i32, String) {
+    let out = example("ctl")
+        .args(["--nodes", nodes])
+        .args(args)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().expect("exited"), text)
+}
+
+#[test]
+fn ctl_shows_frees_and_checks_with_its_exit_codes() {
+    let mut cluster = Cluster::start(3);
+    let nodes = cluster.urls().join(",");
+    let (code, help) = ctl(&nodes, &["--help"]);
+    assert_eq!(code, 0);
+    assert!(help.contains("usage: ctl"), "{help}");
+    assert_eq!(ctl(&nodes, &["frobnicate"]).0, 64);
+    assert_eq!(ctl(&nodes, &["inspect", ""]).0, 64, "an empty name");
+
+    let (code, out) = ctl(&nodes, &["health"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(out.matches(", counts").count(), 3, "{out}");
+
+    let (code, out) = ctl(&nodes, &["inspect", "ctl:job"]);
+    assert_eq!((code, out.contains("ctl:job: free")), (1, true), "{out}");
+    let holder = harness::builder(cluster.urls())
+        .fencing(true)
+        .build()
+        .unwrap();
+    let mut guard = holder.lock("ctl:job", Duration::from_secs(60)).unwrap();
+    let token = guard.fencing_token().unwrap();
+    let (code, out) = ctl(&nodes, &["inspect", "ctl:job"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("fencing token {token}")), "{out}");
+
+    let (code, out) = ctl(&nodes, &["release", "ctl:job"]);
+    assert_eq!((code, out.contains("released")), (0, true), "{out}");
+    assert_eq!(ctl(&nodes, &["inspect", "ctl:job"]).0, 1);
+    assert_eq!(ctl(&nodes, &["release", "ctl:job"]).0, 1, "nobody held it");
+    assert!(
+        guard.extend(Duration::from_secs(60)).is_err(),
+        "its holder learns it at its next extension"
+    );
+
+    let pool = holder.semaphore("ctl:pool", 4);
+    let _permit = pool.lock(Duration::from_secs(60)).unwrap();
+    let (code, out) = ctl(&nodes, &["inspect", "--permits", "4", "ctl:pool"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 of 4 permits in use"), "{out}");
+
+    // Two of three nodes down: nobody can tell.
+    cluster.nodes[1].pause();
+    cluster.nodes[2].pause();
+    let (code, out) = ctl(&nodes, &["inspect", "ctl:job"]);
+    assert_eq!(code, 69, "{out}");
+    assert!(out.contains("no quorum"), "{out}");
+    let (code, out) = ctl(&nodes, &["health"]);
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.matches("DOWN").count(), 2, "{out}");
+    for node in &mut cluster.nodes[1..] {
+        node.resume();
+    }
+}

@@ -155,4 +155,6 @@ script_test! {
     leader: LEADER,
     resign: RESIGN,
     no: NO,
+    inspect: INSPECT,
+    force_release: FORCE_RELEASE,
 }

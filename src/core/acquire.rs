@@ -36,6 +36,19 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// Checks the names and numbers asked for, or a `Config` error.
+    pub(crate) fn check(&self) -> Result<(), Error> {
+        match self {
+            Target::Resources(resources) => checked_keys(resources),
+            Target::Semaphore { name, permits } => checked_semaphore(name, *permits),
+            Target::Rw { name, .. } if name.is_empty() => Err(Error::argument(
+                "the lock name is empty; name what you lock",
+            )),
+            Target::Rw { .. } => Ok(()),
+            Target::Election { name } => checked_election(name),
+        }
+    }
+
     /// What a `Busy` error says was asked for.
     fn wanted(&self) -> Wanted {
         match self {
@@ -70,6 +83,8 @@ struct Sent {
     pending: PendingRound,
     /// When to stop waiting for its answers.
     by: Instant,
+    /// What its keys hold (see `protocol::token`).
+    token: Arc<str>,
     /// The fencing token it proposed.
     proposed: Option<u64>,
 }
@@ -299,10 +314,10 @@ impl Core {
         patience: Patience,
     ) -> Result<(Acquisition, Asked), Error> {
         let wanted = target.wanted();
+        target.check()?;
         let (kind, slots) = match target {
-            Target::Resources(resources) => (Kind::Lock(checked_keys(resources)?), None),
+            Target::Resources(resources) => (Kind::Lock(resources), None),
             Target::Semaphore { name, permits } => {
-                checked_semaphore(&name, permits)?;
                 let slots = Slots::new(permits, self.node_count(), self.quorum());
                 let slot = slots.current();
                 let kind = Kind::Permit {
@@ -313,11 +328,6 @@ impl Core {
                 (kind, Some(slots))
             }
             Target::Rw { name, role } => {
-                if name.is_empty() {
-                    return Err(Error::argument(
-                        "the lock name is empty; name what you lock",
-                    ));
-                }
                 let kind = match role {
                     Role::Read => Kind::Read { lock: name },
                     Role::Write => Kind::Write {
@@ -327,10 +337,7 @@ impl Core {
                 };
                 (kind, None)
             }
-            Target::Election { name } => {
-                checked_election(&name)?;
-                (Kind::Leadership { election: name }, None)
-            }
+            Target::Election { name } => (Kind::Leadership { election: name }, None),
         };
         if let Some(problem) = self.transport.key_problem(&kind) {
             return Err(Error::argument(problem));
@@ -374,9 +381,9 @@ impl Core {
     /// One acquisition round, sent as `round.route` says. On failure the
     /// partial lock is released everywhere (without waiting).
     fn attempt(&self, round: &Round<'_>) -> Result<Lease, Failed> {
-        let token = new_token();
         let start = Instant::now();
-        let sent = self.send_round(round, &token, start)?;
+        let sent = self.send_round(round, start)?;
+        let token = sent.token.clone();
         let (outcome, gate) = sent.pending.collect_with_gate(sent.by);
         // In a round that takes part in the gate node's queue, its vote is
         // awaited until the deadline: a late "others queued first" still
@@ -407,12 +414,7 @@ impl Core {
 
     /// Builds the round's request and sends it as its route says; the gate
     /// node's refusal of a gated round is `Busy` at once.
-    fn send_round(
-        &self,
-        round: &Round<'_>,
-        token: &Arc<str>,
-        start: Instant,
-    ) -> Result<Sent, Failed> {
+    fn send_round(&self, round: &Round<'_>, start: Instant) -> Result<Sent, Failed> {
         let timeout = self.node_timeout(round.ttl);
         let by = answer_by(start, timeout, None);
         let ttl_ms = millis(round.ttl);
@@ -432,6 +434,7 @@ impl Core {
             },
             None => Op::Acquire { ttl_ms },
         };
+        let token = crate::transport::new_token(proposed);
         let mut request = Request::new(op, round.kind.clone(), token.clone(), timeout, by);
         request.queue = round.member.clone();
         let pending = match round.route {
@@ -446,6 +449,7 @@ impl Core {
         Ok(Sent {
             pending,
             by,
+            token,
             proposed,
         })
     }
@@ -568,7 +572,7 @@ fn wall_clock_micros() -> u64 {
 
 /// The resources as keys, or a `Config` error: none, an empty name, a
 /// duplicate, or more than [`MAX_RESOURCES`].
-fn checked_keys(keys: Keys) -> Result<Keys, Error> {
+fn checked_keys(keys: &Keys) -> Result<(), Error> {
     let resources: Vec<&str> = keys.iter().map(|k| &**k).collect();
     match &resources[..] {
         [] => Err(Error::argument(
@@ -582,7 +586,7 @@ fn checked_keys(keys: Keys) -> Result<Keys, Error> {
              client's own keys; choose another name",
             RESERVED.map(|prefix| format!("`{prefix}`")).join(", ")
         ))),
-        [_] => Ok(keys),
+        [_] => Ok(()),
         _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
             resources.len()
@@ -601,7 +605,7 @@ fn checked_keys(keys: Keys) -> Result<Keys, Error> {
                     )));
                 }
             }
-            Ok(keys)
+            Ok(())
         }
     }
 }
@@ -662,19 +666,6 @@ pub(crate) fn display_name(keys: &Keys) -> String {
     }
 }
 
-/// 20 bytes from the thread-local CSPRNG, hex-encoded (40 characters).
-fn new_token() -> Arc<str> {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut bytes = [0u8; 20];
-    rand::fill(&mut bytes);
-    let mut token = String::with_capacity(40);
-    for byte in bytes {
-        token.push(char::from(HEX[usize::from(byte >> 4)]));
-        token.push(char::from(HEX[usize::from(byte & 0xf)]));
-    }
-    Arc::from(token)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,21 +684,11 @@ mod tests {
             "redlock-rw:a#w",
             "redlock:admitted",
         ] {
-            let err = checked_keys(keys(&[name])).unwrap_err().to_string();
+            let err = checked_keys(&keys(&[name])).unwrap_err().to_string();
             let prefix = name.split_inclusive(':').next().unwrap();
             assert!(err.contains(prefix), "{err} names {prefix}");
-            assert!(checked_keys(keys(&["ok", name])).is_err(), "{name}");
+            assert!(checked_keys(&keys(&["ok", name])).is_err(), "{name}");
         }
-        assert!(checked_keys(keys(&["redlock-queue"])).is_ok());
-    }
-
-    #[test]
-    fn tokens_are_long_hex_and_unique() {
-        let tokens: std::collections::HashSet<_> = (0..1000).map(|_| new_token()).collect();
-        assert_eq!(tokens.len(), 1000);
-        for token in &tokens {
-            assert_eq!(token.len(), 40);
-            assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
-        }
+        assert!(checked_keys(&keys(&["redlock-queue"])).is_ok());
     }
 }

@@ -15,13 +15,10 @@ use std::time::{Duration, Instant};
 use super::Core;
 use super::handoff::Woken;
 use super::lease::Lease;
-use super::verdict::{answer_by, no_quorum};
-use crate::algorithm::{Outcome, Proclaimed, Verdict};
+use super::verdict::{READ_TTL, answer_by, no_quorum};
+use crate::algorithm::{Outcome, Proclaimed, Read, Verdict};
 use crate::error::Error;
 use crate::transport::{Kind, Op, Request, Value};
-
-/// The TTL a read's per-node timeout is derived from (a read has none).
-const READ_TTL: Duration = Duration::from_secs(10);
 
 /// After a wake-up, how long reads follow closely ([`CHANGE_POLL`] apart)
 /// until the change shows on a majority.
@@ -117,7 +114,13 @@ impl Core {
         request.queue = observer.cloned();
         let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
         let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;
-        let at_gate = gate.now().map(|vote| vote.read.filter(|_| vote.yes));
+        let at_gate = gate.now().map(|vote| {
+            vote.read
+                .as_ref()
+                .and_then(Read::leader)
+                .filter(|_| vote.yes)
+                .cloned()
+        });
         let differs = at_gate.is_some_and(|g| !same_leader(g.as_ref(), reading.as_ref()));
         Ok((reading, differs))
     }
@@ -248,16 +251,12 @@ fn is_news(last: Option<&Seen>, now: &Seen) -> bool {
 fn leader_of(read: &Outcome) -> Option<Seen> {
     match read.verdict {
         Verdict::Confirmed => {
-            let terms = read.reads.iter().map(|r| r.term);
-            let term = terms
-                .clone()
-                .max_by_key(|t| read.reads.iter().filter(|r| r.term == *t).count())?;
+            let reads = || read.reads.iter().filter_map(Read::leader);
+            let term = reads()
+                .map(|r| r.term)
+                .max_by_key(|t| reads().filter(|r| r.term == *t).count())?;
             // The leader's latest proclamation among the nodes that hold it.
-            let latest = read
-                .reads
-                .iter()
-                .filter(|r| r.term == term)
-                .max_by_key(|r| r.seq)?;
+            let latest = reads().filter(|r| r.term == term).max_by_key(|r| r.seq)?;
             Some(Some(latest.clone()))
         }
         // No term on a majority: nobody leads (or the next leader has not

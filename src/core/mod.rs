@@ -39,6 +39,7 @@ mod elect;
 #[cfg(test)]
 mod elect_tests;
 mod handoff;
+mod inspect;
 mod keeper;
 mod lease;
 mod life;
@@ -66,6 +67,7 @@ use parking_lot::Mutex;
 use crate::algorithm;
 use crate::error::Error;
 use crate::health::NodeHealth;
+use crate::holding::Holding;
 use crate::settings::{NodeTimeout, Settings};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
@@ -257,6 +259,31 @@ impl Core {
     /// The client's default number of retries.
     pub(crate) fn retry_count(&self) -> u32 {
         self.settings.retry_count
+    }
+
+    /// What holds `target` on a majority of the nodes (see
+    /// `inspect::holders`).
+    pub(crate) fn inspect(&self, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
+        self.read_holders(target, Op::Inspect)
+    }
+
+    /// Deletes the lock key of `resource` on every node, whoever holds it
+    /// (its fence value stays); on the resource's gate node the next
+    /// waiter is woken. Whether one holder held it on a majority. The
+    /// holder's next renewal or extension finds its key gone.
+    pub(crate) fn force_release(&self, resource: &str) -> Result<bool, Error> {
+        let target = Target::Resources(Arc::from([Arc::from(resource)]));
+        Ok(!self.read_holders(target, Op::ForceRelease)?.is_empty())
+    }
+
+    fn read_holders(&self, target: Target, op: Op) -> Result<Vec<(u32, Holding)>, Error> {
+        let _busy = self.enter()?;
+        let ask = inspect::Ask {
+            transport: &self.transport,
+            timeout: self.node_timeout(verdict::READ_TTL),
+            drift_factor: self.settings.drift_factor,
+        };
+        inspect::holders(&ask, target, op)
     }
 
     /// The per-node timeout for a lock with this TTL: the one set, or the

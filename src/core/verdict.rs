@@ -7,6 +7,9 @@ use crate::algorithm::Outcome;
 use crate::error::{Error, LostCause};
 use crate::settings::NodeTimeout;
 
+/// The TTL a read's per-node timeout is derived from (a read has none).
+pub(super) const READ_TTL: Duration = Duration::from_secs(10);
+
 /// A TTL checked by `whole_ttl` in milliseconds (at most `u32::MAX`).
 pub(super) fn millis(ttl: Duration) -> u64 {
     u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::{NodeShared, Transport};
-use crate::algorithm::{Answer, Vote};
+use crate::algorithm::{Answer, Held, Vote, token_hash};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::connect::link::Link;
 use crate::transport::protocol::keys::{Layout, fence_key};
 use crate::transport::protocol::request::{Kind, Op, Request};
+use crate::transport::protocol::token;
 
 /// What a fake node calls with every member it wakes.
 type OnWake = Arc<dyn Fn(&str, Op) + Send + Sync>;
@@ -403,6 +404,7 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
         }
         Op::Leave => Ok(Vote::YES),
         Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => Ok(elect(keys, req, now)),
+        Op::Inspect | Op::ForceRelease => Ok(read_holders(keys, req, now)),
         Op::Release { .. } => {
             let mine: Vec<_> = req.keys().iter().filter(|key| ours(keys, key)).collect();
             let all = mine.len() == req.keys().len();
@@ -412,6 +414,35 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             Ok(all.into())
         }
     }
+}
+
+/// What holds a lock's keys (one or several) or a slot's, by place, as
+/// `inspect.lua` answers; an operator's release deletes them too, as
+/// `force_release.lua`.
+fn read_holders(
+    keys: &mut HashMap<String, (String, Instant)>,
+    req: &Request,
+    now: Instant,
+) -> Vote {
+    let held = req.keys().iter().zip(0..);
+    let held = held
+        .filter_map(|(key, place)| {
+            let (token, until) = live(keys, key, now)?;
+            let left = until.saturating_duration_since(now).as_millis();
+            Some(Held {
+                place,
+                holder: token_hash(token.as_bytes()),
+                remaining_ms: u64::try_from(left).unwrap_or(u64::MAX),
+                fence: token::fence_of(token.as_bytes()),
+            })
+        })
+        .collect();
+    if req.op == Op::ForceRelease {
+        for key in req.keys().iter() {
+            keys.remove(&**key);
+        }
+    }
+    Vote::holds(held)
 }
 
 /// How long a queued waiter or an observer counts: longer than any test,
@@ -558,7 +589,12 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             }
             Ok(Vote::YES)
         }
-        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
+        Op::ForceRelease => {
+            let next = queue.first().map(|(m, _)| m.clone());
+            woken.extend(next.map(|h| (h, req.op.clone())));
+            apply(&mut inner.keys, req)
+        }
+        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign | Op::Inspect => {
             apply(&mut inner.keys, req)
         }
     }

@@ -43,6 +43,7 @@ pub(crate) use protocol::keys::{MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role};
 #[cfg(test)]
 pub(crate) use protocol::keys::{elect_keys, slot_key};
 pub(crate) use protocol::request::{Keys, Kind, Op, Request, Value};
+pub(crate) use protocol::token::new as new_token;
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
 use trust::admission::{Admission, Registry, Rules};

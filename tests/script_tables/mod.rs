@@ -104,7 +104,7 @@ pub fn run(conn: &mut redis::Connection, line: &str, now: i64) -> Value {
 /// Runs every case of `script`'s table on a fresh database; every
 /// mismatch is collected, so that one run shows them all.
 /// Every table, by script.
-pub static TABLES: [(&Script, &[Case]); 23] = [
+pub static TABLES: [(&Script, &[Case]); 25] = [
     (&scripts::RELEASE, RELEASE),
     (&scripts::EXTEND, EXTEND),
     (&scripts::ACQUIRE_ALL, ACQUIRE_ALL),
@@ -128,6 +128,8 @@ pub static TABLES: [(&Script, &[Case]); 23] = [
     (&scripts::LEADER, LEADER),
     (&scripts::RESIGN, RESIGN),
     (&scripts::NO, NO),
+    (&scripts::INSPECT, INSPECT),
+    (&scripts::FORCE_RELEASE, FORCE_RELEASE),
 ];
 
 // ---------------------------------------------------------------------
@@ -1335,3 +1337,88 @@ pub const NO: &[Case] = &[Case {
     reply: "0",
     ..CASE
 }];
+
+// ---------------------------------------------------------------------
+// An operator's requests.
+
+pub const INSPECT: &[Case] = &[
+    Case {
+        what: "a held key and a free one, by place, and nothing written",
+        given: &["SET l0 tok"],
+        keys: &["l0", "l1"],
+        argv: &["2"],
+        reply: "['tok',-1,nil,-2]",
+        then: &[("GET l0", "'tok'"), ("EXISTS l1", "0")],
+        ..CASE
+    },
+    Case {
+        what: "what is left of a key with a TTL",
+        given: &["SET l tok PX 9000"],
+        keys: &["l"],
+        argv: &["1"],
+        reply: "~'tok',",
+        then: &[("PTTL l", ">8000")],
+        ..CASE
+    },
+    Case {
+        what: "a key of another type is held by \"\"",
+        given: &["RPUSH l x"],
+        keys: &["l"],
+        argv: &["1"],
+        reply: "['',-1]",
+        then: &[("TYPE l", "'list'")],
+        ..CASE
+    },
+    Case {
+        what: "a writer, and the readers whose time runs after it",
+        given: &["SET w wtok", "ZADD r $now+60000 r1 $now-5 gone"],
+        keys: &["w", "r"],
+        argv: &["1"],
+        reply: "~['wtok',-1,'r1',",
+        then: &[("ZCARD r", "2")],
+        ..CASE
+    },
+    Case {
+        what: "readers past their time are not shown",
+        given: &["ZADD r $now-5 gone"],
+        keys: &["w", "r"],
+        argv: &["1"],
+        reply: "[nil,-2]",
+        ..CASE
+    },
+];
+
+pub const FORCE_RELEASE: &[Case] = &[
+    Case {
+        what: "anyone's key is deleted, its fence value kept, and it says whose it was",
+        given: &["SET l other", "SET redlock-fence:l 7"],
+        keys: &["l"],
+        reply: "['other',-1]",
+        then: &[("EXISTS l", "0"), ("GET redlock-fence:l", "'7'")],
+        ..CASE
+    },
+    Case {
+        what: "a free key: nothing there",
+        keys: &["l"],
+        reply: "[nil,-2]",
+        then: &[("EXISTS l", "0")],
+        ..CASE
+    },
+    Case {
+        what: "on the gate node the head is woken",
+        given: &["SET l tok", "ZADD q 1 c2:2", "ZADD a $now+2000 c2:2"],
+        keys: &["l", "q", "a"],
+        reply: "['tok',-1]",
+        then: &[("EXISTS l", "0"), ("ZCARD q", "1")],
+        woken: &["c2:2"],
+        ..CASE
+    },
+    Case {
+        what: "a head that stopped refreshing its place is dropped, not woken",
+        given: &["SET l tok", "ZADD q 1 c2:2", "ZADD a $now-1 c2:2"],
+        keys: &["l", "q", "a"],
+        reply: "['tok',-1]",
+        then: &[("ZCARD q", "0")],
+        ..CASE
+    },
+];

@@ -27,6 +27,7 @@ pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8
     let mut cmd = redis::Cmd::new();
     let elects = req.op.elects() || matches!(req.op, Op::Extend { .. });
     match (&req.kind, gate_member(req)) {
+        _ if req.op.inspects() => super::inspect::encode(req, l, sent, &mut cmd),
         (Kind::Leadership { election }, _) if elects => {
             super::elect::encode(req, l, election, sent, &mut cmd);
         }
@@ -43,7 +44,12 @@ fn gate_member(req: &Request) -> Option<&str> {
     match req.op {
         Op::Leave => Some(req.queue.as_deref().unwrap_or("")),
         Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Release { .. } => req.queue.as_deref(),
-        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => None,
+        Op::Extend { .. }
+        | Op::Proclaim { .. }
+        | Op::ReadLeader
+        | Op::Resign
+        | Op::Inspect
+        | Op::ForceRelease => None,
     }
 }
 
@@ -51,6 +57,9 @@ fn gate_member(req: &Request) -> Option<&str> {
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     if req.op.elects() {
         return super::elect::vote(req, value, node);
+    }
+    if req.op.inspects() {
+        return super::inspect::vote(req, value, node);
     }
     let acquires = matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
     let (reports, scripted) = match &req.kind {

@@ -52,7 +52,8 @@ pub(super) fn encode_lock(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut r
         (Op::Release { .. }, _) => (&scripts::RELEASE_ALL, None),
         // Only ever sent to the gate node (see `gate.rs`), or as an
         // election's (see `encode`): a no.
-        (Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign, _) => {
+        (Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign | Op::Inspect, _)
+        | (Op::ForceRelease, _) => {
             eval(cmd, &scripts::NO, sent).arg(0);
             return;
         }
@@ -210,7 +211,12 @@ fn encode_read(req: &Request, l: Layout, lock: &str, sent: &mut Sent, cmd: &mut 
                 .arg(ttl_ms);
         }
         // Never sent: a reader's leave goes to the gate node. A no.
-        Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
+        Op::Leave
+        | Op::Proclaim { .. }
+        | Op::ReadLeader
+        | Op::Resign
+        | Op::Inspect
+        | Op::ForceRelease => {
             eval(cmd, &scripts::NO, sent).arg(0);
         }
     }

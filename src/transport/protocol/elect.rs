@@ -63,7 +63,12 @@ pub(crate) fn encode(
             }
         }
         // Never sent here (see `codec::encode`): the election's lock's.
-        Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Release { .. } | Op::Leave => {
+        Op::Acquire { .. }
+        | Op::AcquireFenced { .. }
+        | Op::Release { .. }
+        | Op::Leave
+        | Op::Inspect
+        | Op::ForceRelease => {
             super::commands::encode(req, l, sent, cmd);
         }
     }

@@ -76,6 +76,8 @@ fn ops() -> Vec<(&'static str, Op)> {
         ),
         ("read-leader", Op::ReadLeader),
         ("resign", Op::Resign),
+        ("inspect", Op::Inspect),
+        ("force-release", Op::ForceRelease),
     ]
 }
 

@@ -130,7 +130,12 @@ fn lock(req: &Request, l: Layout, gate: &GateKeys<'_>, sent: &mut Sent, cmd: &mu
         }
         // Never a gate node's copy (see `codec::gate_member`): nothing to
         // queue for, so the plain command.
-        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => {
+        Op::Extend { .. }
+        | Op::Proclaim { .. }
+        | Op::ReadLeader
+        | Op::Resign
+        | Op::Inspect
+        | Op::ForceRelease => {
             super::commands::encode(req, l, sent, cmd);
         }
     }

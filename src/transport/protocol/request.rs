@@ -84,6 +84,15 @@ pub(crate) enum Op {
     /// A resigning leader deletes the value key while the lock key holds
     /// its token (its lock is released after, as any).
     Resign,
+    /// Reads what holds the kind's keys, for an operator: a lock's key, a
+    /// semaphore's slots, a reader-writer lock's writer and readers.
+    /// Writes nothing.
+    Inspect,
+    /// An operator's release of a lock: deletes its key whoever holds it
+    /// (the fence value stays, so fencing tokens still only grow),
+    /// answering what was there as [`Op::Inspect`] does. On the gate node
+    /// it also wakes the next waiter.
+    ForceRelease,
 }
 
 impl Op {
@@ -96,6 +105,11 @@ impl Op {
     /// One of an election's own commands (not its lock's).
     pub(crate) fn elects(&self) -> bool {
         matches!(self, Op::Proclaim { .. } | Op::ReadLeader | Op::Resign)
+    }
+
+    /// One of an operator's requests: it answers what holds the resource.
+    pub(crate) fn inspects(&self) -> bool {
+        matches!(self, Op::Inspect | Op::ForceRelease)
     }
 
     /// The TTL it sets, in milliseconds, if it sets one.
@@ -114,6 +128,7 @@ impl Op {
         match self {
             Op::Acquire { .. } => Decides::Acquisition { fenced: false },
             Op::AcquireFenced { .. } => Decides::Acquisition { fenced: true },
+            Op::Inspect | Op::ForceRelease => Decides::Holdings,
             _ => Decides::Verdict,
         }
     }

@@ -311,10 +311,21 @@ pub(crate) static RESIGN: Script = Script::new(
 );
 /// A "no" for a request never sent.
 pub(crate) static NO: Script = Script::new(22, "no", include_str!("no.lua"));
+/// What holds a resource, for an operator.
+pub(crate) static INSPECT: Script = Script::new(23, "inspect", include_str!("inspect.lua"));
+/// An operator's release, whoever holds the lock.
+pub(crate) static FORCE_RELEASE: Script = Script::new(
+    24,
+    "force_release",
+    concat!(
+        include_str!("lib_queue.lua"),
+        include_str!("force_release.lua")
+    ),
+);
 
 /// Every script (the tests and the benchmarks go through them all).
 #[cfg_attr(not(test), allow(dead_code))]
-pub(crate) static ALL: [&Script; 23] = [
+pub(crate) static ALL: [&Script; 25] = [
     &RELEASE,
     &EXTEND,
     &ACQUIRE_ALL,
@@ -338,6 +349,8 @@ pub(crate) static ALL: [&Script; 23] = [
     &LEADER,
     &RESIGN,
     &NO,
+    &INSPECT,
+    &FORCE_RELEASE,
 ];
 
 /// How long a place in a queue counts without a refresh, as

@@ -1,0 +1,194 @@
+//! An operator's requests: what holds a resource ([`Op::Inspect`]) and a
+//! release whoever holds it ([`Op::ForceRelease`]). Both answer, per node,
+//! the holders found there (see `scripts/inspect.lua`); a round reads them
+//! with `algorithm::on_majority`.
+
+use std::sync::Arc;
+
+use super::keys::Layout;
+use super::request::{Kind, Op, Request};
+use super::scripts::{self, Sent, eval};
+use crate::algorithm::{Answer, Held, Vote, token_hash};
+use crate::error::{FailureKind, NodeFailure};
+use crate::transport::trust::failure::server_failure;
+
+/// The keys a holder holds one each, and the readers' set, if any.
+fn keys(kind: &Kind, l: Layout) -> (Vec<String>, Option<String>) {
+    match kind {
+        Kind::Permit {
+            semaphore, permits, ..
+        } => (l.slots(semaphore, *permits), None),
+        Kind::Read { lock } | Kind::Write { lock, .. } => {
+            let [writer, readers, _] = l.rw(lock);
+            (vec![writer], Some(readers))
+        }
+        Kind::Lock(_) | Kind::Leadership { .. } => (
+            l.lock_keys(kind).iter().map(|k| k.to_string()).collect(),
+            None,
+        ),
+    }
+}
+
+/// Adds `req`'s command to `cmd`: the read, or on a lock the release (with
+/// the queue keys on the gate node, `req.queue` set).
+pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
+    if req.op == Op::ForceRelease {
+        let lock = l.lock_keys(&req.kind);
+        let queue = req.queue.as_ref().map(|_| l.queue(&req.kind));
+        eval(cmd, &scripts::FORCE_RELEASE, sent).arg(1 + queue.as_ref().map_or(0, |q| q.len()));
+        cmd.arg(lock.first().map(|k| &**k))
+            .arg(queue.as_ref().map(|q| &q[..]));
+        return;
+    }
+    let (held, readers) = keys(&req.kind, l);
+    eval(cmd, &scripts::INSPECT, sent).arg(held.len() + usize::from(readers.is_some()));
+    cmd.arg(&held).arg(readers).arg(held.len());
+}
+
+/// Reads a node's reply: every holder found there, by place — the key's
+/// index among the keys held one each, the readers after them.
+pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
+    use redis::Value;
+    let places = match &req.kind {
+        Kind::Read { .. } | Kind::Write { .. } => 1,
+        _ => u32::MAX,
+    };
+    let parts = match value {
+        Value::Array(parts) if parts.len() % 2 == 0 => parts,
+        Value::ServerError(err) => return Err(server_failure(node, &err)),
+        _ => return Err(unexpected(node)),
+    };
+    let mut held = Vec::new();
+    for (index, pair) in parts.chunks_exact(2).enumerate() {
+        let remaining_ms = match pair[1] {
+            Value::Int(-1) => u64::MAX,
+            Value::Int(ms) => u64::try_from(ms).unwrap_or(0),
+            _ => return Err(unexpected(node)),
+        };
+        let token = match &pair[0] {
+            Value::Nil => continue,
+            Value::BulkString(token) => token,
+            _ => return Err(unexpected(node)),
+        };
+        held.push(Held {
+            place: u32::try_from(index).unwrap_or(u32::MAX).min(places),
+            holder: token_hash(token),
+            remaining_ms,
+            fence: super::token::fence_of(token),
+        });
+    }
+    Ok(Vote::holds(held))
+}
+
+/// A reply that is none of the expected ones (never echoed: it may carry
+/// tokens).
+fn unexpected(node: &Arc<str>) -> NodeFailure {
+    NodeFailure::new(node.clone(), FailureKind::Server, "unexpected reply type")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::NodeTimeout;
+    use proptest::prelude::*;
+    use redis::Value;
+    use std::time::{Duration, Instant};
+
+    fn inspect(kind: Kind) -> Request {
+        let timeout = NodeTimeout::fixed(Duration::from_millis(5));
+        Request::new(Op::Inspect, kind, Arc::from(""), timeout, Instant::now())
+    }
+
+    fn rw() -> Kind {
+        Kind::Read {
+            lock: Arc::from("l"),
+        }
+    }
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_reply_reads_as_holders_by_place() {
+        let node = Arc::from("n");
+        let fenced = format!("{}.42", "ab".repeat(20));
+        let reply = Value::Array(vec![
+            bulk(&fenced),
+            Value::Int(900),
+            bulk("r1"),
+            Value::Int(50),
+            bulk("r2"),
+            Value::Int(-1),
+        ]);
+        let read = vote(&inspect(rw()), reply, &node).unwrap();
+        let held = read
+            .read
+            .as_ref()
+            .and_then(crate::algorithm::Read::holds)
+            .unwrap();
+        let by_place: Vec<_> = held
+            .iter()
+            .map(|h| (h.place, h.remaining_ms, h.fence))
+            .collect();
+        assert_eq!(
+            by_place,
+            [(0, 900, Some(42)), (1, 50, None), (1, u64::MAX, None)]
+        );
+        assert!(
+            read.yes,
+            "a read is judged like a yes (a quarantined node's does not count)"
+        );
+        // A free key is no holder; a lock's places are its keys'.
+        let lock = Kind::Lock(Arc::from([Arc::from("a"), Arc::from("b")]));
+        let reply = Value::Array(vec![Value::Nil, Value::Int(-2), bulk("x"), Value::Int(5)]);
+        let read = vote(&inspect(lock), reply, &node).unwrap();
+        let held = read
+            .read
+            .as_ref()
+            .and_then(crate::algorithm::Read::holds)
+            .unwrap();
+        assert_eq!(held.iter().map(|h| h.place).collect::<Vec<_>>(), [1]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Whatever a node answers, well-formed or not, its tokens never
+        /// show in the vote, its `Debug`, or the failure it makes.
+        #[test]
+        fn no_token_in_a_reply_is_ever_shown(
+            secret in "[g-z]{16,24}",
+            fence in proptest::option::of(any::<u64>()),
+            shape in prop::collection::vec(0..4usize, 0..7),
+            nested in any::<bool>(),
+        ) {
+            let token = match fence {
+                Some(f) => format!("{secret}.{f}"),
+                None => secret.clone(),
+            };
+            let parts: Vec<Value> = shape
+                .iter()
+                .map(|i| match i {
+                    0 => Value::BulkString(token.clone().into_bytes()),
+                    1 => Value::SimpleString(token.clone()),
+                    2 => Value::Int(i64::try_from(*i).unwrap_or(0)),
+                    _ => Value::Nil,
+                })
+                .collect();
+            let reply = if nested {
+                Value::Array(vec![Value::Array(parts)])
+            } else {
+                Value::Array(parts)
+            };
+            let node = Arc::from("n");
+            for kind in [rw(), Kind::Lock(Arc::from([Arc::from("k")]))] {
+                let shown = match vote(&inspect(kind), reply.clone(), &node) {
+                    Ok(read) => format!("{read:?}"),
+                    Err(failure) => format!("{failure:?} {failure}"),
+                };
+                prop_assert!(!shown.contains(&secret), "{shown}");
+            }
+        }
+    }
+}
