@@ -1,49 +1,23 @@
 //! The `metrics` feature: every documented series is recorded, with its
-//! labels, through a real recorder (metrics-util's debugging recorder).
+//! labels, through a recorder installed as any program's would be.
 #![cfg(feature = "metrics")]
 
 mod harness;
+#[path = "harness/recorder.rs"]
+mod recorder;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use harness::{Cluster, NodeOptions, settles, test_client};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use recorder::Recorder;
 use redlock_sync::{CancelToken, Error};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// `name{label=value,...}` → counter value or histogram sample count.
-fn snapshot(recorder: &metrics_util::debugging::Snapshotter) -> HashMap<String, u64> {
-    recorder
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let name = format!("{}{{{}}}", key.name(), labels.join(","));
-            let value = match value {
-                DebugValue::Counter(n) => n,
-                DebugValue::Histogram(samples) => samples.len() as u64,
-                DebugValue::Gauge(g) => g.into_inner() as u64,
-            };
-            (name, value)
-        })
-        .collect()
-}
-
 #[test]
 fn every_documented_series_is_recorded_with_its_labels() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder
-        .install()
-        .expect("the only recorder of this test binary");
+    let recorder = Recorder::default();
+    metrics::set_global_recorder(recorder.clone()).expect("the only recorder of this test binary");
 
     let mut cluster = Cluster::start_with(
         3,
@@ -93,7 +67,7 @@ fn every_documented_series_is_recorded_with_its_labels() {
         })
     });
 
-    let seen = snapshot(&snapshotter);
+    let seen = recorder.snapshot();
     let at_least_one = |name: &str| {
         assert!(
             seen.get(name).copied().unwrap_or(0) >= 1,
@@ -131,7 +105,7 @@ fn every_documented_series_is_recorded_with_its_labels() {
         drop(holder.try_lock("m:clock", TTL));
         holder.node_health()[2].refusal().is_some()
     });
-    let seen = snapshot(&snapshotter);
+    let seen = recorder.snapshot();
     let jumps = format!("redlock_clock_jumps_total{{node={jumped}}}");
     assert!(seen.get(&jumps).copied().unwrap_or(0) >= 1, "{seen:#?}");
 }

@@ -4,6 +4,9 @@
 //! a release.
 
 mod harness;
+#[cfg(feature = "metrics")]
+#[path = "harness/recorder.rs"]
+mod recorder;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -434,31 +437,20 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
 #[cfg(feature = "metrics")]
 #[test]
 fn the_last_free_permit_is_found_in_two_rounds_on_average() {
-    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
     let cluster = Cluster::start(3);
     let client = test_client(cluster.urls(), 0, None);
     let jobs = client.semaphore("last", 8);
     let held: Vec<_> = (0..7)
         .map(|_| jobs.try_lock(TTL).unwrap().expect("free"))
         .collect();
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
+    let recorder = recorder::Recorder::default();
     metrics::with_local_recorder(&recorder, || {
         for _ in 0..40 {
             let last = jobs.try_lock(TTL).unwrap().expect("one permit left");
             last.release().unwrap();
         }
     });
-    let rounds: Vec<f64> = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, ..)| key.key().name() == "redlock_acquire_rounds")
-        .flat_map(|(.., value)| match value {
-            DebugValue::Histogram(samples) => samples.into_iter().map(|s| s.into_inner()).collect(),
-            _ => Vec::new(),
-        })
-        .collect();
+    let rounds = recorder.samples("redlock_acquire_rounds");
     assert_eq!(rounds.len(), 40);
     let mean = rounds.iter().sum::<f64>() / rounds.len() as f64;
     println!("rounds to the last free of 8 permits: mean {mean}, {rounds:?}");

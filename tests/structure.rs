@@ -484,3 +484,19 @@ fn no_function_is_over_80_lines() {
         ["m::long (82)", "n::long (82)"]
     );
 }
+
+/// The lock file keeps the ASCII-only `idna_adapter` (1.0.0), so that the
+/// crate's own builds (the README's demo, the suite) compile no ICU tables
+/// for `url`'s internationalized host names, which no node URL here uses.
+/// Programs that depend on the crate resolve their own versions. A
+/// `cargo update` that moved it fails here.
+#[test]
+fn the_lock_file_keeps_the_demo_build_small() {
+    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.lock"))
+        .expect("Cargo.lock is committed");
+    assert!(
+        lock.contains("name = \"idna_adapter\"\nversion = \"1.0.0\""),
+        "pin it again: cargo update -p idna_adapter --precise 1.0.0"
+    );
+    assert!(!lock.contains("name = \"icu_"), "ICU is back in the build");
+}
