@@ -23,9 +23,10 @@ commands:
   inspect NAME               who holds the lock NAME on a majority of the nodes
   inspect --permits K NAME   the permits in use of the semaphore NAME of K permits
   inspect --rw NAME          the writer or readers of the reader-writer lock NAME
-  release NAME               delete the lock NAME from every node, whoever holds it.
-                             Its holder may still be working until its next renewal
-                             fails; fencing tokens keep protecting the storage.
+  release NAME               release the lock NAME from the holder a majority of the
+                             nodes agree on, whoever it is. Its holder may still be
+                             working until its next renewal fails; fencing tokens
+                             keep protecting the storage.
   health                     every node: up or down, whether it counts, and why not
 
 options:
@@ -152,7 +153,7 @@ fn run(redlock: &Redlock, command: Command) -> Result<bool, Error> {
                      fails"
                 );
             } else {
-                println!("{name}: nobody held it on a majority; its key is gone from every node");
+                println!("{name}: nobody held it on a majority; nothing was deleted");
             }
             Ok(was_held)
         }

@@ -147,41 +147,41 @@ pub(crate) fn token_hash(token: &[u8]) -> u64 {
 }
 
 /// What holds a resource on a majority, from the reads of the nodes that
-/// answered (`unknown` nodes did not, or not yet): each holder found at the
-/// same place on at least `quorum` nodes, with what is left of it on that
-/// majority (the `quorum`-th largest of its remaining times). `None` while
-/// the nodes not read could change the answer: they are a majority
-/// themselves, or a holder read on fewer than `quorum` nodes would reach it
-/// with them.
+/// answered (the other `unknown` nodes did not, or not yet): each holder
+/// found at the same place on at least `quorum` nodes, with what is left
+/// of it on that majority (the `quorum`-th largest of its remaining
+/// times, a lower bound however the others answer). `Err` while the nodes
+/// not read could change the answer — they are a majority themselves, or a
+/// holder read on fewer than `quorum` nodes would reach it with them —
+/// with the most nodes that agree on any holder's question (whether it
+/// holds), fewer than `quorum`.
 pub(crate) fn on_majority<'a>(
-    reads: impl Iterator<Item = &'a [Held]> + Clone,
+    reads: impl Iterator<Item = &'a [Held]>,
     unknown: usize,
     quorum: usize,
-) -> Option<Vec<Held>> {
-    if unknown >= quorum {
-        return None;
-    }
-    let mut found: Vec<Held> = Vec::new();
-    let mut seen: Vec<(u32, u64)> = Vec::new();
-    for held in reads.clone().flatten() {
-        let id = (held.place, held.holder);
-        if seen.contains(&id) {
-            continue;
+) -> Result<Vec<Held>, usize> {
+    let mut read = 0;
+    let mut by_holder: std::collections::BTreeMap<(u32, u64), Vec<&Held>> = Default::default();
+    for held in reads {
+        read += 1;
+        for h in held {
+            by_holder.entry((h.place, h.holder)).or_default().push(h);
         }
-        seen.push(id);
-        let mut there: Vec<&Held> = reads
-            .clone()
-            .filter_map(|r| r.iter().find(|h| (h.place, h.holder) == id))
-            .collect();
+    }
+    if unknown >= quorum {
+        return Err(read);
+    }
+    let mut found = Vec::new();
+    for there in by_holder.values_mut() {
         if there.len() >= quorum {
             there.sort_by_key(|h| std::cmp::Reverse(h.remaining_ms));
             found.push(*there[quorum - 1]);
         } else if there.len() + unknown >= quorum {
-            return None;
+            return Err(there.len().max(read - there.len()));
         }
     }
     found.sort_by_key(|h| (h.place, std::cmp::Reverse(h.remaining_ms)));
-    Some(found)
+    Ok(found)
 }
 
 /// A node's vote: yes or no, and what the node said with it.
@@ -496,11 +496,15 @@ impl Tally {
         (self.yes + most + other, self.no + leaders().count() - most)
     }
 
-    /// An inspection's verdict with `unknown` nodes not read: `Confirmed`
-    /// once the reads decide what holds the resource on a majority.
-    fn holdings(&self, unknown: usize) -> Option<Verdict> {
+    /// An inspection's verdict: `Confirmed` once its reads decide what
+    /// holds the resource on a majority; every other node (pending,
+    /// failed, or an answer that is no read) counts as unknown.
+    fn holdings(&self) -> Option<Verdict> {
         let reads = self.reads.iter().filter_map(Read::holds);
-        on_majority(reads, unknown, self.quorum).map(|_| Verdict::Confirmed)
+        let unknown = self.nodes - reads.clone().count();
+        on_majority(reads, unknown, self.quorum)
+            .ok()
+            .map(|_| Verdict::Confirmed)
     }
 
     /// Ends the round: the verdict as if every node still pending had
@@ -509,7 +513,7 @@ impl Tally {
         let failed = self.failures.len() + self.pending();
         let (yes, no) = self.agreed();
         let verdict = if self.decides == Decides::Holdings {
-            self.holdings(failed).unwrap_or(Verdict::Unreachable)
+            self.holdings().unwrap_or(Verdict::Unreachable)
         } else if yes >= self.quorum {
             Verdict::Confirmed
         } else if yes + failed < self.quorum {
@@ -557,8 +561,9 @@ impl Tally {
     pub(crate) fn verdict(&self) -> Option<Verdict> {
         let ((yes, no), failed, pending) = (self.agreed(), self.failures.len(), self.pending());
         if self.decides == Decides::Holdings {
-            let decided = self.holdings(failed + pending);
-            return decided.or((pending == 0).then_some(Verdict::Unreachable));
+            return self
+                .holdings()
+                .or((pending == 0).then_some(Verdict::Unreachable));
         }
         if yes >= self.quorum {
             return Some(Verdict::Confirmed);
@@ -1043,13 +1048,17 @@ mod tests {
         assert!(found.is_empty());
         // Two nodes not read could make its majority: undecided.
         let some = &reads[..3];
-        assert_eq!(on_majority(some.iter().map(Vec::as_slice), 2, 3), None);
+        // Two agree it holds, one that it does not: two at most agree.
+        assert_eq!(on_majority(some.iter().map(Vec::as_slice), 2, 3), Err(2));
         // Three free and two unknown: nobody can reach three.
         let free = [vec![], vec![], vec![]];
         let found = on_majority(free.iter().map(Vec::as_slice), 2, 3).unwrap();
         assert!(found.is_empty());
         // A majority unknown: whatever was read, never a guess.
-        assert_eq!(on_majority(free[..2].iter().map(Vec::as_slice), 3, 3), None);
+        assert_eq!(
+            on_majority(free[..2].iter().map(Vec::as_slice), 3, 3),
+            Err(2)
+        );
     }
 
     #[test]
@@ -1088,5 +1097,56 @@ mod tests {
         t.record(fail(FailureKind::Timeout));
         assert_eq!(t.verdict(), Some(Verdict::Unreachable));
         assert_eq!(t.outcome().verdict, Verdict::Unreachable);
+    }
+
+    /// Every sequence of answers on 5 nodes (holder A, holder B, nothing,
+    /// a failure): an inspection that decides early finds exactly the
+    /// holders the full answers show, and one that cannot decide is
+    /// `Unreachable` only once every node answered.
+    #[test]
+    fn an_inspection_decided_early_is_what_every_answer_says() {
+        let answer = |code: usize| -> Answer {
+            match code {
+                0 => Ok(Vote::holds(vec![at(0, 1, 10)])),
+                1 => Ok(Vote::holds(vec![at(0, 2, 10)])),
+                2 => Ok(Vote::holds(Vec::new())),
+                _ => fail(FailureKind::Timeout),
+            }
+        };
+        let holders = |found: &[Held]| found.iter().map(|h| h.holder).collect::<Vec<_>>();
+        for mut n in 0..4usize.pow(5) {
+            let codes: Vec<usize> = (0..5)
+                .map(|_| {
+                    let c = n % 4;
+                    n /= 4;
+                    c
+                })
+                .collect();
+            let mut full = Tally::deciding(5, Decides::Holdings);
+            for &c in &codes {
+                full.record(answer(c));
+            }
+            let last = full.outcome();
+            let reads = last.reads.iter().filter_map(Read::holds);
+            let fin = on_majority(reads.clone(), 5 - reads.count(), 3);
+            let mut t = Tally::deciding(5, Decides::Holdings);
+            for (i, &c) in codes.iter().enumerate() {
+                t.record(answer(c));
+                match t.verdict() {
+                    Some(Verdict::Confirmed) => {
+                        let reads = t.reads.iter().filter_map(Read::holds);
+                        let now = on_majority(reads.clone(), 5 - reads.count(), 3).unwrap();
+                        let fin = fin.as_ref().expect("decided early, decided at the end");
+                        assert_eq!(holders(&now), holders(fin), "{codes:?} at {i}");
+                        break;
+                    }
+                    Some(verdict) => {
+                        assert_eq!((verdict, i), (Verdict::Unreachable, 4), "{codes:?}");
+                        assert!(fin.is_err(), "{codes:?}");
+                    }
+                    None => assert!(i < 4, "{codes:?}: undecided with every answer in"),
+                }
+            }
+        }
     }
 }

@@ -440,12 +440,18 @@ impl Redlock {
         Ok(found.into_iter().map(|(_, holding)| holding).next())
     }
 
-    /// An operator's release: deletes the lock on `resource` from every
-    /// node, whoever holds it, and says whether someone held it on a
-    /// majority. For a lock whose holder is gone while its TTL runs on (a
-    /// crashed batch step with an hour's TTL). Fencing values stay on the
-    /// nodes, so fencing tokens still only grow; the next waiter queued
-    /// for it is woken at once.
+    /// An operator's release: frees `resource` from its holder, whoever it
+    /// is, and says whether there was one. For a lock whose holder is gone
+    /// while its TTL runs on (a crashed batch step with an hour's TTL).
+    ///
+    /// It reads who holds the lock on a majority, as
+    /// [`inspect`](Self::inspect) does, then deletes that holder's key
+    /// wherever it still holds it: a majority at least before it returns,
+    /// the other nodes as they answer. Nothing else is touched: not a
+    /// holder that came after, nor keys on a minority of the nodes (they
+    /// may be an acquisition under way, and expire by their TTL); `false`
+    /// when no holder had a majority. Fence values stay, so fencing tokens
+    /// still only grow; the next waiter queued for it is woken at once.
     ///
     /// **The holder may still be working.** It learns of the release only
     /// at its next extension or keep-alive renewal, which fails
@@ -467,8 +473,9 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// [`Error::NoQuorum`] when too few nodes answered to be sure it is
-    /// gone from a majority: call it again once they are back;
+    /// [`Error::NoQuorum`] when too few nodes answered to tell who holds
+    /// it, or to delete it from a majority: call it again once they are
+    /// back;
     /// [`Error::Config`] for an empty or reserved name;
     /// [`Error::Shutdown`] after [`shutdown`](Self::shutdown).
     pub fn force_release(&self, resource: &str) -> Result<bool, Error> {

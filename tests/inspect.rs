@@ -130,6 +130,25 @@ fn an_operators_release_frees_the_lock_and_its_kept_alive_holder_learns_it() {
     );
 }
 
+/// Only the holder a majority agrees on is released: a key another
+/// holds on the other nodes (one that came after there) stays, and keys
+/// on a minority are left alone (they may be a round under way).
+#[test]
+fn an_operators_release_touches_no_other_holder() {
+    let cluster = Cluster::start(5);
+    let operator = harness::client(cluster.urls());
+    set_on(&cluster, &[0, 1, 2], "insp:mixed", "gone");
+    set_on(&cluster, &[3, 4], "insp:mixed", "later");
+    assert!(operator.force_release("insp:mixed").unwrap());
+    cluster.await_count("insp:mixed", 2);
+    assert_eq!(cluster.holders_now("insp:mixed", "later"), 2);
+    assert!(
+        !operator.force_release("insp:mixed").unwrap(),
+        "no majority holder"
+    );
+    assert_eq!(cluster.holders_now("insp:mixed", "later"), 2, "left alone");
+}
+
 #[test]
 fn an_operators_release_wakes_the_next_waiter() {
     let cluster = Cluster::start(3);
@@ -159,6 +178,12 @@ fn an_operators_release_wakes_the_next_waiter() {
         !recorder.woken().is_empty()
     });
     waiting_thread.join().unwrap().unwrap().unwrap();
+    assert_eq!(
+        recorder.woken().len(),
+        1,
+        "one wake-up: {:?}",
+        recorder.woken()
+    );
 }
 
 #[test]

@@ -1,14 +1,15 @@
 //! An operator's questions: what holds a resource on a majority of the
-//! nodes, and a lock's release whoever holds it (`Core::inspect`,
-//! `Core::force_release`). One round each, to every node, waiting only
-//! until the answers decide (see `algorithm::on_majority`).
+//! nodes, and the release of a lock's holder, whoever it is
+//! (`Core::inspect`, `Core::force_release`). A read is one round to every
+//! node that waits only until the answers decide (see
+//! `algorithm::on_majority`); a release adds one compare-and-delete round.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::acquire::Target;
 use super::verdict::{answer_by, no_quorum};
-use crate::algorithm::{self, Read, Verdict};
+use crate::algorithm::{self, Held, Read, Verdict};
 use crate::error::Error;
 use crate::holding::Holding;
 use crate::settings::NodeTimeout;
@@ -24,42 +25,9 @@ pub(super) struct Ask<'a> {
 
 /// What holds `target` on a majority of the nodes, each with its place: a
 /// semaphore's slot, a reader-writer lock's writer (`0`) or a reader
-/// (`1`), else `0`. With [`Op::ForceRelease`] (a lock only), the lock's
-/// key is deleted on every node as it is read, and on the resource's gate
-/// node the next waiter is woken. `NoQuorum` when the nodes that did not
-/// answer could change the answer.
-pub(super) fn holders(ask: &Ask<'_>, target: Target, op: Op) -> Result<Vec<(u32, Holding)>, Error> {
-    target.check()?;
-    let kind = match target {
-        Target::Resources(resources) => Kind::Lock(resources),
-        // Every slot is read: the slot named here is none of them.
-        Target::Semaphore { name, permits } => Kind::Permit {
-            semaphore: name,
-            slot: 0,
-            permits,
-        },
-        Target::Rw { name, .. } => Kind::Read { lock: name },
-        Target::Election { name } => Kind::Leadership { election: name },
-    };
-    if let Some(problem) = ask.transport.key_problem(&kind) {
-        return Err(Error::argument(problem));
-    }
-    let start = Instant::now();
-    let by = answer_by(start, ask.timeout, None);
-    let name = kind.names().collect::<Vec<_>>().join(", ");
-    let mut request = Request::new(op.clone(), kind, Arc::from(""), ask.timeout, by);
-    if op == Op::ForceRelease {
-        // The gate node's copy wakes the next waiter.
-        request.queue = Some(Arc::from(""));
-    }
-    let outcome = ask.transport.start_round(request).collect(by);
-    let reads = outcome.reads.iter().filter_map(Read::holds);
-    let unknown = ask.transport.len() - reads.clone().count();
-    let found = algorithm::on_majority(reads, unknown, outcome.quorum);
-    let (Verdict::Confirmed, Some(found)) = (outcome.verdict, found) else {
-        return Err(no_quorum(&name, outcome));
-    };
-    let took = start.elapsed();
+/// (`1`), else `0`.
+pub(super) fn holders(ask: &Ask<'_>, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
+    let (found, took) = read(ask, kind_of(ask, target)?)?;
     Ok(found
         .into_iter()
         .map(|held| {
@@ -73,6 +41,74 @@ pub(super) fn holders(ask: &Ask<'_>, target: Target, op: Op) -> Result<Vec<(u32,
             (held.place, Holding::new(remaining, held.fence))
         })
         .collect())
+}
+
+/// Releases the holder of `resource` that a majority of the nodes agrees
+/// on, whoever it is; `false` when none does (keys on a minority are left
+/// to expire: they may be a round under way, which deleting could cut
+/// below the majority it counts on). A second round deletes the key only
+/// where it still holds that holder's token — a holder that came after is
+/// never touched — and the gate node wakes the next waiter once the key
+/// is free there.
+pub(super) fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
+    let kind = kind_of(ask, Target::Resources(Arc::from([Arc::from(resource)])))?;
+    let Some(holder) = read(ask, kind.clone())?.0.first().map(|h| h.holder) else {
+        return Ok(false);
+    };
+    let by = answer_by(Instant::now(), ask.timeout, None);
+    let op = Op::ForceRelease { holder };
+    let mut request = Request::new(op, kind, Arc::from(""), ask.timeout, by);
+    request.queue = Some(Arc::from(""));
+    let outcome = ask.transport.start_round(request).collect(by);
+    match outcome.verdict {
+        // Gone from a majority: deleted now, or released or expired since.
+        Verdict::Confirmed | Verdict::Refused => Ok(true),
+        Verdict::Unreachable => Err(no_quorum(resource, outcome)),
+    }
+}
+
+/// The kind `target` names, checked.
+fn kind_of(ask: &Ask<'_>, target: Target) -> Result<Kind, Error> {
+    target.check()?;
+    let kind = match target {
+        Target::Resources(resources) => Kind::Lock(resources),
+        // Every slot is read: the slot named here is none of them.
+        Target::Semaphore { name, permits } => Kind::Permit {
+            semaphore: name,
+            slot: 0,
+            permits,
+        },
+        Target::Rw { name, .. } => Kind::Read { lock: name },
+        Target::Election { name } => Kind::Leadership { election: name },
+    };
+    match ask.transport.key_problem(&kind) {
+        Some(problem) => Err(Error::argument(problem)),
+        None => Ok(kind),
+    }
+}
+
+/// One round that reads what holds `kind` on every node: the holders a
+/// majority agrees on, and how long the round took; `NoQuorum` when the
+/// nodes that did not answer could change the answer.
+fn read(ask: &Ask<'_>, kind: Kind) -> Result<(Vec<Held>, Duration), Error> {
+    let start = Instant::now();
+    let by = answer_by(start, ask.timeout, None);
+    let name = kind.names().collect::<Vec<_>>().join(", ");
+    let request = Request::new(Op::Inspect, kind, Arc::from(""), ask.timeout, by);
+    let mut outcome = ask.transport.start_round(request).collect(by);
+    let reads = outcome.reads.iter().filter_map(Read::holds);
+    let unknown = ask.transport.len() - reads.clone().count();
+    match (
+        outcome.verdict,
+        algorithm::on_majority(reads, unknown, outcome.quorum),
+    ) {
+        (Verdict::Confirmed, Ok(found)) => Ok((found, start.elapsed())),
+        (_, agreed) => {
+            // What the nodes that answered agree on, not how many answered.
+            outcome.confirmed = agreed.err().unwrap_or(0);
+            Err(no_quorum(&name, outcome))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -127,26 +163,31 @@ mod tests {
         }
     }
 
-    /// The operator's release deletes whatever holds the key on every
-    /// node, and the gate node wakes the head of its queue.
+    /// The operator's release deletes the holder a majority agrees on,
+    /// and only it: a node where another holds the key (one that came
+    /// after, there first) keeps it. The gate node wakes the head of its
+    /// queue once the key is free there.
     #[test]
-    fn an_operators_release_deletes_anyones_key_and_wakes_the_head() {
+    fn an_operators_release_deletes_the_majoritys_holder_only_and_wakes_the_head() {
         let (nodes, core) = core_with(3, settings());
-        for node in &nodes {
-            node.put("r", "someone", Duration::from_secs(60));
+        let kind = Kind::Lock(Arc::from([Arc::from("r")]));
+        let gate = core.transport.gate_index(&kind);
+        for (i, node) in nodes.iter().enumerate() {
+            let token = if i == (gate + 1) % 3 { "later" } else { "gone" };
+            node.put("r", token, Duration::from_secs(60));
         }
-        let gate = core
-            .transport
-            .gate_index(&Kind::Lock(Arc::from([Arc::from("r")])));
         nodes[gate].enqueue("r", "other-client:7");
         let woken = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let seen = woken.clone();
         nodes[gate].on_wake(move |member, _| seen.lock().push(member.to_owned()));
-        assert!(core.force_release("r").unwrap(), "someone held it");
-        super::super::tests::eventually("deleted everywhere", || {
-            nodes.iter().all(|n| n.holder("r").is_none())
+        assert!(core.force_release("r").unwrap(), "\"gone\" held a majority");
+        super::super::tests::eventually("deleted where it held", || {
+            nodes.iter().filter(|n| n.holder("r").is_none()).count() == 2
         });
+        assert_eq!(nodes[(gate + 1) % 3].holder("r").as_deref(), Some("later"));
         assert_eq!(*woken.lock(), ["other-client:7"]);
-        assert!(!core.force_release("r").unwrap(), "nobody holds it now");
+        // "later" holds one node: no majority holder, nothing deleted.
+        assert!(!core.force_release("r").unwrap());
+        assert_eq!(nodes[(gate + 1) % 3].holder("r").as_deref(), Some("later"));
     }
 }

@@ -264,26 +264,24 @@ impl Core {
     /// What holds `target` on a majority of the nodes (see
     /// `inspect::holders`).
     pub(crate) fn inspect(&self, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
-        self.read_holders(target, Op::Inspect)
-    }
-
-    /// Deletes the lock key of `resource` on every node, whoever holds it
-    /// (its fence value stays); on the resource's gate node the next
-    /// waiter is woken. Whether one holder held it on a majority. The
-    /// holder's next renewal or extension finds its key gone.
-    pub(crate) fn force_release(&self, resource: &str) -> Result<bool, Error> {
-        let target = Target::Resources(Arc::from([Arc::from(resource)]));
-        Ok(!self.read_holders(target, Op::ForceRelease)?.is_empty())
-    }
-
-    fn read_holders(&self, target: Target, op: Op) -> Result<Vec<(u32, Holding)>, Error> {
         let _busy = self.enter()?;
-        let ask = inspect::Ask {
+        inspect::holders(&self.ask(), target)
+    }
+
+    /// Releases the holder of `resource` that a majority agrees on,
+    /// whoever it is; whether there was one (see `inspect::release`).
+    pub(crate) fn force_release(&self, resource: &str) -> Result<bool, Error> {
+        let _busy = self.enter()?;
+        inspect::release(&self.ask(), resource)
+    }
+
+    /// What an operator's read asks of the nodes.
+    fn ask(&self) -> inspect::Ask<'_> {
+        inspect::Ask {
             transport: &self.transport,
             timeout: self.node_timeout(verdict::READ_TTL),
             drift_factor: self.settings.drift_factor,
-        };
-        inspect::holders(&ask, target, op)
+        }
     }
 
     /// The per-node timeout for a lock with this TTL: the one set, or the

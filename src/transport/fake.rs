@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 use super::{NodeShared, Transport};
-use crate::algorithm::{Answer, Held, Vote, token_hash};
+use crate::algorithm::{Answer, Held, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::connect::link::Link;
 use crate::transport::protocol::keys::{Layout, fence_key};
@@ -404,7 +404,15 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
         }
         Op::Leave => Ok(Vote::YES),
         Op::Proclaim { .. } | Op::ReadLeader | Op::Resign => Ok(elect(keys, req, now)),
-        Op::Inspect | Op::ForceRelease => Ok(read_holders(keys, req, now)),
+        Op::Inspect => Ok(read_holders(keys, req, now)),
+        Op::ForceRelease { holder } => {
+            let key = req.keys().first().map_or("", |k| &**k);
+            let ours = live(keys, key, now).is_some_and(|(t, _)| token::holder_of(t) == holder);
+            if ours {
+                keys.remove(key);
+            }
+            Ok(ours.into())
+        }
         Op::Release { .. } => {
             let mine: Vec<_> = req.keys().iter().filter(|key| ours(keys, key)).collect();
             let all = mine.len() == req.keys().len();
@@ -417,13 +425,9 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
 }
 
 /// What holds a lock's keys (one or several) or a slot's, by place, as
-/// `inspect.lua` answers; an operator's release deletes them too, as
-/// `force_release.lua`.
-fn read_holders(
-    keys: &mut HashMap<String, (String, Instant)>,
-    req: &Request,
-    now: Instant,
-) -> Vote {
+/// `inspect.lua` answers (a semaphore's or a reader-writer lock's other
+/// keys are not read here).
+fn read_holders(keys: &HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> Vote {
     let held = req.keys().iter().zip(0..);
     let held = held
         .filter_map(|(key, place)| {
@@ -431,17 +435,12 @@ fn read_holders(
             let left = until.saturating_duration_since(now).as_millis();
             Some(Held {
                 place,
-                holder: token_hash(token.as_bytes()),
+                holder: token::holder_of(token),
                 remaining_ms: u64::try_from(left).unwrap_or(u64::MAX),
                 fence: token::fence_of(token.as_bytes()),
             })
         })
         .collect();
-    if req.op == Op::ForceRelease {
-        for key in req.keys().iter() {
-            keys.remove(&**key);
-        }
-    }
     Vote::holds(held)
 }
 
@@ -589,10 +588,13 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             }
             Ok(Vote::YES)
         }
-        Op::ForceRelease => {
+        Op::ForceRelease { .. } => {
             let next = queue.first().map(|(m, _)| m.clone());
-            woken.extend(next.map(|h| (h, req.op.clone())));
-            apply(&mut inner.keys, req)
+            let answer = apply(&mut inner.keys, req);
+            if slot_free(&inner.keys, req, now) {
+                woken.extend(next.map(|h| (h, req.op.clone())));
+            }
+            answer
         }
         Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign | Op::Inspect => {
             apply(&mut inner.keys, req)

@@ -1343,11 +1343,11 @@ pub const NO: &[Case] = &[Case {
 
 pub const INSPECT: &[Case] = &[
     Case {
-        what: "a held key and a free one, by place, and nothing written",
+        what: "a held key and a free one, by place, as SHA-1s: no token leaves, nothing written",
         given: &["SET l0 tok"],
         keys: &["l0", "l1"],
         argv: &["2"],
-        reply: "['tok',-1,nil,-2]",
+        reply: "['79bead8e6d65862a00cffaa12ccde1189ec34d29',-1,nil,nil,-2,nil]",
         then: &[("GET l0", "'tok'"), ("EXISTS l1", "0")],
         ..CASE
     },
@@ -1356,25 +1356,41 @@ pub const INSPECT: &[Case] = &[
         given: &["SET l tok PX 9000"],
         keys: &["l"],
         argv: &["1"],
-        reply: "~'tok',",
+        reply: "~'79bead8e6d65862a00cffaa12ccde1189ec34d29',",
         then: &[("PTTL l", ">8000")],
         ..CASE
     },
     Case {
-        what: "a key of another type is held by \"\"",
+        what: "a fenced token's fencing token is read from its value",
+        given: &["SET l 0123456789abcdef0123456789abcdef01234567.42"],
+        keys: &["l"],
+        argv: &["1"],
+        reply: "['00604e053fd45f9e33293010ac80092266f2e3d7',-1,'42']",
+        ..CASE
+    },
+    Case {
+        what: "another client's value that ends in digits carries no fence",
+        given: &["SET l 550e8400-e29b-41d4-a716-446655440000.7"],
+        keys: &["l"],
+        argv: &["1"],
+        reply: "~,-1,nil]",
+        ..CASE
+    },
+    Case {
+        what: "a key of another type is held, by \"\"",
         given: &["RPUSH l x"],
         keys: &["l"],
         argv: &["1"],
-        reply: "['',-1]",
+        reply: "['da39a3ee5e6b4b0d3255bfef95601890afd80709',-1,nil]",
         then: &[("TYPE l", "'list'")],
         ..CASE
     },
     Case {
-        what: "a writer, and the readers whose time runs after it",
+        what: "a writer, and the readers whose time runs",
         given: &["SET w wtok", "ZADD r $now+60000 r1 $now-5 gone"],
         keys: &["w", "r"],
         argv: &["1"],
-        reply: "~['wtok',-1,'r1',",
+        reply: "~['719f2d990deacf895ad23d6ed1592b8c3ea1b043',-1,nil,'5573e39b6600496d40f493d00ec7658479a19607',",
         then: &[("ZCARD r", "2")],
         ..CASE
     },
@@ -1383,41 +1399,61 @@ pub const INSPECT: &[Case] = &[
         given: &["ZADD r $now-5 gone"],
         keys: &["w", "r"],
         argv: &["1"],
-        reply: "[nil,-2]",
+        reply: "[nil,-2,nil]",
         ..CASE
     },
 ];
 
 pub const FORCE_RELEASE: &[Case] = &[
     Case {
-        what: "anyone's key is deleted, its fence value kept, and it says whose it was",
-        given: &["SET l other", "SET redlock-fence:l 7"],
+        what: "the holder named is deleted, its fence value kept",
+        given: &["SET l tok", "SET redlock-fence:l 7"],
         keys: &["l"],
-        reply: "['other',-1]",
+        argv: &["79bead8e6d65862a"],
+        reply: "1",
         then: &[("EXISTS l", "0"), ("GET redlock-fence:l", "'7'")],
         ..CASE
     },
     Case {
-        what: "a free key: nothing there",
+        what: "another holder (one that came after) is never touched",
+        given: &["SET l later PX 9000"],
         keys: &["l"],
-        reply: "[nil,-2]",
-        then: &[("EXISTS l", "0")],
+        argv: &["79bead8e6d65862a"],
+        reply: "0",
+        then: &[("GET l", "'later'"), ("PTTL l", ">8000")],
         ..CASE
     },
     Case {
-        what: "on the gate node the head is woken",
+        what: "a free key: 0",
+        keys: &["l"],
+        argv: &["79bead8e6d65862a"],
+        reply: "0",
+        ..CASE
+    },
+    Case {
+        what: "on the gate node the head is woken once the key is free",
         given: &["SET l tok", "ZADD q 1 c2:2", "ZADD a $now+2000 c2:2"],
         keys: &["l", "q", "a"],
-        reply: "['tok',-1]",
+        argv: &["79bead8e6d65862a"],
+        reply: "1",
         then: &[("EXISTS l", "0"), ("ZCARD q", "1")],
         woken: &["c2:2"],
+    },
+    Case {
+        what: "on the gate node nobody is woken while another holds the key",
+        given: &["SET l later", "ZADD q 1 c2:2", "ZADD a $now+2000 c2:2"],
+        keys: &["l", "q", "a"],
+        argv: &["79bead8e6d65862a"],
+        reply: "0",
+        then: &[("GET l", "'later'")],
         ..CASE
     },
     Case {
         what: "a head that stopped refreshing its place is dropped, not woken",
         given: &["SET l tok", "ZADD q 1 c2:2", "ZADD a $now-1 c2:2"],
         keys: &["l", "q", "a"],
-        reply: "['tok',-1]",
+        argv: &["79bead8e6d65862a"],
+        reply: "1",
         then: &[("ZCARD q", "0")],
         ..CASE
     },

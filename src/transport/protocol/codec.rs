@@ -49,7 +49,7 @@ fn gate_member(req: &Request) -> Option<&str> {
         | Op::ReadLeader
         | Op::Resign
         | Op::Inspect
-        | Op::ForceRelease => None,
+        | Op::ForceRelease { .. } => None,
     }
 }
 

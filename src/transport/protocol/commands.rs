@@ -53,7 +53,7 @@ pub(super) fn encode_lock(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut r
         // Only ever sent to the gate node (see `gate.rs`), or as an
         // election's (see `encode`): a no.
         (Op::Leave | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign | Op::Inspect, _)
-        | (Op::ForceRelease, _) => {
+        | (Op::ForceRelease { .. }, _) => {
             eval(cmd, &scripts::NO, sent).arg(0);
             return;
         }
@@ -216,7 +216,7 @@ fn encode_read(req: &Request, l: Layout, lock: &str, sent: &mut Sent, cmd: &mut 
         | Op::ReadLeader
         | Op::Resign
         | Op::Inspect
-        | Op::ForceRelease => {
+        | Op::ForceRelease { .. } => {
             eval(cmd, &scripts::NO, sent).arg(0);
         }
     }

@@ -68,7 +68,7 @@ pub(crate) fn encode(
         | Op::Release { .. }
         | Op::Leave
         | Op::Inspect
-        | Op::ForceRelease => {
+        | Op::ForceRelease { .. } => {
             super::commands::encode(req, l, sent, cmd);
         }
     }

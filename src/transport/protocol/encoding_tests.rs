@@ -77,7 +77,7 @@ fn ops() -> Vec<(&'static str, Op)> {
         ("read-leader", Op::ReadLeader),
         ("resign", Op::Resign),
         ("inspect", Op::Inspect),
-        ("force-release", Op::ForceRelease),
+        ("force-release", Op::ForceRelease { holder: 0xab }),
     ]
 }
 

@@ -135,7 +135,7 @@ fn lock(req: &Request, l: Layout, gate: &GateKeys<'_>, sent: &mut Sent, cmd: &mu
         | Op::ReadLeader
         | Op::Resign
         | Op::Inspect
-        | Op::ForceRelease => {
+        | Op::ForceRelease { .. } => {
             super::commands::encode(req, l, sent, cmd);
         }
     }

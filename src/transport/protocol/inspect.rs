@@ -1,14 +1,16 @@
 //! An operator's requests: what holds a resource ([`Op::Inspect`]) and a
-//! release whoever holds it ([`Op::ForceRelease`]). Both answer, per node,
-//! the holders found there (see `scripts/inspect.lua`); a round reads them
-//! with `algorithm::on_majority`.
+//! lock holder's release, whoever it is ([`Op::ForceRelease`]). An
+//! inspection answers, per node, the holders found there, each named by
+//! its token's SHA-1 (see `scripts/inspect.lua`): no token leaves the
+//! node. A round reads them with `algorithm::on_majority`; the release
+//! then deletes the holder a majority agreed on, and nothing else.
 
 use std::sync::Arc;
 
 use super::keys::Layout;
 use super::request::{Kind, Op, Request};
 use super::scripts::{self, Sent, eval};
-use crate::algorithm::{Answer, Held, Vote, token_hash};
+use crate::algorithm::{Answer, Held, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::trust::failure::server_failure;
 
@@ -29,15 +31,16 @@ fn keys(kind: &Kind, l: Layout) -> (Vec<String>, Option<String>) {
     }
 }
 
-/// Adds `req`'s command to `cmd`: the read, or on a lock the release (with
-/// the queue keys on the gate node, `req.queue` set).
+/// Adds `req`'s command to `cmd`: the read, or a lock holder's release
+/// (with the queue keys on the gate node, `req.queue` set).
 pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
-    if req.op == Op::ForceRelease {
+    if let Op::ForceRelease { holder } = req.op {
         let lock = l.lock_keys(&req.kind);
         let queue = req.queue.as_ref().map(|_| l.queue(&req.kind));
         eval(cmd, &scripts::FORCE_RELEASE, sent).arg(1 + queue.as_ref().map_or(0, |q| q.len()));
         cmd.arg(lock.first().map(|k| &**k))
-            .arg(queue.as_ref().map(|q| &q[..]));
+            .arg(queue.as_ref().map(|q| &q[..]))
+            .arg(format!("{holder:016x}"));
         return;
     }
     let (held, readers) = keys(&req.kind, l);
@@ -45,43 +48,64 @@ pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis:
     cmd.arg(&held).arg(readers).arg(held.len());
 }
 
-/// Reads a node's reply: every holder found there, by place — the key's
-/// index among the keys held one each, the readers after them.
+/// Reads a node's reply: an inspection's holders, by place (the key's
+/// index among the keys held one each, the readers after them); a
+/// release's yes when it deleted the holder's key there.
 pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
-    let places = match &req.kind {
-        Kind::Read { .. } | Kind::Write { .. } => 1,
+    let places = match (&req.op, &req.kind) {
+        (Op::ForceRelease { .. }, _) => {
+            return match value {
+                Value::Int(n @ 0..=1) => Ok((n == 1).into()),
+                Value::ServerError(err) => Err(server_failure(node, &err)),
+                _ => Err(unexpected(node)),
+            };
+        }
+        (_, Kind::Read { .. } | Kind::Write { .. }) => 1,
         _ => u32::MAX,
     };
     let parts = match value {
-        Value::Array(parts) if parts.len() % 2 == 0 => parts,
+        Value::Array(parts) if parts.len() % 3 == 0 => parts,
         Value::ServerError(err) => return Err(server_failure(node, &err)),
         _ => return Err(unexpected(node)),
     };
     let mut held = Vec::new();
-    for (index, pair) in parts.chunks_exact(2).enumerate() {
-        let remaining_ms = match pair[1] {
+    for (index, triple) in parts.chunks_exact(3).enumerate() {
+        let remaining_ms = match triple[1] {
             Value::Int(-1) => u64::MAX,
             Value::Int(ms) => u64::try_from(ms).unwrap_or(0),
             _ => return Err(unexpected(node)),
         };
-        let token = match &pair[0] {
+        let holder = match &triple[0] {
             Value::Nil => continue,
-            Value::BulkString(token) => token,
+            Value::BulkString(sha1) => holder_id(sha1).ok_or_else(|| unexpected(node))?,
+            _ => return Err(unexpected(node)),
+        };
+        let fence = match &triple[2] {
+            Value::Nil => None,
+            Value::BulkString(digits) => std::str::from_utf8(digits)
+                .ok()
+                .and_then(|d| d.parse().ok()),
             _ => return Err(unexpected(node)),
         };
         held.push(Held {
             place: u32::try_from(index).unwrap_or(u32::MAX).min(places),
-            holder: token_hash(token),
+            holder,
             remaining_ms,
-            fence: super::token::fence_of(token),
+            fence,
         });
     }
     Ok(Vote::holds(held))
 }
 
-/// A reply that is none of the expected ones (never echoed: it may carry
-/// tokens).
+/// A holder as the scripts name it: the first 16 hex digits of its
+/// token's SHA-1.
+fn holder_id(sha1: &[u8]) -> Option<u64> {
+    let hex = std::str::from_utf8(sha1.get(..16)?).ok()?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// A reply that is none of the expected ones (never echoed).
 fn unexpected(node: &Arc<str>) -> NodeFailure {
     NodeFailure::new(node.clone(), FailureKind::Server, "unexpected reply type")
 }
@@ -112,14 +136,17 @@ mod tests {
     #[test]
     fn a_reply_reads_as_holders_by_place() {
         let node = Arc::from("n");
-        let fenced = format!("{}.42", "ab".repeat(20));
+        let sha1 = |c: char| c.to_string().repeat(40);
         let reply = Value::Array(vec![
-            bulk(&fenced),
+            bulk(&sha1('a')),
             Value::Int(900),
-            bulk("r1"),
+            bulk("42"),
+            bulk(&sha1('b')),
             Value::Int(50),
-            bulk("r2"),
+            Value::Nil,
+            bulk(&sha1('c')),
             Value::Int(-1),
+            Value::Nil,
         ]);
         let read = vote(&inspect(rw()), reply, &node).unwrap();
         let held = read
@@ -141,7 +168,14 @@ mod tests {
         );
         // A free key is no holder; a lock's places are its keys'.
         let lock = Kind::Lock(Arc::from([Arc::from("a"), Arc::from("b")]));
-        let reply = Value::Array(vec![Value::Nil, Value::Int(-2), bulk("x"), Value::Int(5)]);
+        let reply = Value::Array(vec![
+            Value::Nil,
+            Value::Int(-2),
+            Value::Nil,
+            bulk(&sha1('d')),
+            Value::Int(5),
+            Value::Nil,
+        ]);
         let read = vote(&inspect(lock), reply, &node).unwrap();
         let held = read
             .read
@@ -160,7 +194,7 @@ mod tests {
         fn no_token_in_a_reply_is_ever_shown(
             secret in "[g-z]{16,24}",
             fence in proptest::option::of(any::<u64>()),
-            shape in prop::collection::vec(0..4usize, 0..7),
+            shape in prop::collection::vec(0..5usize, 0..10),
             nested in any::<bool>(),
         ) {
             let token = match fence {
@@ -173,6 +207,7 @@ mod tests {
                     0 => Value::BulkString(token.clone().into_bytes()),
                     1 => Value::SimpleString(token.clone()),
                     2 => Value::Int(i64::try_from(*i).unwrap_or(0)),
+                    3 => redis::parse_redis_value(b"-ERR no such key\r\n").unwrap(),
                     _ => Value::Nil,
                 })
                 .collect();

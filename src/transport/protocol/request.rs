@@ -88,18 +88,22 @@ pub(crate) enum Op {
     /// semaphore's slots, a reader-writer lock's writer and readers.
     /// Writes nothing.
     Inspect,
-    /// An operator's release of a lock: deletes its key whoever holds it
-    /// (the fence value stays, so fencing tokens still only grow),
-    /// answering what was there as [`Op::Inspect`] does. On the gate node
-    /// it also wakes the next waiter.
-    ForceRelease,
+    /// An operator's release of a lock's holder, whoever it is: deletes
+    /// the key where it holds `holder`'s token (named as an inspection
+    /// names holders), and nothing else; the fence value stays, so fencing
+    /// tokens still only grow. On the gate node it also wakes the next
+    /// waiter once the key is free there.
+    ForceRelease { holder: u64 },
 }
 
 impl Op {
     /// Undoes what a hold or a wait left on the nodes: always queued, even
     /// on a full queue (see `Transport`'s `send`).
     pub(crate) fn cleans_up(&self) -> bool {
-        matches!(self, Op::Release { .. } | Op::Leave | Op::Resign)
+        matches!(
+            self,
+            Op::Release { .. } | Op::Leave | Op::Resign | Op::ForceRelease { .. }
+        )
     }
 
     /// One of an election's own commands (not its lock's).
@@ -107,9 +111,9 @@ impl Op {
         matches!(self, Op::Proclaim { .. } | Op::ReadLeader | Op::Resign)
     }
 
-    /// One of an operator's requests: it answers what holds the resource.
+    /// One of an operator's requests (see `inspect.rs`).
     pub(crate) fn inspects(&self) -> bool {
-        matches!(self, Op::Inspect | Op::ForceRelease)
+        matches!(self, Op::Inspect | Op::ForceRelease { .. })
     }
 
     /// The TTL it sets, in milliseconds, if it sets one.
@@ -128,7 +132,7 @@ impl Op {
         match self {
             Op::Acquire { .. } => Decides::Acquisition { fenced: false },
             Op::AcquireFenced { .. } => Decides::Acquisition { fenced: true },
-            Op::Inspect | Op::ForceRelease => Decides::Holdings,
+            Op::Inspect => Decides::Holdings,
             _ => Decides::Verdict,
         }
     }

@@ -1,8 +1,8 @@
 //! The tokens a lock's keys hold: 20 random bytes in hex (the secret that
 //! proves a hold), and on a fenced hold the fencing token after a `.`, so
 //! that what a key holds says which fencing token its holder has (see
-//! `inspect.rs`). The fencing token is no secret: storage sees it with
-//! every write.
+//! `scripts/inspect.lua`). The fencing token is no secret: storage sees it
+//! with every write.
 
 /// The random part's length in hex characters.
 const RANDOM_HEX: usize = 40;
@@ -26,7 +26,9 @@ pub(crate) fn new(fence: Option<u64>) -> std::sync::Arc<str> {
 }
 
 /// The fencing token a key's value carries: only a token this crate made
-/// for a fenced hold (another client's value carries none).
+/// for a fenced hold (another client's value carries none). The nodes read
+/// it so in `inspect.lua`; this is the fake node's reading.
+#[cfg(test)]
 pub(crate) fn fence_of(token: &[u8]) -> Option<u64> {
     let (random, fence) = token.split_at_checked(RANDOM_HEX)?;
     let digits = fence.strip_prefix(b".")?;
@@ -35,6 +37,13 @@ pub(crate) fn fence_of(token: &[u8]) -> Option<u64> {
         return None;
     }
     std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// A holder as `inspect.lua` names it: the first 16 hex digits of its
+/// token's SHA-1 (the fake node's naming).
+#[cfg(test)]
+pub(crate) fn holder_of(token: &str) -> u64 {
+    u64::from_str_radix(&redis::Script::new(token).get_hash()[..16], 16).unwrap_or(0)
 }
 
 #[cfg(test)]
