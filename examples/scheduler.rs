@@ -95,8 +95,16 @@ fn candidate(redlock: &Redlock, name: &str, ticks: u32, tick: Duration) -> Resul
         println!("TICK {name} {term} {n}");
         common::shutdown().sleep(tick);
     }
-    leadership.resign()?;
-    println!("{name}: resigned");
+    // Resigning hands on at once; if the nodes cannot confirm it (too few
+    // answered), the leadership still ends by its TTL: a warning, not a
+    // failed run.
+    match leadership.resign() {
+        Ok(()) => println!("{name}: resigned"),
+        Err(err @ Error::NoQuorum { .. }) => {
+            eprintln!("{name}: resignation unconfirmed ({err}); it ends within {TTL:?}");
+        }
+        Err(err) => return Err(err),
+    }
     Ok(())
 }
 

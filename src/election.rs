@@ -371,7 +371,8 @@ impl Leadership {
     /// # Errors
     ///
     /// [`Error::LockLost`] when this process no longer leads;
-    /// [`Error::NoQuorum`] when too few nodes answered (the leadership
+    /// [`Error::NoQuorum`] when too few nodes answered, after the client's
+    /// retries (`retry_count`, `retry_delay`) (the leadership
     /// stands; [`value`](Self::value) is unchanged, and a read may show
     /// either value until a proclamation succeeds).
     pub fn proclaim(&mut self, value: &str) -> Result<(), Error> {
@@ -384,12 +385,13 @@ impl Leadership {
         };
         guard.ensure_valid().map_err(|err| err.in_call(call))?;
         let (core, lease) = guard.parts();
-        // A number of its own for every attempt: one that failed may still
-        // land on some nodes, and a node keeps the proclamation with the
-        // larger number (the same number again would be ignored there).
-        self.seq += 1;
-        core.proclaim(lease, &self.election.name, (self.term, self.seq), value)
-            .map_err(|err| err.in_call(call))?;
+        core.proclaim(
+            lease,
+            &self.election.name,
+            (self.term, &mut self.seq),
+            value,
+        )
+        .map_err(|err| err.in_call(call))?;
         self.value = value.to_owned();
         Ok(())
     }

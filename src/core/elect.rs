@@ -16,7 +16,7 @@ use super::Core;
 use super::handoff::Woken;
 use super::lease::Lease;
 use super::verdict::{READ_TTL, answer_by, no_quorum};
-use crate::algorithm::{Outcome, Proclaimed, Read, Verdict};
+use crate::algorithm::{self, Outcome, Proclaimed, Read, Verdict};
 use crate::error::Error;
 use crate::transport::{Kind, Op, Request, Value};
 
@@ -44,19 +44,43 @@ impl Core {
         &self,
         lease: &Lease,
         name: &str,
-        (term, seq): (u64, u64),
+        (term, seq): (u64, &mut u64),
         value: &str,
     ) -> Result<(), Error> {
         let _busy = self.enter()?;
-        if lease.remaining().is_zero() {
-            return Err(lease.lost_error(self.quorum()));
-        }
         let value = Value(Arc::from(value));
-        let outcome = self.elect_round(lease, name, Op::Proclaim { term, seq, value });
-        match outcome.verdict {
-            Verdict::Confirmed => Ok(()),
-            Verdict::Refused => Err(lease.lose_not_held(name, outcome)),
-            Verdict::Unreachable => Err(no_quorum(name, outcome)),
+        // Rounds that fail for want of nodes are tried again per the
+        // client's retry policy, as an acquisition's, while the lease
+        // lasts: a node slower than the per-node timeout for a moment (a
+        // loaded host) must not cost a leader its proclamation.
+        let mut retries = 0;
+        loop {
+            if lease.remaining().is_zero() {
+                return Err(lease.lost_error(self.quorum()));
+            }
+            // A number of its own for every attempt: one that failed may
+            // still land on some nodes, and a node keeps the proclamation
+            // with the larger number (the same number again is ignored).
+            *seq += 1;
+            let op = Op::Proclaim {
+                term,
+                seq: *seq,
+                value: value.clone(),
+            };
+            let outcome = self.elect_round(lease, name, op);
+            match outcome.verdict {
+                Verdict::Confirmed => return Ok(()),
+                Verdict::Refused => return Err(lease.lose_not_held(name, outcome)),
+                Verdict::Unreachable
+                    if outcome.permanent || retries == self.settings.retry_count =>
+                {
+                    return Err(no_quorum(name, outcome));
+                }
+                Verdict::Unreachable => retries += 1,
+            }
+            let pause =
+                algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
+            std::thread::sleep(pause.min(lease.remaining()));
         }
     }
 

@@ -48,9 +48,9 @@ fn a_leader_is_read_with_its_term_and_latest_value() {
         None,
         "nothing proclaimed yet"
     );
-    core.proclaim(&lease, "e", (term, 1), "a").unwrap();
+    core.proclaim(&lease, "e", (term, &mut 0), "a").unwrap();
     assert_eq!(core.read_leader("e").unwrap(), Some((term, Arc::from("a"))));
-    core.proclaim(&lease, "e", (term, 2), "b c").unwrap();
+    core.proclaim(&lease, "e", (term, &mut 1), "b c").unwrap();
     assert_eq!(
         core.read_leader("e").unwrap(),
         Some((term, Arc::from("b c")))
@@ -62,9 +62,9 @@ fn a_proclamation_delivered_out_of_order_never_replaces_a_later_one() {
     let (_nodes, core) = core_with(5, settings());
     let lease = win(&core, "e", TTL);
     let term = lease.fence().unwrap();
-    core.proclaim(&lease, "e", (term, 2), "new").unwrap();
+    core.proclaim(&lease, "e", (term, &mut 1), "new").unwrap();
     // The first proclamation, late.
-    core.proclaim(&lease, "e", (term, 1), "old").unwrap();
+    core.proclaim(&lease, "e", (term, &mut 0), "old").unwrap();
     assert_eq!(
         core.read_leader("e").unwrap(),
         Some((term, Arc::from("new")))
@@ -76,7 +76,7 @@ fn a_proclamation_after_the_leadership_passed_on_is_refused_and_loses_it() {
     let (nodes, core) = core_with(5, settings());
     let old = win(&core, "e", Duration::from_millis(50));
     let old_term = old.fence().unwrap();
-    core.proclaim(&old, "e", (old_term, 1), "old").unwrap();
+    core.proclaim(&old, "e", (old_term, &mut 0), "old").unwrap();
     let [lock, ..] = elect_keys("e");
     super::tests::eventually("the old leadership's keys expired", || {
         nodes.iter().all(|n| n.holder(&lock).is_none())
@@ -84,8 +84,8 @@ fn a_proclamation_after_the_leadership_passed_on_is_refused_and_loses_it() {
     let new = win(&core, "e", TTL);
     let new_term = new.fence().unwrap();
     assert!(new_term > old_term, "{new_term} after {old_term}");
-    core.proclaim(&new, "e", (new_term, 1), "new").unwrap();
-    let late = core.proclaim(&old, "e", (old_term, 2), "late");
+    core.proclaim(&new, "e", (new_term, &mut 0), "new").unwrap();
+    let late = core.proclaim(&old, "e", (old_term, &mut 1), "late");
     assert!(matches!(late, Err(Error::LockLost { .. })), "{late:?}");
     assert_eq!(
         core.read_leader("e").unwrap(),
@@ -116,7 +116,7 @@ fn a_resigned_leaders_value_is_gone_and_never_read_as_the_next_ones() {
     let (nodes, core) = core_with(5, settings());
     let lease = win(&core, "e", TTL);
     let term = lease.fence().unwrap();
-    core.proclaim(&lease, "e", (term, 1), "a").unwrap();
+    core.proclaim(&lease, "e", (term, &mut 0), "a").unwrap();
     core.clear_proclamation(&lease, "e");
     let [_, value_key, _] = elect_keys("e");
     // The round returned at a majority; the others follow.
@@ -146,14 +146,14 @@ fn a_proclamation_the_nodes_refuse_marks_the_leadership_lost() {
     let (nodes, core) = core_with(5, settings());
     let old = win(&core, "e", TTL);
     let term = old.fence().unwrap();
-    core.proclaim(&old, "e", (term, 1), "old").unwrap();
+    core.proclaim(&old, "e", (term, &mut 0), "old").unwrap();
     // Still valid as far as this client knows, but the nodes moved on (a
     // paused process whose keys expired and were taken).
     for node in &nodes {
         seed(node, "e", "next", term + 1, Some("next"));
     }
     assert!(!old.remaining().is_zero());
-    let late = core.proclaim(&old, "e", (term, 2), "late");
+    let late = core.proclaim(&old, "e", (term, &mut 1), "late");
     let not_held = |result: &Result<(), Error>| {
         matches!(
             result,
@@ -205,7 +205,7 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
         }
         let lease = win(leader, "e", TTL);
         let term = lease.fence().unwrap();
-        leader.proclaim(&lease, "e", (term, 1), "a").unwrap();
+        leader.proclaim(&lease, "e", (term, &mut 0), "a").unwrap();
         let now = observing.join().unwrap().unwrap().expect("a change");
         assert_eq!(term_and_value(&now), Some((term, Arc::from("a"))));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&now), deadline()));
@@ -240,7 +240,7 @@ fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
         let term = lease.fence().unwrap();
         // The gate node lost the lock key (as if its SET never landed).
         nodes[gate].put(&lock, "gone", Duration::ZERO);
-        leader.proclaim(&lease, "e", (term, 1), "a").unwrap();
+        leader.proclaim(&lease, "e", (term, &mut 0), "a").unwrap();
         let seen = observing
             .join()
             .unwrap()
@@ -347,4 +347,43 @@ fn an_observer_without_notifications_registers_nowhere() {
         assert_eq!(term_and_value(&seen), Some((3, Arc::from("x"))));
     });
     assert!(nodes.iter().all(|n| n.queue(&observers).is_empty()));
+}
+
+/// A proclamation whose first round fails for want of nodes (two of three
+/// failing for a moment, as on a loaded host) is tried again per the
+/// client's retry policy, with a number of its own: the leader keeps its
+/// value instead of losing its win.
+#[test]
+fn a_proclamation_is_tried_again_when_too_few_nodes_answered() {
+    let mut retrying = settings();
+    retrying.retry_count = 1000;
+    let (nodes, core) = core_with(3, retrying);
+    let lease = win(&core, "e", TTL);
+    let term = lease.fence().expect("fenced");
+    for node in &nodes[1..] {
+        node.set(crate::transport::fake::Behaviour::Fail(
+            crate::error::FailureKind::Timeout,
+        ));
+    }
+    let healer = {
+        let nodes = nodes.clone();
+        std::thread::spawn(move || {
+            for node in &nodes[1..] {
+                let proclaimed = |ops: &[crate::transport::Op]| {
+                    ops.iter()
+                        .any(|op| matches!(op, crate::transport::Op::Proclaim { .. }))
+                };
+                assert!(node.wait_for(Duration::from_secs(10), proclaimed));
+                node.set(crate::transport::fake::Behaviour::Normal);
+            }
+        })
+    };
+    let mut seq = 0;
+    core.proclaim(&lease, "e", (term, &mut seq), "a").unwrap();
+    healer.join().unwrap();
+    assert!(
+        seq >= 2,
+        "tried again, each time with a number of its own: {seq}"
+    );
+    assert_eq!(core.read_leader("e").unwrap(), Some((term, Arc::from("a"))));
 }
