@@ -158,7 +158,10 @@ impl Sentinels {
         let sentinel = &mut self.sentinels[i];
         assert!(sentinel.child.is_none(), "Sentinel {i} runs");
         sentinel.child = Some(launch(&sentinel.dir.join("sentinel.conf")));
-        wait_answers(sentinel.port, &self.secrets);
+        assert!(
+            wait_answers(sentinel, &self.secrets),
+            "the restarted Sentinel exited (its port was taken)"
+        );
     }
 
     /// The port of group `g`'s master, as the first Sentinel that answers
@@ -231,10 +234,31 @@ pub fn info(node: &Node, section: &str) -> String {
 }
 
 fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
-    let port = free_port();
-    let dir = std::env::temp_dir().join(format!("redlock-sentinel-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("sentinel directory");
-    let conf = dir.join("sentinel.conf");
+    // Two servers started at once can be handed the same free port: the
+    // one that loses exits, and starts again on another (as `Node::start`).
+    for _ in 0..20 {
+        let port = free_port();
+        let dir =
+            std::env::temp_dir().join(format!("redlock-sentinel-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("sentinel directory");
+        let conf = dir.join("sentinel.conf");
+        std::fs::File::create(&conf)
+            .and_then(|mut f| f.write_all(config(port, &dir, groups, secrets).as_bytes()))
+            .expect("sentinel.conf");
+        let mut sentinel = Sentinel {
+            port,
+            child: Some(launch(&conf)),
+            dir,
+        };
+        if wait_answers(&mut sentinel, secrets) {
+            return sentinel;
+        }
+    }
+    panic!("could not start a Sentinel on a free port after 20 tries");
+}
+
+/// A Sentinel's configuration: on `port`, monitoring `groups`.
+fn config(port: u16, dir: &std::path::Path, groups: &[Group], secrets: &Secrets) -> String {
     let mut text = format!(
         "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n",
         dir.display()
@@ -255,16 +279,7 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
             text.push_str(&format!("sentinel auth-pass {name} {pw}\n"));
         }
     }
-    std::fs::File::create(&conf)
-        .and_then(|mut f| f.write_all(text.as_bytes()))
-        .expect("sentinel.conf");
-    let sentinel = Sentinel {
-        port,
-        child: Some(launch(&conf)),
-        dir,
-    };
-    wait_answers(port, secrets);
-    sentinel
+    text
 }
 
 /// `redis-server conf --sentinel`.
@@ -278,16 +293,39 @@ fn launch(conf: &std::path::Path) -> Child {
         .expect("redis-server --sentinel")
 }
 
-/// Waits until the Sentinel on `port` answers `PING`.
-fn wait_answers(port: u16, secrets: &Secrets) {
+/// Waits until `sentinel`'s own process answers `PING` (not another
+/// server on its port): `false` when it exited first (its port was taken).
+fn wait_answers(sentinel: &mut Sentinel, secrets: &Secrets) -> bool {
     let url = match &secrets.sentinel {
-        Some(pw) => format!("redis://:{pw}@127.0.0.1:{port}"),
-        None => format!("redis://127.0.0.1:{port}"),
+        Some(pw) => format!("redis://:{pw}@127.0.0.1:{}", sentinel.port),
+        None => format!("redis://127.0.0.1:{}", sentinel.port),
     };
-    super::eventually("the Sentinel answers", Duration::from_secs(10), || {
-        redis::Client::open(url.as_str())
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let Some(child) = sentinel.child.as_mut() else {
+            return false;
+        };
+        if child.try_wait().ok().flatten().is_some() {
+            sentinel.child = None;
+            return false;
+        }
+        let pid = child.id().to_string();
+        let ours = redis::Client::open(url.as_str())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c))
-            .is_ok()
-    });
+            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c))
+            .is_ok_and(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix("process_id:"))
+                    .is_some_and(|p| p.trim() == pid)
+            });
+        if ours {
+            return true;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the Sentinel on port {} did not answer within 10 s",
+            sentinel.port
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
