@@ -153,8 +153,8 @@ pub(crate) fn token_hash(token: &[u8]) -> u64 {
 /// times, a lower bound however the others answer). `Err` while the nodes
 /// not read could change the answer — they are a majority themselves, or a
 /// holder read on fewer than `quorum` nodes would reach it with them —
-/// with the most nodes that agree on any holder's question (whether it
-/// holds), fewer than `quorum`.
+/// with how many nodes agree on the larger side of such a holder's
+/// question (whether it holds), always fewer than `quorum`.
 pub(crate) fn on_majority<'a>(
     reads: impl Iterator<Item = &'a [Held]>,
     unknown: usize,

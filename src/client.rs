@@ -446,12 +446,15 @@ impl Redlock {
     ///
     /// It reads who holds the lock on a majority, as
     /// [`inspect`](Self::inspect) does, then deletes that holder's key
-    /// wherever it still holds it: a majority at least before it returns,
-    /// the other nodes as they answer. Nothing else is touched: not a
-    /// holder that came after, nor keys on a minority of the nodes (they
-    /// may be an acquisition under way, and expire by their TTL); `false`
-    /// when no holder had a majority. Fence values stay, so fencing tokens
-    /// still only grow; the next waiter queued for it is woken at once.
+    /// wherever it still holds it, and returns once the holder is gone
+    /// from a majority (the other nodes get the delete as they answer);
+    /// the next waiter queued for it is woken then. A key that holds
+    /// another token is never touched: a holder that came after is safe
+    /// (unless it writes the very same value every time, which no Redlock
+    /// client does). When no holder has a majority, nothing is deleted
+    /// and it answers `false`: keys on a minority may be an acquisition
+    /// under way, and expire by their TTL. Fence values stay, so fencing
+    /// tokens still only grow.
     ///
     /// **The holder may still be working.** It learns of the release only
     /// at its next extension or keep-alive renewal, which fails
@@ -476,7 +479,8 @@ impl Redlock {
     /// [`Error::NoQuorum`] when too few nodes answered to tell who holds
     /// it, or to delete it from a majority: call it again once they are
     /// back;
-    /// [`Error::Config`] for an empty or reserved name;
+    /// [`Error::Config`] for an empty or reserved name, or a key that holds
+    /// another type than a lock's (a list, a hash) on a majority;
     /// [`Error::Shutdown`] after [`shutdown`](Self::shutdown).
     pub fn force_release(&self, resource: &str) -> Result<bool, Error> {
         self.core.force_release(resource)

@@ -250,3 +250,22 @@ fn bad_names_are_refused_with_what_to_do() {
         Err(Error::Config { .. })
     ));
 }
+
+/// A resource whose key holds another type (a list) on a majority is
+/// shown held, but no operator's release deletes it: it is nobody's lock.
+#[test]
+fn a_key_of_another_type_is_shown_but_never_released() {
+    let cluster = Cluster::start(3);
+    let operator = harness::client(cluster.urls());
+    for node in &cluster.nodes {
+        let _: () = node.query(redis::cmd("RPUSH").arg("insp:list").arg("data"));
+    }
+    assert!(operator.inspect("insp:list").unwrap().is_some());
+    let err = operator.force_release("insp:list").unwrap_err();
+    assert!(matches!(err, Error::Config { .. }), "{err}");
+    assert!(err.to_string().contains("another type"), "{err}");
+    for node in &cluster.nodes {
+        let len: usize = node.query(redis::cmd("LLEN").arg("insp:list"));
+        assert_eq!(len, 1, "the data stays");
+    }
+}

@@ -2,7 +2,8 @@
 //! nodes, and the release of a lock's holder, whoever it is
 //! (`Core::inspect`, `Core::force_release`). A read is one round to every
 //! node that waits only until the answers decide (see
-//! `algorithm::on_majority`); a release adds one compare-and-delete round.
+//! `algorithm::on_majority`); a release adds one compare-and-delete round
+//! and a wake-up.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,7 +14,7 @@ use crate::algorithm::{self, Held, Read, Verdict};
 use crate::error::Error;
 use crate::holding::Holding;
 use crate::settings::NodeTimeout;
-use crate::transport::{Kind, Op, Request, Transport};
+use crate::transport::{Kind, OTHER_TYPE, Op, QUEUE_ALIVE, Request, Transport};
 
 /// What a read asks of the nodes: how long to wait for each, and how the
 /// client counts drift.
@@ -44,27 +45,38 @@ pub(super) fn holders(ask: &Ask<'_>, target: Target) -> Result<Vec<(u32, Holding
 }
 
 /// Releases the holder of `resource` that a majority of the nodes agrees
-/// on, whoever it is; `false` when none does (keys on a minority are left
-/// to expire: they may be a round under way, which deleting could cut
-/// below the majority it counts on). A second round deletes the key only
-/// where it still holds that holder's token — a holder that came after is
-/// never touched — and the gate node wakes the next waiter once the key
-/// is free there.
+/// on, whoever it is; `false` when none does, and nothing is deleted (keys
+/// on a minority may be a round under way, which deleting could cut below
+/// the majority it counts on; they expire by their TTL). A second round
+/// deletes the key only where it still holds that holder's token — a
+/// holder that came after holds another and is never touched — and returns
+/// once the holder is gone from a majority; then the gate node wakes the
+/// next waiter, if the key is free there.
 pub(super) fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
     let kind = kind_of(ask, Target::Resources(Arc::from([Arc::from(resource)])))?;
     let Some(holder) = read(ask, kind.clone())?.0.first().map(|h| h.holder) else {
         return Ok(false);
     };
+    if holder == OTHER_TYPE {
+        return Err(Error::argument(format!(
+            "{resource:?} is no lock: its key holds another type (a list, a hash…) on a \
+             majority of the nodes; delete it by hand if it is not data"
+        )));
+    }
     let by = answer_by(Instant::now(), ask.timeout, None);
     let op = Op::ForceRelease { holder };
-    let mut request = Request::new(op, kind, Arc::from(""), ask.timeout, by);
-    request.queue = Some(Arc::from(""));
+    let request = Request::new(op, kind.clone(), Arc::from(""), ask.timeout, by);
     let outcome = ask.transport.start_round(request).collect(by);
-    match outcome.verdict {
-        // Gone from a majority: deleted now, or released or expired since.
-        Verdict::Confirmed | Verdict::Refused => Ok(true),
-        Verdict::Unreachable => Err(no_quorum(resource, outcome)),
+    if outcome.verdict != Verdict::Confirmed {
+        return Err(no_quorum(resource, outcome));
     }
+    // The gate node wakes the head of its queue where the key is free (a
+    // leave of nobody: `leave.lua`).
+    let expires = Instant::now() + QUEUE_ALIVE;
+    let mut wake = Request::new(Op::Leave, kind, Arc::from(""), ask.timeout, expires);
+    wake.queue = Some(Arc::from(""));
+    ask.transport.broadcast(wake, &[]);
+    Ok(true)
 }
 
 /// The kind `target` names, checked.
@@ -185,6 +197,8 @@ mod tests {
             nodes.iter().filter(|n| n.holder("r").is_none()).count() == 2
         });
         assert_eq!(nodes[(gate + 1) % 3].holder("r").as_deref(), Some("later"));
+        // Woken once the release returned (sent, not awaited).
+        super::super::tests::eventually("the head woken", || !woken.lock().is_empty());
         assert_eq!(*woken.lock(), ["other-client:7"]);
         // "later" holds one node: no majority holder, nothing deleted.
         assert!(!core.force_release("r").unwrap());

@@ -411,7 +411,8 @@ fn apply(keys: &mut HashMap<String, (String, Instant)>, req: &Request) -> Answer
             if ours {
                 keys.remove(key);
             }
-            Ok(ours.into())
+            // Either way the holder is not here now.
+            Ok(Vote::YES)
         }
         Op::Release { .. } => {
             let mine: Vec<_> = req.keys().iter().filter(|key| ours(keys, key)).collect();
@@ -588,17 +589,12 @@ fn queued(inner: &mut Inner, req: &Request, member: &str, woken: &mut Vec<(Strin
             }
             Ok(Vote::YES)
         }
-        Op::ForceRelease { .. } => {
-            let next = queue.first().map(|(m, _)| m.clone());
-            let answer = apply(&mut inner.keys, req);
-            if slot_free(&inner.keys, req, now) {
-                woken.extend(next.map(|h| (h, req.op.clone())));
-            }
-            answer
-        }
-        Op::Extend { .. } | Op::Proclaim { .. } | Op::ReadLeader | Op::Resign | Op::Inspect => {
-            apply(&mut inner.keys, req)
-        }
+        Op::Extend { .. }
+        | Op::Proclaim { .. }
+        | Op::ReadLeader
+        | Op::Resign
+        | Op::Inspect
+        | Op::ForceRelease { .. } => apply(&mut inner.keys, req),
     }
 }
 

@@ -37,6 +37,7 @@ pub(crate) use connect::notify::{Sink, Watch};
 use connect::opening::Answers;
 use connect::redis_link::{Pools, RedisLink};
 pub(crate) use connect::source::{SentinelSource, Source};
+pub(crate) use protocol::inspect::OTHER_TYPE;
 #[cfg(test)]
 pub(crate) use protocol::keys::fence_key;
 pub(crate) use protocol::keys::{MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role};

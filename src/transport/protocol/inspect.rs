@@ -31,15 +31,12 @@ fn keys(kind: &Kind, l: Layout) -> (Vec<String>, Option<String>) {
     }
 }
 
-/// Adds `req`'s command to `cmd`: the read, or a lock holder's release
-/// (with the queue keys on the gate node, `req.queue` set).
+/// Adds `req`'s command to `cmd`: the read, or a lock holder's release.
 pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
     if let Op::ForceRelease { holder } = req.op {
         let lock = l.lock_keys(&req.kind);
-        let queue = req.queue.as_ref().map(|_| l.queue(&req.kind));
-        eval(cmd, &scripts::FORCE_RELEASE, sent).arg(1 + queue.as_ref().map_or(0, |q| q.len()));
+        eval(cmd, &scripts::FORCE_RELEASE, sent).arg(1);
         cmd.arg(lock.first().map(|k| &**k))
-            .arg(queue.as_ref().map(|q| &q[..]))
             .arg(format!("{holder:016x}"));
         return;
     }
@@ -50,13 +47,14 @@ pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis:
 
 /// Reads a node's reply: an inspection's holders, by place (the key's
 /// index among the keys held one each, the readers after them); a
-/// release's yes when it deleted the holder's key there.
+/// release's yes when the holder is not on that node any more, deleted
+/// now or gone before (what a release needs a majority of).
 pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     use redis::Value;
     let places = match (&req.op, &req.kind) {
         (Op::ForceRelease { .. }, _) => {
             return match value {
-                Value::Int(n @ 0..=1) => Ok((n == 1).into()),
+                Value::Int(0..=1) => Ok(Vote::YES),
                 Value::ServerError(err) => Err(server_failure(node, &err)),
                 _ => Err(unexpected(node)),
             };
@@ -78,6 +76,7 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
         };
         let holder = match &triple[0] {
             Value::Nil => continue,
+            Value::BulkString(other) if other == b"other" => OTHER_TYPE,
             Value::BulkString(sha1) => holder_id(sha1).ok_or_else(|| unexpected(node))?,
             _ => return Err(unexpected(node)),
         };
@@ -97,6 +96,9 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
     }
     Ok(Vote::holds(held))
 }
+
+/// The holder of a key of another type (a list, a hash: no lock's).
+pub(crate) const OTHER_TYPE: u64 = u64::MAX;
 
 /// A holder as the scripts name it: the first 16 hex digits of its
 /// token's SHA-1.

@@ -11,7 +11,7 @@ pub(crate) mod elect;
 mod encoding_tests;
 mod gate;
 pub(crate) mod hash_slot;
-mod inspect;
+pub(crate) mod inspect;
 pub(crate) mod keys;
 pub(crate) mod request;
 pub(crate) mod scripts;

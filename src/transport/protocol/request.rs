@@ -91,8 +91,8 @@ pub(crate) enum Op {
     /// An operator's release of a lock's holder, whoever it is: deletes
     /// the key where it holds `holder`'s token (named as an inspection
     /// names holders), and nothing else; the fence value stays, so fencing
-    /// tokens still only grow. On the gate node it also wakes the next
-    /// waiter once the key is free there.
+    /// tokens still only grow. A yes: the holder is not on that node any
+    /// more.
     ForceRelease { holder: u64 },
 }
 

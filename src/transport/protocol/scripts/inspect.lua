@@ -6,8 +6,9 @@
 --        optionally a readers' set (token -> until when, node ms)
 -- ARGV   [1] n
 -- Reply  a flat array of triples: for each of the n keys the SHA-1 (hex)
---        of its value ("" for a key of another type; false when there is
---        none), its remaining ms (-1: no expiry) and the fencing token its
+--        of its value ("other" for a key of another type: no lock's;
+--        false when there is none), its remaining ms (-1: no expiry) and
+--        the fencing token its
 --        value carries (a redlock-sync token "{40 hex}.{digits}"; else
 --        false); then for each reader whose time runs, the same for its
 --        token and remaining ms
@@ -20,8 +21,8 @@ local n=tonumber(ARGV[1])
 local out={}
 for i=1,n do
   local v=redis.pcall("get",KEYS[i])
-  if type(v)~="string" and redis.call("exists",KEYS[i])==1 then v="" end
   local h,f=holder(v)
+  if type(v)~="string" and redis.call("exists",KEYS[i])==1 then h="other" end
   out[#out+1]=h
   out[#out+1]=redis.call("pttl",KEYS[i])
   out[#out+1]=f

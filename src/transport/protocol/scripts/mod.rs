@@ -313,15 +313,9 @@ pub(crate) static RESIGN: Script = Script::new(
 pub(crate) static NO: Script = Script::new(22, "no", include_str!("no.lua"));
 /// What holds a resource, for an operator.
 pub(crate) static INSPECT: Script = Script::new(23, "inspect", include_str!("inspect.lua"));
-/// An operator's release, whoever holds the lock.
-pub(crate) static FORCE_RELEASE: Script = Script::new(
-    24,
-    "force_release",
-    concat!(
-        include_str!("lib_queue.lua"),
-        include_str!("force_release.lua")
-    ),
-);
+/// An operator's release of the holder it found.
+pub(crate) static FORCE_RELEASE: Script =
+    Script::new(24, "force_release", include_str!("force_release.lua"));
 
 /// Every script (the tests and the benchmarks go through them all).
 #[cfg_attr(not(test), allow(dead_code))]
