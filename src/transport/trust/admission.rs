@@ -827,8 +827,11 @@ impl Admission {
             }
         }
         let marker = judged.jumped.map(|size| self.jumped(&mut state, size, now));
-        let refusal = self.verdict(&state, now);
-        self.news(&mut state, refusal.as_ref(), now);
+        // A jump is said once its marker is written (`judge_clock`).
+        if marker.is_none() {
+            let refusal = self.verdict(&state, now);
+            self.news(&mut state, refusal.as_ref(), now);
+        }
         (judged, marker)
     }
 
@@ -878,21 +881,30 @@ impl Admission {
         {
             let size = self.registry.clocks().confirm(self.index, &step);
             judged.jumped = Some(size);
-            let now = Instant::now();
             let mut state = self.state.lock();
-            marker = Some(self.jumped(&mut state, size, now));
-            let refusal = self.verdict(&state, now);
-            self.news(&mut state, refusal.as_ref(), now);
+            marker = Some(self.jumped(&mut state, size, Instant::now()));
         }
-        if let Some(err) = failed {
-            return Err(err);
+        let Some(marker) = marker else {
+            return failed.map_or(Ok(judged), Err);
+        };
+        // The marker lasts as long as any client's lease may: this client
+        // keeps the node out as long as the marker says, so that reading
+        // it again is no news, and says the jump once.
+        let wrote = match failed {
+            Some(err) => Err(err),
+            None => marker.write(conn, &self.address),
+        };
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        if let Ok(Some(period)) = wrote
+            && let Some(until) = now.checked_add(period)
+        {
+            self.clock_jumped(&mut state, until, marker.size, "");
         }
-        // The marker lasts as long as any client's lease may; this client
-        // learns how long at its next examination of the node.
-        if let Some(marker) = marker {
-            marker.write(conn, &self.address)?;
-        }
-        Ok(judged)
+        let refusal = self.verdict(&state, now);
+        self.news(&mut state, refusal.as_ref(), now);
+        drop(state);
+        wrote.map(|_| judged)
     }
 
     /// Whether `step` is beyond the smallest drift allowance any client
@@ -1107,7 +1119,12 @@ impl JumpMarker {
     /// the longest TTL any client announced there. A marker another client
     /// left is never lowered: the larger size and the later end stay
     /// ([`WRITE_JUMP_MARKER`]).
-    pub(crate) fn write(&self, conn: &mut redis::Connection, node: &str) -> redis::RedisResult<()> {
+    /// Returns the period the node set, when it took the marker.
+    pub(crate) fn write(
+        &self,
+        conn: &mut redis::Connection,
+        node: &str,
+    ) -> redis::RedisResult<Option<Duration>> {
         let ms = u64::try_from(self.period.as_millis())
             .unwrap_or(u64::MAX)
             .max(1);
@@ -1134,9 +1151,9 @@ impl JumpMarker {
                     self.key,
                     err.code().unwrap_or("error")
                 );
-                Ok(())
+                Ok(None)
             }
-            other => other.map(drop),
+            other => other.map(|ms| Some(Duration::from_millis(ms))),
         }
     }
 }
