@@ -54,9 +54,14 @@ impl Core {
         // lasts: a node slower than the per-node timeout for a moment (a
         // loaded host) must not cost a leader its proclamation.
         let mut retries = 0;
+        let mut failed = None;
         loop {
             if lease.remaining().is_zero() {
-                return Err(lease.lost_error(self.quorum()));
+                // Run out while trying: what the tries met says why.
+                return Err(match failed {
+                    Some(outcome) => no_quorum(name, outcome),
+                    None => lease.lost_error(self.quorum()),
+                });
             }
             // A number of its own for every attempt: one that failed may
             // still land on some nodes, and a node keeps the proclamation
@@ -76,7 +81,10 @@ impl Core {
                 {
                     return Err(no_quorum(name, outcome));
                 }
-                Verdict::Unreachable => retries += 1,
+                Verdict::Unreachable => {
+                    retries += 1;
+                    failed = Some(outcome);
+                }
             }
             let pause =
                 algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
