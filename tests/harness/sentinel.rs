@@ -70,7 +70,12 @@ impl Sentinels {
         };
         let groups: Vec<Group> = (0..groups)
             .map(|g| {
-                let master = Node::start(&options);
+                // A replica syncs at once, not after the 5 s Redis waits
+                // for more replicas to share a diskless sync.
+                let master = Node::start(&NodeOptions {
+                    extra_args: vec!["--repl-diskless-sync-delay".into(), "0".into()],
+                    ..options.clone()
+                });
                 let mut args = vec![
                     "--replicaof".to_owned(),
                     "127.0.0.1".to_owned(),
