@@ -138,14 +138,6 @@ impl Read {
     }
 }
 
-/// A token's hash (FNV-1a): equal tokens, equal hashes; the token is not
-/// kept.
-pub(crate) fn token_hash(token: &[u8]) -> u64 {
-    token.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// What holds a resource on a majority, from the reads of the nodes that
 /// answered (the other `unknown` nodes did not, or not yet): each holder
 /// found at the same place on at least `quorum` nodes, with what is left
@@ -233,8 +225,12 @@ impl Vote {
 
     /// An acquisition's no: the key holds `token` there.
     pub(crate) fn held_by(token: &[u8]) -> Vote {
+        // FNV-1a: equal tokens, equal hashes; the token is not kept.
+        let hash = token.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
         Vote {
-            holder: Some(token_hash(token)),
+            holder: Some(hash),
             ..Vote::NO
         }
     }
