@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{Node, NodeOptions, Pki, free_port, settles};
+use harness::{Node, NodeOptions, Pki, settles};
 use redlock_sync::{Error, FailureKind, Redlock, RedlockBuilder};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -17,12 +17,12 @@ const TTL: Duration = Duration::from_secs(10);
 fn tls_nodes(pki: &Pki, cert: &str) -> (Vec<Node>, Vec<String>) {
     (0..3)
         .map(|_| {
-            let tls_port = free_port();
             let node = Node::start(&NodeOptions {
-                extra_args: pki.server_args(tls_port, cert),
+                tls: Some(pki.server_tls(cert)),
                 ..NodeOptions::default()
             });
-            (node, format!("rediss://127.0.0.1:{tls_port}"))
+            let url = format!("rediss://127.0.0.1:{}", node.tls_port.expect("TLS"));
+            (node, url)
         })
         .unzip()
 }

@@ -64,12 +64,18 @@ pub struct NodeOptions {
     /// Run with the clock-shift library preloaded, so that the test can
     /// move the node's wall clock ([`Node::set_clock_offset`]).
     pub shift_clock: bool,
+    /// Also serve TLS, with these arguments ([`Pki::server_tls`]), on a
+    /// port of its own ([`Node::tls_port`]), picked afresh at each try to
+    /// start, as the plain port is.
+    pub tls: Option<Vec<String>>,
 }
 
 /// One local `redis-server` process.
 #[derive(Debug)]
 pub struct Node {
     pub port: u16,
+    /// The TLS port, with [`NodeOptions::tls`].
+    pub tls_port: Option<u16>,
     dir: PathBuf,
     options: NodeOptions,
     child: Option<Child>,
@@ -117,6 +123,7 @@ impl Node {
             let port = free_port();
             let mut node = Node {
                 port,
+                tls_port: options.tls.as_ref().map(|_| free_port()),
                 dir: temp_dir(port),
                 options: options.clone(),
                 child: None,
@@ -360,6 +367,9 @@ impl Node {
             cmd.args(["--unixsocketperm", "700"]);
         }
         cmd.args(&self.options.extra_args);
+        if let (Some(port), Some(args)) = (self.tls_port, &self.options.tls) {
+            cmd.args(["--tls-port", &port.to_string()]).args(args);
+        }
         if self.options.shift_clock {
             if !self.clock_file().exists() {
                 std::fs::write(self.clock_file(), "0").expect("clock offset file");
@@ -562,7 +572,21 @@ pub fn free_port() -> u16 {
 fn temp_dir(port: u16) -> PathBuf {
     static SEQ: AtomicUsize = AtomicUsize::new(0);
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir().join(format!("redlock-sync-{}-{seq}-{port}", std::process::id()))
+    scratch_dir(&format!("redlock-sync-{}-{seq}-{port}", std::process::id()))
+}
+
+/// Where the harness keeps a server's files: `/dev/shm` (memory) when it
+/// is there, else the temp directory. A Sentinel `fsync`s its
+/// configuration before it answers at start; on the disk, beside the
+/// suite's writes, one such `fsync` took over 10 s.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let shm = std::path::Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    base.join(name)
 }
 
 impl Node {

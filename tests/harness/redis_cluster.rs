@@ -44,40 +44,37 @@ impl RedisCluster {
     /// port with `pki`'s server certificate, the cluster bus and the map
     /// (`CLUSTER SLOTS`) use the TLS ports; the nodes' `tls_ports`.
     pub fn start_tls(masters: usize, pki: &super::Pki) -> (RedisCluster, Vec<u16>) {
-        let ports = std::sync::Mutex::new(Vec::new());
         let cluster = Self::start_with(masters, 0, 5000, |options| {
-            let tls_port = super::free_port();
-            ports.lock().unwrap().push(tls_port);
-            options
-                .extra_args
-                .extend(pki.server_args(tls_port, "server.pem"));
+            options.tls = Some(pki.server_tls("server.pem"));
             options
                 .extra_args
                 .extend(["--tls-cluster".into(), "yes".into()]);
-            Some((
-                tls_port,
-                vec![
-                    "--tls".into(),
-                    "--cacert".into(),
-                    pki.path("ca.pem"),
-                    "--cert".into(),
-                    pki.path("client.pem"),
-                    "--key".into(),
-                    pki.path("client.key"),
-                ],
-            ))
+            Some(vec![
+                "--tls".into(),
+                "--cacert".into(),
+                pki.path("ca.pem"),
+                "--cert".into(),
+                pki.path("client.pem"),
+                "--key".into(),
+                pki.path("client.key"),
+            ])
         });
-        (cluster, ports.into_inner().unwrap())
+        let ports = cluster
+            .nodes
+            .iter()
+            .map(|n| n.tls_port.expect("TLS"))
+            .collect();
+        (cluster, ports)
     }
 
     /// [`start`](Self::start), each node's options changed by `tweak`
-    /// first, which may name the port `redis-cli --cluster create` uses
-    /// for it and `redis-cli`'s own arguments.
+    /// first, which may give `redis-cli`'s own arguments. `redis-cli
+    /// --cluster create` names a node by its TLS port where it has one.
     fn start_with(
         masters: usize,
         replicas: usize,
         node_timeout_ms: u64,
-        tweak: impl Fn(&mut NodeOptions) -> Option<(u16, Vec<String>)>,
+        tweak: impl Fn(&mut NodeOptions) -> Option<Vec<String>>,
     ) -> RedisCluster {
         let mut cli_args = Vec::new();
         let mut addresses = Vec::new();
@@ -98,15 +95,11 @@ impl RedisCluster {
                     ],
                     ..NodeOptions::default()
                 };
-                let announced = tweak(&mut options);
-                let node = Node::start(&options);
-                match announced {
-                    Some((port, args)) => {
-                        addresses.push(format!("127.0.0.1:{port}"));
-                        cli_args = args;
-                    }
-                    None => addresses.push(node.address()),
+                if let Some(args) = tweak(&mut options) {
+                    cli_args = args;
                 }
+                let node = Node::start(&options);
+                addresses.push(format!("127.0.0.1:{}", node.tls_port.unwrap_or(node.port)));
                 node
             })
             .collect();

@@ -243,8 +243,7 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
     // one that loses exits, and starts again on another (as `Node::start`).
     for _ in 0..20 {
         let port = free_port();
-        let dir =
-            std::env::temp_dir().join(format!("redlock-sentinel-{}-{port}", std::process::id()));
+        let dir = super::scratch_dir(&format!("redlock-sentinel-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("sentinel directory");
         let conf = dir.join("sentinel.conf");
         std::fs::File::create(&conf)
@@ -265,8 +264,9 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
 /// A Sentinel's configuration: on `port`, monitoring `groups`.
 fn config(port: u16, dir: &std::path::Path, groups: &[Group], secrets: &Secrets) -> String {
     let mut text = format!(
-        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\n",
-        dir.display()
+        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {}\nlogfile {}\n",
+        dir.display(),
+        dir.join("sentinel.log").display()
     );
     if let Some(pw) = &secrets.sentinel {
         text.push_str(&format!("requirepass {pw}\nsentinel sentinel-pass {pw}\n"));
@@ -306,6 +306,7 @@ fn wait_answers(sentinel: &mut Sentinel, secrets: &Secrets) -> bool {
         None => format!("redis://127.0.0.1:{}", sentinel.port),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last;
     loop {
         let Some(child) = sentinel.child.as_mut() else {
             return false;
@@ -315,21 +316,25 @@ fn wait_answers(sentinel: &mut Sentinel, secrets: &Secrets) -> bool {
             return false;
         }
         let pid = child.id().to_string();
-        let ours = redis::Client::open(url.as_str())
+        let answer = redis::Client::open(url.as_str())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
-            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c))
-            .is_ok_and(|info| {
-                info.lines()
-                    .find_map(|l| l.strip_prefix("process_id:"))
-                    .is_some_and(|p| p.trim() == pid)
-            });
-        if ours {
-            return true;
+            .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
+        match answer {
+            Ok(info)
+                if info
+                    .lines()
+                    .any(|l| l.trim_end() == format!("process_id:{pid}")) =>
+            {
+                return true;
+            }
+            Ok(_) => last = "another process answered".to_owned(),
+            Err(err) => last = err.to_string(),
         }
         assert!(
             Instant::now() < deadline,
-            "the Sentinel on port {} did not answer within 10 s",
-            sentinel.port
+            "the Sentinel on port {} did not answer within 10 s (last: {last}); its log:\n{}",
+            sentinel.port,
+            std::fs::read_to_string(sentinel.dir.join("sentinel.log")).unwrap_or_default()
         );
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -140,18 +140,17 @@ impl Pki {
         std::fs::read(self.dir.join(file)).unwrap()
     }
 
-    /// `redis-server` arguments for a TLS port serving `cert` (with
-    /// `server.key`, the key all server certificates share) and requiring
-    /// client certificates signed by the CA.
-    pub fn server_args(&self, tls_port: u16, cert: &str) -> Vec<String> {
+    /// `redis-server` arguments ([`NodeOptions::tls`](super::NodeOptions))
+    /// for a TLS port serving `cert` (with `server.key`, the key all server
+    /// certificates share) and requiring client certificates signed by the
+    /// CA.
+    pub fn server_tls(&self, cert: &str) -> Vec<String> {
         let key = if cert == "wronghost.pem" {
             "wronghost.key"
         } else {
             "server.key"
         };
         vec![
-            "--tls-port".into(),
-            tls_port.to_string(),
             "--tls-cert-file".into(),
             self.path(cert),
             "--tls-key-file".into(),
