@@ -439,6 +439,7 @@ impl Drop for Node {
     fn drop(&mut self) {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(self.dir.with_extension("backup"));
     }
 }
 
@@ -575,18 +576,24 @@ fn temp_dir(port: u16) -> PathBuf {
     scratch_dir(&format!("redlock-sync-{}-{seq}-{port}", std::process::id()))
 }
 
-/// Where the harness keeps a server's files: `/dev/shm` (memory) when it
-/// is there, else the temp directory. A Sentinel `fsync`s its
-/// configuration before it answers at start; on the disk, beside the
-/// suite's writes, one such `fsync` took over 10 s.
+/// Where the harness keeps a server's files: `/dev/shm` (memory) when a
+/// directory can be made there, else the temp directory. A Sentinel
+/// `fsync`s its configuration before it answers at start; on the disk,
+/// beside the suite's writes, one such `fsync` took over 10 s.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let shm = std::path::Path::new("/dev/shm");
-    let base = if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    };
-    base.join(name)
+    static BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BASE.get_or_init(|| {
+        let shm = std::path::Path::new("/dev/shm")
+            .join(format!("redlock-sync-probe-{}", std::process::id()));
+        match std::fs::create_dir_all(&shm) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir(&shm);
+                PathBuf::from("/dev/shm")
+            }
+            Err(_) => std::env::temp_dir(),
+        }
+    })
+    .join(name)
 }
 
 impl Node {

@@ -243,7 +243,14 @@ fn spawn_sentinel(groups: &[Group], secrets: &Secrets) -> Sentinel {
     // one that loses exits, and starts again on another (as `Node::start`).
     for _ in 0..20 {
         let port = free_port();
-        let dir = super::scratch_dir(&format!("redlock-sentinel-{}-{port}", std::process::id()));
+        // Numbered: two tries handed the same port must not share (and
+        // the loser's drop delete) the winner's directory.
+        static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = super::scratch_dir(&format!(
+            "redlock-sentinel-{}-{seq}-{port}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).expect("sentinel directory");
         let conf = dir.join("sentinel.conf");
         std::fs::File::create(&conf)
@@ -306,7 +313,6 @@ fn wait_answers(sentinel: &mut Sentinel, secrets: &Secrets) -> bool {
         None => format!("redis://127.0.0.1:{}", sentinel.port),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut last;
     loop {
         let Some(child) = sentinel.child.as_mut() else {
             return false;
@@ -315,21 +321,15 @@ fn wait_answers(sentinel: &mut Sentinel, secrets: &Secrets) -> bool {
             sentinel.child = None;
             return false;
         }
-        let pid = child.id().to_string();
+        let ours = format!("process_id:{}", child.id());
         let answer = redis::Client::open(url.as_str())
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(200)))
             .and_then(|mut c| redis::cmd("INFO").arg("server").query::<String>(&mut c));
-        match answer {
-            Ok(info)
-                if info
-                    .lines()
-                    .any(|l| l.trim_end() == format!("process_id:{pid}")) =>
-            {
-                return true;
-            }
-            Ok(_) => last = "another process answered".to_owned(),
-            Err(err) => last = err.to_string(),
-        }
+        let last = match answer {
+            Ok(info) if info.lines().any(|l| l.trim_end() == ours) => return true,
+            Ok(_) => "another process answered".to_owned(),
+            Err(err) => err.to_string(),
+        };
         assert!(
             Instant::now() < deadline,
             "the Sentinel on port {} did not answer within 10 s (last: {last}); its log:\n{}",
