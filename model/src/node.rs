@@ -1,0 +1,162 @@
+//! A Redis master as the scripts see it: each request runs whole, at the
+//! moment it is delivered, against the node's keys at that moment.
+//!
+//! What each request does is what its script does (the script named
+//! beside it): a key per slot (a lock has one, slot 0; a semaphore of K
+//! has K), holding the token of the client that set it until it expires,
+//! and a fence value per slot, kept for the fencing idle time.
+
+use std::collections::BTreeMap;
+
+/// Who set a key: a client and its attempt (the crate's random token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token {
+    /// The client's index.
+    pub client: u8,
+    /// The client's attempt: every round has a token of its own.
+    pub attempt: u8,
+}
+
+/// A key: its token and when it expires (it exists while `now < expires`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entry {
+    /// The holder's token.
+    pub token: Token,
+    /// The node time at which the key is gone.
+    pub expires: u64,
+}
+
+/// A request, as the client sends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Request {
+    /// `SET key token NX PX ttl` (`acquire` / `slot_acquire.lua`), or with
+    /// a proposed fencing token, `acquire_fenced.lua`: refused as stale
+    /// when the node's fence value is at least the proposal, else the key
+    /// is set and the fence value becomes the proposal.
+    Acquire {
+        /// The slot's key.
+        slot: u8,
+        /// The round's token.
+        token: Token,
+        /// The key's time to live.
+        ttl: u64,
+        /// The proposed fencing token, for a fenced lock.
+        fence: Option<u64>,
+    },
+    /// `release.lua`: deletes the key where it holds the token.
+    Release {
+        /// The slot's key.
+        slot: u8,
+        /// The token to compare.
+        token: Token,
+    },
+}
+
+/// A node's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reply {
+    /// The key was set.
+    Granted,
+    /// The key exists, set by this token.
+    Held(Token),
+    /// The proposed fencing token is stale: the node's fence value.
+    Stale(u64),
+    /// A release: whether the key was deleted.
+    Released(bool),
+}
+
+/// What a node does differently in a deliberate mutation (the checker must
+/// catch each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Broken {
+    /// A release deletes the key whoever holds it.
+    pub release_without_token_check: bool,
+    /// A fenced acquisition sets its proposal without comparing it with
+    /// the node's fence value.
+    pub no_stale_check: bool,
+    /// A semaphore node admits while it holds fewer than this many keys,
+    /// whichever they are: each client's own key, counted per node.
+    pub per_node_permits: Option<u8>,
+}
+
+/// One node's keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Node {
+    /// The lock keys, by slot.
+    pub keys: BTreeMap<u8, Entry>,
+    /// The fence values by slot: the value and when it expires.
+    pub fences: BTreeMap<u8, (u64, u64)>,
+    /// When the node last came back empty or its clock last jumped: its
+    /// votes do not count until the quarantine after it ran out.
+    pub suspect_since: Option<u64>,
+}
+
+impl Node {
+    /// Runs `request` at node time `now`; fence values written now live
+    /// `fence_idle`.
+    pub fn run(&mut self, request: Request, now: u64, fence_idle: u64, broken: Broken) -> Reply {
+        self.keys.retain(|_, e| e.expires > now);
+        self.fences.retain(|_, (_, expires)| *expires > now);
+        match request {
+            Request::Acquire {
+                slot,
+                token,
+                ttl,
+                fence,
+            } => {
+                if let Some(permits) = broken.per_node_permits {
+                    if self.keys.len() >= usize::from(permits) {
+                        let holder = self.keys.values().next().map(|e| e.token);
+                        return Reply::Held(holder.unwrap_or(token));
+                    }
+                } else if let Some(held) = self.keys.get(&slot) {
+                    return Reply::Held(held.token);
+                }
+                if let Some(proposed) = fence {
+                    if let Some(&(value, _)) = self.fences.get(&slot)
+                        && value >= proposed
+                        && !broken.no_stale_check
+                    {
+                        return Reply::Stale(value);
+                    }
+                    self.fences.insert(slot, (proposed, now + fence_idle));
+                }
+                let expires = now + ttl;
+                self.keys.insert(slot, Entry { token, expires });
+                Reply::Granted
+            }
+            Request::Release { slot, token } => {
+                let ours = self.keys.get(&slot).is_some_and(|e| e.token == token);
+                if ours || (broken.release_without_token_check && self.keys.contains_key(&slot)) {
+                    self.keys.remove(&slot);
+                    return Reply::Released(true);
+                }
+                Reply::Released(false)
+            }
+        }
+    }
+
+    /// The node restarts without persistence: every key and fence value is
+    /// gone.
+    pub fn restart(&mut self, now: u64) {
+        *self = Node {
+            suspect_since: Some(now),
+            ..Node::default()
+        };
+    }
+
+    /// The node's wall clock steps ahead by more than any TTL: its keys
+    /// expire at once. (Its fence values, kept far longer, stay.)
+    pub fn jump(&mut self, now: u64) {
+        self.keys.clear();
+        self.suspect_since = Some(now);
+    }
+
+    /// Whether a client counts this node's vote at `now` (the restart
+    /// quarantine and the clock rule: not until `quarantine` after it came
+    /// back or jumped).
+    pub fn counts(&self, now: u64, quarantine: u64) -> bool {
+        self.suspect_since
+            .is_none_or(|since| now >= since + quarantine)
+    }
+}
