@@ -85,7 +85,7 @@ fn tally(answers: &[Answer], fenced: bool) -> Tally {
                 tally.record(Ok(Vote::held_by(&[token.client, token.attempt])));
             }
             Answer::Replied(Reply::Stale(fence)) => tally.record(Ok(Vote::stale(fence))),
-            Answer::Replied(Reply::Released(_)) => tally.record(Ok(Vote::NO)),
+            Answer::Replied(Reply::Released(_) | Reply::Refused) => tally.record(Ok(Vote::NO)),
             Answer::Quarantined => tally.record(Err(failure(FailureKind::Quarantined))),
         }
     }

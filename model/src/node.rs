@@ -43,6 +43,28 @@ pub enum Request {
         /// The proposed fencing token, for a fenced lock.
         fence: Option<u64>,
     },
+    /// `read_acquire.lua`: a reader joins the readers' set until
+    /// `now + ttl`, unless a writer holds. (The waiting writer's mark, which
+    /// only turns readers away, is left out: readers may join more often.)
+    ReadAcquire {
+        /// The round's token.
+        token: Token,
+        /// The reader's time to live.
+        ttl: u64,
+    },
+    /// `write_acquire.lua`: the writer's key (slot 0) is set when nobody
+    /// holds it and no reader's time runs.
+    WriteAcquire {
+        /// The round's token.
+        token: Token,
+        /// The key's time to live.
+        ttl: u64,
+    },
+    /// `read_release.lua`: the reader leaves the set.
+    ReadRelease {
+        /// The reader's token.
+        token: Token,
+    },
     /// `release.lua`: deletes the key where it holds the token.
     Release {
         /// The slot's key.
@@ -63,6 +85,8 @@ pub enum Reply {
     Stale(u64),
     /// A release: whether the key was deleted.
     Released(bool),
+    /// No, and no holder to name (readers hold).
+    Refused,
 }
 
 /// What a node does differently in a deliberate mutation (the checker must
@@ -77,6 +101,8 @@ pub struct Broken {
     /// A semaphore node admits while it holds fewer than this many keys,
     /// whichever they are: each client's own key, counted per node.
     pub per_node_permits: Option<u8>,
+    /// A writer gets in whatever readers hold.
+    pub writer_ignores_readers: bool,
 }
 
 /// One node's keys.
@@ -86,6 +112,8 @@ pub struct Node {
     pub keys: BTreeMap<u8, Entry>,
     /// The fence values by slot: the value and when it expires.
     pub fences: BTreeMap<u8, (u64, u64)>,
+    /// A reader-writer lock's readers: until when each holds.
+    pub readers: BTreeMap<Token, u64>,
     /// When the node last came back empty or its clock last jumped: its
     /// votes do not count until the quarantine after it ran out.
     pub suspect_since: Option<u64>,
@@ -97,7 +125,29 @@ impl Node {
     pub fn run(&mut self, request: Request, now: u64, fence_idle: u64, broken: Broken) -> Reply {
         self.keys.retain(|_, e| e.expires > now);
         self.fences.retain(|_, (_, expires)| *expires > now);
+        self.readers.retain(|_, until| *until > now);
         match request {
+            Request::ReadAcquire { token, ttl } => {
+                if let Some(writer) = self.keys.get(&0) {
+                    return Reply::Held(writer.token);
+                }
+                self.readers.insert(token, now + ttl);
+                Reply::Granted
+            }
+            Request::WriteAcquire { token, ttl } => {
+                if let Some(writer) = self.keys.get(&0) {
+                    return Reply::Held(writer.token);
+                }
+                if !self.readers.is_empty() && !broken.writer_ignores_readers {
+                    return Reply::Refused;
+                }
+                let expires = now + ttl;
+                self.keys.insert(0, Entry { token, expires });
+                Reply::Granted
+            }
+            Request::ReadRelease { token } => {
+                Reply::Released(self.readers.remove(&token).is_some())
+            }
             Request::Acquire {
                 slot,
                 token,
@@ -149,6 +199,7 @@ impl Node {
     /// expire at once. (Its fence values, kept far longer, stay.)
     pub fn jump(&mut self, now: u64) {
         self.keys.clear();
+        self.readers.clear();
         self.suspect_since = Some(now);
     }
 

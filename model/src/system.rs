@@ -7,7 +7,7 @@ use stateright::{Model, Property};
 
 use crate::algorithm::Verdict;
 use crate::client::{self, Answer, Client, Phase};
-use crate::node::{Broken, Node, Reply, Request};
+use crate::node::{Broken, Node, Request, Token};
 
 /// Which primitive the clients use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +19,24 @@ pub enum Kind {
     /// A semaphore of this many permits: as many locks (its slots), a
     /// client trying any one of them.
     Semaphore(u8),
+    /// A reader-writer lock: a client tries to write (slot 0) or to read
+    /// (slot [`READ`]).
+    RwLock,
 }
+
+/// The property: a lock has at most one holder whose validity has not run out.
+pub const ONE_HOLDER: &str = "a lock has at most one valid holder";
+/// The property: a semaphore of K has at most K such holders.
+pub const K_HOLDERS: &str = "a semaphore of K has at most K valid holders";
+/// The property: no writer beside a valid reader, and one writer at most.
+pub const NO_WRITER_BESIDE_READERS: &str = "no writer beside a valid reader, and one writer";
+/// The property: every fencing token granted is larger than those before.
+pub const FENCES_GROW: &str = "fencing tokens only grow";
+/// The witness that the model lets a client hold at all.
+pub const SOMEONE_HOLDS: &str = "a client holds";
+
+/// A reader-writer lock's reading "slot".
+pub const READ: u8 = 1;
 
 /// A deliberate defect, each of which a property must catch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +51,8 @@ pub enum Mutation {
     NoStaleCheck,
     /// A vote counted during its node's quarantine.
     CountQuarantined,
+    /// A writer that does not look at the readers.
+    WriterIgnoresReaders,
 }
 
 /// The bounds and settings of one check.
@@ -66,16 +85,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// 3 nodes, 2 clients with 2 rounds each, a 4 ms TTL, no faults.
+    /// 3 nodes, 2 clients with 2 rounds each, a 5 ms TTL (valid for 2.95
+    /// ms: three time steps), no faults.
     pub fn new(kind: Kind) -> Config {
         Config {
             nodes: 3,
             clients: 2,
             kind,
             attempts: 2,
-            ttl: 3,
+            ttl: 5,
             drift_factor: 0.01,
-            fence_idle: 12,
+            fence_idle: 3,
             max_time: 6,
             losses: 0,
             restarts: 0,
@@ -88,6 +108,7 @@ impl Config {
         Broken {
             release_without_token_check: self.mutation == Some(Mutation::ReleaseWithoutTokenCheck),
             no_stale_check: self.mutation == Some(Mutation::NoStaleCheck),
+            writer_ignores_readers: self.mutation == Some(Mutation::WriterIgnoresReaders),
             per_node_permits: match (self.mutation, self.kind) {
                 (Some(Mutation::PerNodeSemaphore), Kind::Semaphore(k)) => Some(k),
                 _ => None,
@@ -106,11 +127,11 @@ impl Config {
 }
 
 /// A request on its way from a client to a node. The node's answer
-/// reaches the client as the node runs it, or never (see
-/// [`Action::DeliverUnheard`]): a late answer changes nothing a lost one
-/// and a client that stops waiting do not already cover, as a late answer
-/// to a round already decided is dropped, and a round's clean-up, sent
-/// when it is decided, may itself arrive at any time.
+/// reaches the client as the node runs it ([`Action::Deliver`]), or never
+/// ([`Action::DeliverUnheard`], no fault: the client decides without it).
+/// An answer heard late is one not heard: a round's tally does not depend
+/// on the order of its answers, its validity counts from its start, and
+/// an answer after the decision is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Message {
     /// The client.
@@ -132,8 +153,12 @@ pub struct State {
     pub clients: Vec<Client>,
     /// The messages on their way, sorted (their order means nothing).
     pub net: Vec<Message>,
-    /// Faults used: losses, restarts, jumps.
-    pub faults: [u8; 3],
+    /// Messages lost so far.
+    pub losses: u8,
+    /// Node restarts so far.
+    pub restarts: u8,
+    /// Clock jumps so far.
+    pub jumps: u8,
     /// The largest fencing token granted so far.
     pub max_fence: Option<u64>,
     /// Whether a grant ever had a token no larger than an earlier one.
@@ -141,9 +166,13 @@ pub struct State {
 }
 
 impl State {
-    /// Sorts the messages: their order means nothing.
-    fn prune(&mut self) {
+    /// The state that stands for this one and its renumberings (see
+    /// [`Representative`](stateright::Representative)): stateright's
+    /// breadth-first search does not apply symmetry itself, so each next
+    /// state is made canonical here.
+    fn canonical(&mut self) {
         self.net.sort();
+        *self = stateright::Representative::representative(self);
     }
 
     /// This state with its nodes renumbered by `to` (node `i` becomes node
@@ -249,7 +278,16 @@ impl Redlock {
         match (self.config.kind, self.config.mutation) {
             (Kind::Semaphore(_), Some(Mutation::PerNodeSemaphore)) => vec![client],
             (Kind::Semaphore(k), _) => (0..k).collect(),
+            (Kind::RwLock, _) => vec![0, READ],
             _ => vec![0],
+        }
+    }
+
+    /// The request that releases `slot` (or a reader's hold).
+    fn release(&self, slot: u8, token: Token) -> Request {
+        match (self.config.kind, slot) {
+            (Kind::RwLock, READ) => Request::ReadRelease { token },
+            _ => Request::Release { slot, token },
         }
     }
 
@@ -299,7 +337,7 @@ impl Redlock {
         let c = &mut state.clients[usize::from(client)];
         c.seen = c.seen.max(seen.unwrap_or(0));
         c.phase = Phase::Idle;
-        self.send_all(state, client, Request::Release { slot, token });
+        self.send_all(state, client, self.release(slot, token));
     }
 
     /// The node runs the request; the client hears the answer if `heard`
@@ -311,16 +349,29 @@ impl Redlock {
             request,
         } = message;
         let n = &mut state.nodes[usize::from(node)];
-        let reply = n.run(
-            request,
-            state.now,
-            self.config.fence_idle,
-            self.config.broken(),
-        );
+        let acquisition = match request {
+            Request::Acquire { token, .. }
+            | Request::ReadAcquire { token, .. }
+            | Request::WriteAcquire { token, .. } => Some(token),
+            Request::Release { .. } | Request::ReadRelease { .. } => None,
+        };
+        // A node in its quarantine is sent nothing but clean-ups (judged
+        // here at delivery, the earliest any client's judgement could be).
         let counts = n.counts(state.now, self.config.quarantine())
             || self.config.mutation == Some(Mutation::CountQuarantined);
+        let answer = if counts || acquisition.is_none() {
+            let reply = n.run(
+                request,
+                state.now,
+                self.config.fence_idle,
+                self.config.broken(),
+            );
+            Answer::Replied(reply)
+        } else {
+            Answer::Quarantined
+        };
         // Nobody waits for a release's answer.
-        let Request::Acquire { token, .. } = request else {
+        let Some(token) = acquisition else {
             return;
         };
         let c = &mut state.clients[usize::from(client)];
@@ -330,12 +381,9 @@ impl Redlock {
         let Phase::Acquiring { answers, .. } = &mut c.phase else {
             return;
         };
-        let answer = &mut answers[usize::from(node)];
-        if *answer == Answer::Pending {
-            *answer = match reply {
-                Reply::Granted if !counts => Answer::Quarantined,
-                _ => Answer::Replied(reply),
-            };
+        let slot = &mut answers[usize::from(node)];
+        if *slot == Answer::Pending {
+            *slot = answer;
             self.settle(state, client, false);
         }
     }
@@ -351,7 +399,9 @@ impl Model for Redlock {
             nodes: vec![Node::default(); self.config.nodes],
             clients: vec![Client::new(); self.config.clients],
             net: Vec::new(),
-            faults: [0; 3],
+            losses: 0,
+            restarts: 0,
+            jumps: 0,
             max_fence: None,
             fence_regressed: false,
         }]
@@ -382,18 +432,23 @@ impl Model for Redlock {
             }
             seen = Some(m);
             actions.push(Action::Deliver(*m));
-            if state.faults[0] < cfg.losses {
+            // An answer the client decided without is no fault: a slow
+            // answer, which a client that stops waiting never hears.
+            if !matches!(
+                m.request,
+                Request::Release { .. } | Request::ReadRelease { .. }
+            ) {
+                actions.push(Action::DeliverUnheard(*m));
+            }
+            if state.losses < cfg.losses {
                 actions.push(Action::Lose(*m));
-                if let Request::Acquire { .. } = m.request {
-                    actions.push(Action::DeliverUnheard(*m));
-                }
             }
         }
         for node in 0..cfg.nodes as u8 {
-            if state.faults[1] < cfg.restarts {
+            if state.restarts < cfg.restarts {
                 actions.push(Action::Restart(node));
             }
-            if state.faults[2] < cfg.jumps {
+            if state.jumps < cfg.jumps {
                 actions.push(Action::Jump(node));
             }
         }
@@ -420,28 +475,28 @@ impl Model for Redlock {
                 };
                 let token = c.token(client);
                 let ttl = self.config.ttl;
-                self.send_all(
-                    &mut state,
-                    client,
-                    Request::Acquire {
+                let request = match (self.config.kind, slot) {
+                    (Kind::RwLock, READ) => Request::ReadAcquire { token, ttl },
+                    (Kind::RwLock, _) => Request::WriteAcquire { token, ttl },
+                    _ => Request::Acquire {
                         slot,
                         token,
                         ttl,
                         fence,
                     },
-                );
+                };
+                self.send_all(&mut state, client, request);
             }
             Action::Deliver(m) | Action::DeliverUnheard(m) => {
                 let at = state.net.iter().position(|x| *x == m)?;
                 state.net.remove(at);
                 let heard = matches!(action, Action::Deliver(_));
-                state.faults[0] += u8::from(!heard);
                 self.deliver(&mut state, m, heard);
             }
             Action::Lose(m) => {
                 let at = state.net.iter().position(|x| *x == m)?;
                 state.net.remove(at);
-                state.faults[0] += 1;
+                state.losses += 1;
             }
             Action::GiveUp(client) => self.settle(&mut state, client, true),
             Action::Release(client) => {
@@ -451,44 +506,44 @@ impl Model for Redlock {
                 };
                 let token = c.token(client);
                 c.phase = Phase::Idle;
-                self.send_all(&mut state, client, Request::Release { slot, token });
+                let release = self.release(slot, token);
+                self.send_all(&mut state, client, release);
             }
             Action::Restart(node) => {
                 state.nodes[usize::from(node)].restart(state.now);
-                state.faults[1] += 1;
+                state.restarts += 1;
             }
             Action::Jump(node) => {
                 state.nodes[usize::from(node)].jump(state.now);
-                state.faults[2] += 1;
+                state.jumps += 1;
             }
         }
-        state.prune();
+        state.canonical();
         Some(state)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
         vec![
-            Property::always(
-                "a lock has at most one valid holder",
-                |m: &Redlock, s: &State| {
-                    let holders = m.valid_holders(s);
-                    match m.config.kind {
-                        Kind::Semaphore(_) => true,
-                        _ => holders.len() <= 1,
-                    }
-                },
-            ),
-            Property::always(
-                "a semaphore of K has at most K valid holders",
-                |m: &Redlock, s: &State| match m.config.kind {
-                    Kind::Semaphore(k) => m.valid_holders(s).len() <= usize::from(k),
+            Property::always(ONE_HOLDER, |m: &Redlock, s: &State| {
+                let holders = m.valid_holders(s);
+                match m.config.kind {
+                    Kind::Lock | Kind::FencedLock => holders.len() <= 1,
                     _ => true,
-                },
-            ),
-            Property::always("fencing tokens only grow", |_: &Redlock, s: &State| {
-                !s.fence_regressed
+                }
             }),
-            Property::sometimes("a client holds", |m: &Redlock, s: &State| {
+            Property::always(K_HOLDERS, |m: &Redlock, s: &State| match m.config.kind {
+                Kind::Semaphore(k) => m.valid_holders(s).len() <= usize::from(k),
+                _ => true,
+            }),
+            Property::always(NO_WRITER_BESIDE_READERS, |m: &Redlock, s: &State| {
+                let holders = m.valid_holders(s);
+                let writers = holders.iter().filter(|(slot, _)| *slot != READ).count();
+                m.config.kind != Kind::RwLock
+                    || writers == 0
+                    || (writers == 1 && holders.len() == 1)
+            }),
+            Property::always(FENCES_GROW, |_: &Redlock, s: &State| !s.fence_regressed),
+            Property::sometimes(SOMEONE_HOLDS, |m: &Redlock, s: &State| {
                 !m.valid_holders(s).is_empty()
             }),
         ]
