@@ -261,6 +261,10 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         eventually("the waiter's next round", || {
             acquisitions(&nodes[gate]) > asked
         });
+        // And its end: the head that the gate node told "held" asks the
+        // other nodes too, and a release landing there first would let
+        // it win without a wake-up.
+        asleep(&cores, 1);
         assert_eq!(nodes[gate].queue("r"), order, "still first");
         let woken = record_wakes(&nodes, &cores);
         newcomer.release(&cores[2]).unwrap();
