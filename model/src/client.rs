@@ -45,6 +45,18 @@ pub enum Phase {
         /// Its fencing token.
         fence: Option<u64>,
     },
+    /// Queued on the gate node, waiting for its turn: it asks again when
+    /// woken, or when its timer is due (its retry, or the refresh that
+    /// keeps its place alive).
+    Waiting {
+        /// When it last asked.
+        since: u64,
+        /// The gate node's wake-up reached it.
+        woken: bool,
+    },
+    /// The client's process is gone: it does nothing more, and what it
+    /// left on the nodes stays until it expires.
+    Crashed,
 }
 
 /// One client.
@@ -54,6 +66,9 @@ pub struct Client {
     pub attempts: u8,
     /// The largest fence value a stale refusal reported.
     pub seen: u64,
+    /// A wake-up that came while it was not waiting: its next wait ends
+    /// at once (the crate keeps a wake-up for the next wait, too).
+    pub woken_early: bool,
     /// Where it is.
     pub phase: Phase,
 }
@@ -85,7 +100,9 @@ fn tally(answers: &[Answer], fenced: bool) -> Tally {
                 tally.record(Ok(Vote::held_by(&[token.client, token.attempt])));
             }
             Answer::Replied(Reply::Stale(fence)) => tally.record(Ok(Vote::stale(fence))),
-            Answer::Replied(Reply::Released(_) | Reply::Refused) => tally.record(Ok(Vote::NO)),
+            Answer::Replied(Reply::Released(_) | Reply::Refused | Reply::Behind) => {
+                tally.record(Ok(Vote::NO));
+            }
             Answer::Quarantined => tally.record(Err(failure(FailureKind::Quarantined))),
         }
     }
@@ -128,6 +145,7 @@ impl Client {
         Client {
             attempts: 0,
             seen: 0,
+            woken_early: false,
             phase: Phase::Idle,
         }
     }
@@ -138,6 +156,15 @@ impl Client {
             client: index,
             attempt: self.attempts,
         }
+    }
+
+    /// It waits for its turn from `now` (at once woken, if a wake-up came
+    /// early).
+    pub fn wait(&mut self, now: u64) {
+        self.phase = Phase::Waiting {
+            since: now,
+            woken: std::mem::take(&mut self.woken_early),
+        };
     }
 
     /// Whether it holds, as it believes, at `now` ms.

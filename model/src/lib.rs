@@ -30,5 +30,5 @@ pub use client::{Answer, Client, Phase};
 pub use node::{Broken, Entry, Node, Reply, Request, Token};
 pub use system::{
     Action, Config, FENCES_GROW, K_HOLDERS, Kind, Message, Mutation, NO_WRITER_BESIDE_READERS,
-    ONE_HOLDER, READ, Redlock, SOMEONE_HOLDS, State,
+    ONE_HOLDER, QUEUE_MOVES, READ, Redlock, SOMEONE_HOLDS, State,
 };

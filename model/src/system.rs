@@ -1,13 +1,13 @@
 //! The whole system as one stateright [`Model`]: nodes, clients, the
 //! messages between them (delivered in any order, late, or lost), time
-//! that passes in steps of 1 ms, and nodes that restart empty or whose
-//! clock jumps.
+//! that passes in steps of 1 ms, nodes that restart empty or whose clock
+//! jumps, and clients that crash.
 
 use stateright::{Model, Property};
 
 use crate::algorithm::Verdict;
 use crate::client::{self, Answer, Client, Phase};
-use crate::node::{Broken, Node, Request, Token};
+use crate::node::{Broken, Node, Reply, Request, Token};
 
 /// Which primitive the clients use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,11 @@ pub enum Kind {
     /// A reader-writer lock: a client tries to write (slot 0) or to read
     /// (slot [`READ`]).
     RwLock,
+    /// A lock whose waiters queue on the gate node (node 0): every round
+    /// asks the gate node first, and goes on to the others only when the
+    /// gate node grants it, or answers "held" to the first in line; a
+    /// waiter asks again when woken or when its timer is due.
+    QueuedLock,
 }
 
 /// The property: a lock has at most one holder whose validity has not run out.
@@ -32,6 +37,13 @@ pub const K_HOLDERS: &str = "a semaphore of K has at most K valid holders";
 pub const NO_WRITER_BESIDE_READERS: &str = "no writer beside a valid reader, and one writer";
 /// The property: every fencing token granted is larger than those before.
 pub const FENCES_GROW: &str = "fencing tokens only grow";
+/// The property: from any state, once faults stop, some live client gets
+/// the lock: the queue of waiters cannot wedge. Checked on one fixed
+/// fault-free schedule ([`Redlock::stuck`]): messages delivered in the
+/// network's (sorted) order, a round whose messages are all gone given up,
+/// a lapsed holder's release, every due retry, idle clients starting a
+/// call, and time passing only when nothing else is left to do.
+pub const QUEUE_MOVES: &str = "when faults stop, some waiter gets the lock";
 /// The witness that the model lets a client hold at all.
 pub const SOMEONE_HOLDS: &str = "a client holds";
 
@@ -53,6 +65,11 @@ pub enum Mutation {
     CountQuarantined,
     /// A writer that does not look at the readers.
     WriterIgnoresReaders,
+    /// The gate node keeps a waiter's place however long ago it last asked
+    /// (a crashed waiter's place is kept forever).
+    QueueWithoutAliveTimes,
+    /// A waiter asks again only when woken (no timer).
+    WaitWithoutTimer,
 }
 
 /// The bounds and settings of one check.
@@ -80,6 +97,14 @@ pub struct Config {
     pub restarts: u8,
     /// Clock jumps.
     pub jumps: u8,
+    /// Client crashes.
+    pub crashes: u8,
+    /// How long a place in the gate node's queue counts after its waiter
+    /// last asked (the crate's `QUEUE_ALIVE`).
+    pub alive: u64,
+    /// How often a waiter asks again unwoken (its retry, or the refresh
+    /// that keeps its place alive: below `alive`).
+    pub refresh: u64,
     /// The deliberate defect, if any.
     pub mutation: Option<Mutation>,
 }
@@ -100,6 +125,9 @@ impl Config {
             losses: 0,
             restarts: 0,
             jumps: 0,
+            crashes: 0,
+            alive: 3,
+            refresh: 1,
             mutation: None,
         }
     }
@@ -109,6 +137,7 @@ impl Config {
             release_without_token_check: self.mutation == Some(Mutation::ReleaseWithoutTokenCheck),
             no_stale_check: self.mutation == Some(Mutation::NoStaleCheck),
             writer_ignores_readers: self.mutation == Some(Mutation::WriterIgnoresReaders),
+            queue_without_alive_times: self.mutation == Some(Mutation::QueueWithoutAliveTimes),
             per_node_permits: match (self.mutation, self.kind) {
                 (Some(Mutation::PerNodeSemaphore), Kind::Semaphore(k)) => Some(k),
                 _ => None,
@@ -124,7 +153,19 @@ impl Config {
     fn fenced(&self) -> bool {
         self.kind == Kind::FencedLock
     }
+
+    fn queued(&self) -> bool {
+        self.kind == Kind::QueuedLock
+    }
 }
+
+/// The member of a waiter that crashed while queued, before the check
+/// starts (one initial state has it at the head of the queue): no client
+/// hears its wake-ups.
+const GHOST: u8 = u8::MAX;
+
+/// Fault-free steps the continuation of [`QUEUE_MOVES`] may take.
+const RECOVERY_STEPS: usize = 300;
 
 /// A request on its way from a client to a node. The node's answer
 /// reaches the client as the node runs it ([`Action::Deliver`]), or never
@@ -159,6 +200,10 @@ pub struct State {
     pub restarts: u8,
     /// Clock jumps so far.
     pub jumps: u8,
+    /// Client crashes so far.
+    pub crashes: u8,
+    /// Node 0 is the gate node (it is not renumbered).
+    pub gated: bool,
     /// The largest fencing token granted so far.
     pub max_fence: Option<u64>,
     /// Whether a grant ever had a token no larger than an earlier one.
@@ -206,7 +251,8 @@ impl stateright::Representative for State {
         let n = self.nodes.len() as u8;
         let mut best = self.clone();
         let mut to: Vec<u8> = (0..n).collect();
-        permutations(&mut to, 0, &mut |to| {
+        let from = usize::from(self.gated);
+        permutations(&mut to, from, &mut |to| {
             let candidate = self.renumbered(to);
             if candidate < best {
                 best = candidate;
@@ -255,6 +301,10 @@ pub enum Action {
     Restart(u8),
     /// A node's clock jumps ahead.
     Jump(u8),
+    /// A waiter asks again (woken, or its timer due).
+    Retry(u8),
+    /// A client's process is gone.
+    Crash(u8),
 }
 
 /// The model: a [`Config`] explored by stateright.
@@ -283,22 +333,71 @@ impl Redlock {
         }
     }
 
-    /// The request that releases `slot` (or a reader's hold).
-    fn release(&self, slot: u8, token: Token) -> Request {
-        match (self.config.kind, slot) {
-            (Kind::RwLock, READ) => Request::ReadRelease { token },
-            _ => Request::Release { slot, token },
-        }
-    }
-
-    fn send_all(&self, state: &mut State, client: u8, request: Request) {
-        for node in 0..self.config.nodes {
+    /// Sends the release of `slot` (or a reader's hold) to every node: a
+    /// lease's, or a failed round's clean-up.
+    fn release(&self, state: &mut State, client: u8, slot: u8, token: Token, lease: bool) {
+        for node in 0..self.config.nodes as u8 {
+            let request = match (self.config.kind, slot) {
+                (Kind::RwLock, READ) => Request::ReadRelease { token },
+                (Kind::QueuedLock, _) if node == 0 => Request::GateRelease { token, lease },
+                _ => Request::Release { slot, token },
+            };
             state.net.push(Message {
                 client,
-                node: node as u8,
+                node,
                 request,
             });
         }
+    }
+
+    /// Sends `request` to the nodes from `first` on.
+    fn send_from(&self, state: &mut State, client: u8, first: u8, request: Request) {
+        for node in first..self.config.nodes as u8 {
+            state.net.push(Message {
+                client,
+                node,
+                request,
+            });
+        }
+    }
+
+    /// The client starts a round for `slot`: to every node, or, with a
+    /// queue, to the gate node first.
+    fn start_round(&self, state: &mut State, client: u8, slot: u8) {
+        let now = state.now;
+        let c = &mut state.clients[usize::from(client)];
+        c.attempts = c.attempts.saturating_add(1);
+        // The crate's proposal: above every fence value seen, and never
+        // below the wall clock (here model time, in µs).
+        let fence = self.config.fenced().then(|| (now * 1000).max(c.seen + 1));
+        c.phase = Phase::Acquiring {
+            slot,
+            start: now,
+            fence,
+            answers: vec![Answer::Pending; self.config.nodes],
+        };
+        let token = c.token(client);
+        let ttl = self.config.ttl;
+        let request = match (self.config.kind, slot) {
+            (Kind::RwLock, READ) => Request::ReadAcquire { token, ttl },
+            (Kind::RwLock, _) => Request::WriteAcquire { token, ttl },
+            (Kind::QueuedLock, _) => {
+                let member = client;
+                state.net.push(Message {
+                    client,
+                    node: 0,
+                    request: Request::GateAcquire { token, ttl, member },
+                });
+                return;
+            }
+            _ => Request::Acquire {
+                slot,
+                token,
+                ttl,
+                fence,
+            },
+        };
+        self.send_from(state, client, 0, request);
     }
 
     /// The client's round decided (or given up): hold, or clean up.
@@ -322,6 +421,14 @@ impl Redlock {
         };
         let until = client::valid_until_us(start, self.config.ttl, self.config.drift_factor);
         if verdict == Verdict::Confirmed && state.now * 1000 < until {
+            // Won without the gate node's grant: it leaves the queue.
+            if self.config.queued() && answers[0] != Answer::Replied(Reply::Granted) {
+                state.net.push(Message {
+                    client,
+                    node: 0,
+                    request: Request::Leave { member: client },
+                });
+            }
             if let Some(f) = fence {
                 state.fence_regressed |= state.max_fence.is_some_and(|m| f <= m);
                 state.max_fence = state.max_fence.max(Some(f));
@@ -334,10 +441,17 @@ impl Redlock {
             return;
         }
         let seen = client::stale_fence(&answers);
+        let now = state.now;
+        let queued = self.config.queued();
         let c = &mut state.clients[usize::from(client)];
         c.seen = c.seen.max(seen.unwrap_or(0));
-        c.phase = Phase::Idle;
-        self.send_all(state, client, self.release(slot, token));
+        // A queued waiter waits for its turn; any other client is done.
+        if queued {
+            c.wait(now);
+        } else {
+            c.phase = Phase::Idle;
+        }
+        self.release(state, client, slot, token, false);
     }
 
     /// The node runs the request; the client hears the answer if `heard`
@@ -348,24 +462,47 @@ impl Redlock {
             node,
             request,
         } = message;
+        if request == Request::Wake {
+            let c = &mut state.clients[usize::from(client)];
+            match &mut c.phase {
+                Phase::Waiting { woken, .. } => *woken = true,
+                Phase::Crashed => {}
+                _ => c.woken_early = true,
+            }
+            return;
+        }
         let n = &mut state.nodes[usize::from(node)];
         let acquisition = match request {
             Request::Acquire { token, .. }
             | Request::ReadAcquire { token, .. }
-            | Request::WriteAcquire { token, .. } => Some(token),
-            Request::Release { .. } | Request::ReadRelease { .. } => None,
+            | Request::WriteAcquire { token, .. }
+            | Request::GateAcquire { token, .. } => Some(token),
+            Request::Release { .. }
+            | Request::ReadRelease { .. }
+            | Request::GateRelease { .. }
+            | Request::Leave { .. }
+            | Request::Wake => None,
         };
         // A node in its quarantine is sent nothing but clean-ups (judged
         // here at delivery, the earliest any client's judgement could be).
         let counts = n.counts(state.now, self.config.quarantine())
             || self.config.mutation == Some(Mutation::CountQuarantined);
         let answer = if counts || acquisition.is_none() {
-            let reply = n.run(
+            let (reply, woken) = n.serve(
                 request,
                 state.now,
                 self.config.fence_idle,
+                self.config.alive,
                 self.config.broken(),
             );
+            // A crashed waiter's wake-up reaches nobody.
+            if let Some(woken) = woken.filter(|w| usize::from(*w) < state.clients.len()) {
+                state.net.push(Message {
+                    client: woken,
+                    node,
+                    request: Request::Wake,
+                });
+            }
             Answer::Replied(reply)
         } else {
             Answer::Quarantined
@@ -382,10 +519,88 @@ impl Redlock {
             return;
         };
         let slot = &mut answers[usize::from(node)];
-        if *slot == Answer::Pending {
-            *slot = answer;
-            self.settle(state, client, false);
+        if *slot != Answer::Pending {
+            return;
         }
+        *slot = answer;
+        if let Request::GateAcquire { token, ttl, .. } = request {
+            if answer == Answer::Replied(Reply::Behind) {
+                // Nothing set anywhere: it waits its turn.
+                c.wait(state.now);
+                return;
+            }
+            if answer == Answer::Quarantined {
+                return;
+            }
+            // Granted, or "held" to the first in line: the others too.
+            let request = Request::Acquire {
+                slot: 0,
+                token,
+                ttl,
+                fence: None,
+            };
+            self.send_from(state, client, 1, request);
+        }
+        self.settle(state, client, false);
+    }
+
+    /// Whether some live client holds within [`RECOVERY_STEPS`] of a
+    /// fault-free continuation of `state`: every message delivered in
+    /// order, a round whose messages are all gone given up (its node
+    /// timeout), a lapsed holder's release, every due retry and start
+    /// made, and time passing only when nothing else is left to do.
+    fn recovers(&self, state: &State) -> bool {
+        self.stuck(state).is_none()
+    }
+
+    /// Where the fault-free continuation of `state` (see
+    /// [`QUEUE_MOVES`]) stands after [`RECOVERY_STEPS`] steps without any
+    /// live client holding; `None` when one came to hold.
+    pub fn stuck(&self, state: &State) -> Option<State> {
+        let mut s = state.clone();
+        for _ in 0..RECOVERY_STEPS {
+            let live = s.clients.iter().any(|c| c.phase != Phase::Crashed);
+            if !live || !self.valid_holders(&s).is_empty() {
+                return None;
+            }
+            let action = self.fault_free(&s);
+            s = self
+                .next_state(&s, action)
+                .expect("a fault-free step applies");
+        }
+        Some(s)
+    }
+
+    /// The next step of a fault-free continuation (see [`recovers`]).
+    fn fault_free(&self, s: &State) -> Action {
+        if let Some(m) = s.net.first() {
+            return Action::Deliver(*m);
+        }
+        for (i, c) in s.clients.iter().enumerate() {
+            let client = i as u8;
+            match c.phase {
+                Phase::Acquiring { .. } => return Action::GiveUp(client),
+                Phase::Holding { .. } => return Action::Release(client),
+                Phase::Waiting { .. } if self.may_retry(s, c) => return Action::Retry(client),
+                Phase::Idle => {
+                    return Action::Start {
+                        client,
+                        slot: self.slots(client)[0],
+                    };
+                }
+                _ => {}
+            }
+        }
+        Action::Tick
+    }
+
+    /// Whether a waiting client asks again now: woken, or its timer due.
+    fn may_retry(&self, s: &State, c: &Client) -> bool {
+        let Phase::Waiting { since, woken } = c.phase else {
+            return false;
+        };
+        let timer = self.config.mutation != Some(Mutation::WaitWithoutTimer);
+        woken || (timer && s.now >= since + self.config.refresh)
     }
 }
 
@@ -394,7 +609,7 @@ impl Model for Redlock {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        vec![State {
+        let empty = State {
             now: 0,
             nodes: vec![Node::default(); self.config.nodes],
             clients: vec![Client::new(); self.config.clients],
@@ -402,9 +617,19 @@ impl Model for Redlock {
             losses: 0,
             restarts: 0,
             jumps: 0,
+            crashes: 0,
+            gated: self.config.queued(),
             max_fence: None,
             fence_regressed: false,
-        }]
+        };
+        if !self.config.queued() {
+            return vec![empty];
+        }
+        // And one where a waiter that crashed is the queue's head.
+        let mut ghost = empty.clone();
+        ghost.nodes[0].queue.push(GHOST);
+        ghost.nodes[0].alive.insert(GHOST, self.config.alive);
+        vec![empty, ghost]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
@@ -422,7 +647,13 @@ impl Model for Redlock {
                 }
                 Phase::Acquiring { .. } => actions.push(Action::GiveUp(client)),
                 Phase::Holding { .. } => actions.push(Action::Release(client)),
-                Phase::Idle => {}
+                Phase::Waiting { .. } if c.attempts < cfg.attempts && self.may_retry(state, c) => {
+                    actions.push(Action::Retry(client));
+                }
+                Phase::Idle | Phase::Waiting { .. } | Phase::Crashed => {}
+            }
+            if state.crashes < cfg.crashes && c.phase != Phase::Crashed {
+                actions.push(Action::Crash(client));
             }
         }
         let mut seen = None;
@@ -436,7 +667,11 @@ impl Model for Redlock {
             // answer, which a client that stops waiting never hears.
             if !matches!(
                 m.request,
-                Request::Release { .. } | Request::ReadRelease { .. }
+                Request::Release { .. }
+                    | Request::ReadRelease { .. }
+                    | Request::GateRelease { .. }
+                    | Request::Leave { .. }
+                    | Request::Wake
             ) {
                 actions.push(Action::DeliverUnheard(*m));
             }
@@ -458,34 +693,11 @@ impl Model for Redlock {
         let mut state = last.clone();
         match action {
             Action::Tick => state.now += 1,
-            Action::Start { client, slot } => {
-                let c = &mut state.clients[usize::from(client)];
-                c.attempts += 1;
-                // The crate's proposal: above every fence value seen, and
-                // never below the wall clock (here model time, in µs).
-                let fence = self
-                    .config
-                    .fenced()
-                    .then(|| (state.now * 1000).max(c.seen + 1));
-                c.phase = Phase::Acquiring {
-                    slot,
-                    start: state.now,
-                    fence,
-                    answers: vec![Answer::Pending; self.config.nodes],
-                };
-                let token = c.token(client);
-                let ttl = self.config.ttl;
-                let request = match (self.config.kind, slot) {
-                    (Kind::RwLock, READ) => Request::ReadAcquire { token, ttl },
-                    (Kind::RwLock, _) => Request::WriteAcquire { token, ttl },
-                    _ => Request::Acquire {
-                        slot,
-                        token,
-                        ttl,
-                        fence,
-                    },
-                };
-                self.send_all(&mut state, client, request);
+            Action::Start { client, slot } => self.start_round(&mut state, client, slot),
+            Action::Retry(client) => self.start_round(&mut state, client, 0),
+            Action::Crash(client) => {
+                state.clients[usize::from(client)].phase = Phase::Crashed;
+                state.crashes += 1;
             }
             Action::Deliver(m) | Action::DeliverUnheard(m) => {
                 let at = state.net.iter().position(|x| *x == m)?;
@@ -506,8 +718,7 @@ impl Model for Redlock {
                 };
                 let token = c.token(client);
                 c.phase = Phase::Idle;
-                let release = self.release(slot, token);
-                self.send_all(&mut state, client, release);
+                self.release(&mut state, client, slot, token, true);
             }
             Action::Restart(node) => {
                 state.nodes[usize::from(node)].restart(state.now);
@@ -527,7 +738,7 @@ impl Model for Redlock {
             Property::always(ONE_HOLDER, |m: &Redlock, s: &State| {
                 let holders = m.valid_holders(s);
                 match m.config.kind {
-                    Kind::Lock | Kind::FencedLock => holders.len() <= 1,
+                    Kind::Lock | Kind::FencedLock | Kind::QueuedLock => holders.len() <= 1,
                     _ => true,
                 }
             }),
@@ -543,6 +754,9 @@ impl Model for Redlock {
                     || (writers == 1 && holders.len() == 1)
             }),
             Property::always(FENCES_GROW, |_: &Redlock, s: &State| !s.fence_regressed),
+            Property::always(QUEUE_MOVES, |m: &Redlock, s: &State| {
+                !m.config.queued() || m.recovers(s)
+            }),
             Property::sometimes(SOMEONE_HOLDS, |m: &Redlock, s: &State| {
                 !m.valid_holders(s).is_empty()
             }),

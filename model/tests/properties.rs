@@ -9,10 +9,19 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 
 use redlock_model::{
-    Config, FENCES_GROW, K_HOLDERS, Kind, Mutation, NO_WRITER_BESIDE_READERS, ONE_HOLDER, Redlock,
-    SOMEONE_HOLDS,
+    Client, Config, FENCES_GROW, K_HOLDERS, Kind, Mutation, NO_WRITER_BESIDE_READERS, ONE_HOLDER,
+    Phase, QUEUE_MOVES, Redlock, SOMEONE_HOLDS,
 };
 use stateright::{Checker, HasDiscoveries, Model};
+
+/// The properties that must hold in every state of every check.
+const ALWAYS: [&str; 5] = [
+    ONE_HOLDER,
+    K_HOLDERS,
+    NO_WRITER_BESIDE_READERS,
+    FENCES_GROW,
+    QUEUE_MOVES,
+];
 
 fn deep() -> bool {
     std::env::var_os("REDLOCK_MODEL_DEEP").is_some()
@@ -55,7 +64,10 @@ fn holds_and_catches(
     defects: &[Mutation],
 ) {
     let checker = explore(name, config.clone(), actions, None);
-    checker.assert_no_discovery(property);
+    // Every property holds there, not only the one the defects are for.
+    for property in ALWAYS {
+        checker.assert_no_discovery(property);
+    }
     assert!(
         checker.discovery(SOMEONE_HOLDS).is_some(),
         "{name}: no client ever holds: the property holds vacuously"
@@ -148,4 +160,47 @@ fn no_writer_beside_a_valid_reader() {
         NO_WRITER_BESIDE_READERS,
         &[Mutation::WriterIgnoresReaders],
     );
+}
+
+/// The queue of waiters cannot wedge: from every state reached (messages
+/// lost, a client crashed, possibly the queue's head; one initial state
+/// starts with a crashed waiter at the head), a fault-free continuation
+/// gets some live client the lock (and one at most holds). Each defect is
+/// caught for its own reason: where its continuation ends, a crashed head
+/// blocks the queue, or every live waiter waits unwoken with nothing on
+/// its way.
+#[test]
+fn the_queue_of_waiters_cannot_wedge() {
+    let mut config = Config::new(Kind::QueuedLock);
+    config.losses = 1;
+    config.crashes = 1;
+    config.attempts = 3;
+    let defects = [Mutation::QueueWithoutAliveTimes, Mutation::WaitWithoutTimer];
+    holds_and_catches("queued lock", config.clone(), 8, QUEUE_MOVES, &defects);
+    for defect in defects {
+        let mut broken = config.clone();
+        broken.mutation = Some(defect);
+        let model = Redlock {
+            config: broken.clone(),
+        };
+        let checker = explore("queued lock, again", broken, 8, Some(QUEUE_MOVES));
+        let path = checker.discovery(QUEUE_MOVES).expect("caught above");
+        let end = model.stuck(path.last_state()).expect("it wedges");
+        let live = |c: &&Client| c.phase != Phase::Crashed;
+        let why = match defect {
+            Mutation::QueueWithoutAliveTimes => {
+                let head = end.nodes[0].queue.first().map(|&m| usize::from(m));
+                head.is_some_and(|h| end.clients.get(h).is_none_or(|c| c.phase == Phase::Crashed))
+            }
+            _ => {
+                end.net.is_empty()
+                    && end
+                        .clients
+                        .iter()
+                        .filter(live)
+                        .all(|c| matches!(c.phase, Phase::Waiting { woken: false, .. }))
+            }
+        };
+        assert!(why, "{defect:?} wedged for another reason: {end:#?}");
+    }
 }
