@@ -27,6 +27,8 @@ use redlock_sync::{Error, Redlock};
 /// followed after this long at most.
 const TTL: Duration = Duration::from_secs(3);
 const ELECTION: &str = "scheduler";
+/// How many campaigns a candidate makes through failing nodes.
+const CAMPAIGNS: u32 = 5;
 
 struct Args {
     nodes: Option<String>,
@@ -79,10 +81,33 @@ fn parse_args() -> Result<Args, String> {
 fn candidate(redlock: &Redlock, name: &str, ticks: u32, tick: Duration) -> Result<(), Error> {
     let election = redlock.election(ELECTION);
     println!("{name}: campaigning");
-    let leadership = election
-        .campaign(name, TTL)
-        .cancel_on(common::shutdown())
-        .win()?;
+    // Slow or failing nodes can undo a win: a proclamation too few nodes
+    // confirmed gives the leadership back (NoQuorum), a lease that ran out
+    // before it was proclaimed is lost (LockLost). A scheduler campaigns
+    // again (this one a few times; a real one for as long as it runs), but
+    // not through a fault that lasts (bad credentials, say).
+    let mut tries = 1;
+    let leadership = loop {
+        let won = election
+            .campaign(name, TTL)
+            .cancel_on(common::shutdown())
+            .win();
+        let passing = match &won {
+            Err(Error::NoQuorum { failures, .. }) => {
+                !failures.iter().any(|f| f.kind().is_permanent())
+            }
+            Err(Error::LockLost { .. }) => true,
+            _ => false,
+        };
+        match won {
+            Err(err) if passing && tries < CAMPAIGNS => {
+                eprintln!("{name}: the win did not hold ({err}); campaigning again");
+                tries += 1;
+                common::shutdown().sleep(Duration::from_millis(100));
+            }
+            won => break won?,
+        }
+    };
     let term = leadership.term();
     println!("{name}: leading, term {term}");
     for n in 1..=ticks {

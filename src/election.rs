@@ -191,8 +191,13 @@ impl Campaign {
     /// [`Error::Busy`] when a [`wait`](Self::wait) or
     /// [`deadline`](Self::deadline) ran out, [`Error::Cancelled`],
     /// [`Error::NoQuorum`] when too few nodes answered the proclamation
-    /// (the leadership is resigned), [`Error::Config`] for an empty name or
-    /// an unusable TTL.
+    /// (the leadership is resigned) or a failure that lasts (bad
+    /// credentials) stopped the campaign, [`Error::LockLost`] when the
+    /// leadership ran out or was refused before it could be proclaimed,
+    /// [`Error::TooSlow`] when the nodes answer too slowly for the TTL,
+    /// [`Error::Shutdown`], [`Error::Config`] for an empty name or an
+    /// unusable TTL. After `NoQuorum` (not a lasting one) or `LockLost`,
+    /// campaigning again may well win.
     pub fn win(self) -> Result<Leadership, Error> {
         let acquire = if self.limited {
             self.acquire
