@@ -9,6 +9,8 @@
 mod cross_client;
 #[path = "../../tests/harness/mod.rs"]
 mod harness;
+#[path = "support/hops.rs"]
+mod hops;
 #[path = "support/plots.rs"]
 mod plots;
 #[path = "support/primitives.rs"]
@@ -499,6 +501,7 @@ fn s2_threads(c: &dyn Contender, time: Duration, threads: usize) -> usize {
 }
 
 struct Contention {
+    acquisitions: usize,
     per_sec: f64,
     mean_wait: Duration,
     p99_wait: Duration,
@@ -546,11 +549,46 @@ fn s3(c: &dyn Contender, plan: &Plan) -> Contention {
     waits.sort();
     let mean = waits.iter().sum::<Duration>() / (waits.len().max(1) as u32);
     Contention {
+        acquisitions: waits.len(),
         per_sec: waits.len() as f64 / secs,
         mean_wait: mean,
         p99_wait: percentile(&waits, 0.99),
         changes_per_sec: changes.load(Ordering::Relaxed) as f64 / secs,
     }
+}
+
+const HOPS_HEADER: &str = "\n| hops: this process, all threads (context switches: voluntary + involuntary) | S1 switches per pair | S1 syscalls per pair | S2 switches per pair (4 threads) | S2 syscalls per pair | S3 switches per acquisition (4 threads, one key, hold 1 ms) | S3 syscalls per acquisition |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |";
+
+/// Hops per operation: this process's context switches and syscalls per
+/// pair in S1 (one thread, fresh keys) and S2 (4 threads, distinct keys),
+/// and per acquisition in S3 (4 threads, one key, hold 1 ms), each
+/// contender over its own phase (`support/hops.rs`; the idle threads of
+/// the other contenders' clients count too, and S3's figures include the
+/// bench's own 1 ms hold: a sleep, so one switch and one syscall at
+/// least). Syscalls are counted by a `perf` tracepoint, which slows the
+/// phase: its throughput is not S2's.
+fn hops_rows(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<String> {
+    let mut rows = Vec::new();
+    for c in contenders {
+        let mut next = keys("hops");
+        let counting = hops::Counting::start();
+        for _ in 0..plan.s1_pairs {
+            c.acquire(&next()).expect("free key").release();
+        }
+        let s1 = counting.stop().per(plan.s1_pairs);
+        let counting = hops::Counting::start();
+        let done = s2_threads(c.as_ref(), plan.s2_time, 4);
+        let s2 = counting.stop().per(done);
+        let s3 = if c.name().starts_with("floor") {
+            "— | —".to_owned()
+        } else {
+            let counting = hops::Counting::start();
+            let r = s3(c.as_ref(), plan);
+            counting.stop().per(r.acquisitions)
+        };
+        rows.push(format!("| {} | {s1} | {s2} | {s3} |", c.name()));
+    }
+    rows
 }
 
 /// S4: one node paused. Pairs run on a helper thread; the main thread checks
@@ -888,6 +926,13 @@ fn main() {
             ""
         }
     ));
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "hops") {
+        println!("{HOPS_HEADER}");
+        for row in hops_rows(&contenders, &plan) {
+            println!("{row}");
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "threads") {
         // One client shared by 4 and by 32 threads, distinct keys: what the
         // client's shared state costs under many callers (alternating
@@ -964,6 +1009,11 @@ fn main() {
             us(s2.cpu_per_pair.0),
             us(s2.cpu_per_pair.1)
         ));
+    }
+
+    table(HOPS_HEADER.into());
+    for row in hops_rows(&contenders, &plan) {
+        table(row);
     }
 
     // Before S3/S4, whose stalled peer calls linger in the background.
@@ -1241,7 +1291,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S6 one thread, fresh names, 400 pairs of each kind in 10 alternating slices: lock, a free permit of a 4-permit semaphore, a read hold, a write hold, and the last free permit of an 8-permit semaphore whose other 7 another client holds (`try_lock`; its rounds per acquisition from the nodes' `EVAL` counts over a separate run: `r` rounds cost `10r` scripts with the clean-ups and the release); S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S6 one thread, fresh names, 400 pairs of each kind in 10 alternating slices: lock, a free permit of a 4-permit semaphore, a read hold, a write hold, and the last free permit of an 8-permit semaphore whose other 7 another client holds (`try_lock`; its rounds per acquisition from the nodes' `EVAL` counts over a separate run: `r` rounds cost `10r` scripts with the clean-ups and the release); S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Hops: this process's context switches (`getrusage`, every thread, ended ones too) and syscalls (`perf stat -e raw_syscalls:sys_enter` attached for the phase; `—` without perf) per pair in S1 and S2 and per acquisition in S3 (which includes the bench's own 1 ms hold), each contender over a phase of its own (`BENCH_ONLY=hops` prints only this table). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(
         "![S3n: acquisitions/s against contending clients](docs/bench/s3n.svg)\n\n\
