@@ -418,27 +418,23 @@ fn request(shape: Shape, case: &Case, world: &mut World) -> Result<(Request, u64
     let argv = case.argv;
     let token = world.token(argv[0]);
     let ttl = || number(argv[1]);
-    let acquire = |slot, fence| Request::Acquire {
+    let acquire = |slot, ttl, fence| Request::Acquire {
         slot,
         token,
-        ttl: number(argv[1]).unwrap_or(0),
+        ttl,
         fence,
     };
     Ok(match shape {
         Shape::Release => (Request::Release { slot: 0, token }, 0),
         Shape::AcquireFenced => {
-            ttl()?;
             let fence = Some(number(argv[3])?);
-            (acquire(0, fence), number(argv[4])?)
+            (acquire(0, ttl()?, fence), number(argv[4])?)
         }
-        Shape::SlotAcquire => {
-            ttl()?;
-            (acquire(world.slot(case.keys[0])?, None), 0)
-        }
+        Shape::SlotAcquire => (acquire(world.slot(case.keys[0])?, ttl()?, None), 0),
         Shape::SlotAcquireFenced => {
-            ttl()?;
             let fence = Some(number(argv[3])?);
-            (acquire(world.slot(case.keys[0])?, fence), number(argv[4])?)
+            let slot = world.slot(case.keys[0])?;
+            (acquire(slot, ttl()?, fence), number(argv[4])?)
         }
         Shape::ReadAcquire => (Request::ReadAcquire { token, ttl: ttl()? }, 0),
         Shape::ReadRelease => (Request::ReadRelease { token }, 0),
@@ -449,7 +445,10 @@ fn request(shape: Shape, case: &Case, world: &mut World) -> Result<(Request, u64
             (Request::GateAcquire { token, ttl, member }, 0)
         }
         Shape::GateRelease => {
-            member(argv[1]).err().ok_or(BACK_FIRST)?;
+            // A member given: a granted head put back first.
+            if !argv[1].is_empty() {
+                return Err(BACK_FIRST.to_owned());
+            }
             let lease = argv[2] == "1";
             (Request::GateRelease { token, lease }, 0)
         }
