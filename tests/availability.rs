@@ -286,3 +286,48 @@ fn a_short_stall_is_waited_out_not_read_as_too_slow() {
         }
     }
 }
+
+/// Nodes paused while a client starts (each accepts the connection and
+/// answers nothing) are connected in the background with the default
+/// connect timeout, and count as soon as they answer again: node 1 is
+/// resumed at once (its first attempt may still be waiting), node 3 only
+/// after its first attempt timed out (its helper tries again). A lock
+/// then lands on all five.
+#[test]
+fn nodes_paused_while_a_client_starts_count_once_they_answer() {
+    let mut cluster = Cluster::start(5);
+    cluster.nodes[1].pause();
+    cluster.nodes[3].pause();
+    let client = Redlock::builder(cluster.urls())
+        .node_timeout(harness::ROOMY_NODE_TIMEOUT)
+        .retry_count(0)
+        .build()
+        .expect("builds while two nodes are paused");
+    let refusal = |i: usize| {
+        client.node_health()[i]
+            .refusal()
+            .map(|f| f.to_string())
+            .unwrap_or_default()
+    };
+    for i in [1, 3] {
+        assert!(
+            refusal(i).contains("connecting in the background"),
+            "node {i}: {}",
+            refusal(i)
+        );
+    }
+    cluster.nodes[1].resume();
+    harness::settles("node 3's first attempt timed out", || {
+        let said = refusal(3);
+        !said.is_empty() && !said.contains("connecting in the background")
+    });
+    cluster.nodes[3].resume();
+    harness::settles("the resumed nodes count", || {
+        client.node_health().iter().all(|n| n.is_up())
+    });
+    let guard = client
+        .lock("avail:resumed", TTL)
+        .expect("five nodes answer");
+    cluster.await_count("avail:resumed", 5);
+    guard.release().unwrap();
+}

@@ -41,25 +41,36 @@ fn direct(cluster: &Cluster) -> Redlock {
 /// waits about a second), a node's answer (250 ms for A), or the other
 /// readings a node's clock is judged against (a vote whose clock could not
 /// be judged in the round does not count, for that round), so a round that
-/// failed only for such want of answers is tried again, for 20 s at most.
-/// Any other refusal (a clock ahead or jumped, a quarantine) fails the test
-/// at once, with its cause: it is what the tests assert.
+/// failed only for such want of answers is tried again, for 20 s of the
+/// test running at most: a gap between two tries counts 500 ms at most,
+/// since a stall of the whole process (seen here: 10 s and more) gives the
+/// client's threads no time either. Any other refusal (a clock ahead or
+/// jumped, a quarantine) fails the test at once, with its cause: it is
+/// what the tests assert.
 fn takes(client: &Redlock, key: &str, ttl: Duration) -> LockGuard {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    const BUDGET: Duration = Duration::from_secs(20);
+    const GAP_COUNTED: Duration = Duration::from_millis(500);
     let unanswered = |f: &redlock_sync::NodeFailure| match f.kind() {
         FailureKind::Timeout | FailureKind::Connection | FailureKind::Unanswered => true,
         FailureKind::Clock => f.detail().contains("could not be judged"),
         _ => false,
     };
+    let (mut spent, mut longest) = (Duration::ZERO, Duration::ZERO);
+    let mut last = Instant::now();
     loop {
-        match client.lock(key, ttl) {
+        let got = client.lock(key, ttl);
+        let gap = last.elapsed();
+        last = Instant::now();
+        spent += gap.min(GAP_COUNTED);
+        longest = longest.max(gap);
+        match got {
             Ok(guard) => return guard,
             Err(Error::NoQuorum { failures, .. })
-                if Instant::now() < deadline && failures.iter().all(unanswered) =>
+                if spent < BUDGET && failures.iter().all(unanswered) =>
             {
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(err) => panic!("{key}: {err}"),
+            Err(err) => panic!("{key}: {err} (tried for {spent:?}; longest gap {longest:?})"),
         }
     }
 }
