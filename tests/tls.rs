@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{Node, NodeOptions, Pki, settles};
+use harness::{BlackHole, Node, NodeOptions, Pki, settles};
 use redlock_sync::{Error, FailureKind, Redlock, RedlockBuilder};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -209,4 +209,57 @@ fn a_tls_cluster_is_one_node_on_every_master() {
             master.address()
         );
     }
+}
+
+/// Threads of this process named `comm` (Linux only).
+fn threads_named(comm: &str) -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task (Linux)")
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.trim_end() == comm)
+        })
+        .count()
+}
+
+/// A TLS node that accepts the connection and never answers (a black hole;
+/// a wedged process or proxy): each attempt to connect ends within the
+/// connect timeout, as a timeout the node's health shows, while the other
+/// nodes serve. native-tls's handshake has no timeout of its own: it runs
+/// on a thread that is left behind when late, one per address at most, and
+/// ends once the node closes.
+#[test]
+fn a_silent_tls_node_costs_a_timeout_not_a_thread_per_attempt() {
+    let pki = Pki::generate();
+    let (_nodes, mut urls) = tls_nodes(&pki, "server.pem");
+    let hole = BlackHole::new();
+    let hole_url = hole.url().replace("redis://", "rediss://");
+    let port = hole_url.rsplit(':').next().expect("a port").to_owned();
+    urls.push(hole_url);
+    let client = builder(&urls, &pki, "ca.pem")
+        .build()
+        .expect("builds while a node is silent");
+    settles("the silent node's attempt timed out", || {
+        client.node_health()[3]
+            .refusal()
+            .is_some_and(|f| f.kind() == FailureKind::Timeout)
+    });
+    let guard = client.lock("tls:silent", TTL).expect("three nodes answer");
+    guard.release().unwrap();
+    // The pool tries again a second or so after each timeout; sampled over
+    // 3 s (a try or two more), the threads waiting on the silent node
+    // never pile up.
+    let named = format!("redlock-d{port}");
+    for _ in 0..60 {
+        let waiting = threads_named(&named);
+        assert!(
+            waiting <= 1,
+            "{waiting} threads connecting to the silent node"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(hole);
+    settles("no thread waits on the closed node", || {
+        threads_named(&named) == 0
+    });
 }

@@ -234,18 +234,16 @@ pub(crate) fn ask_map(
         };
         // Connecting and asking together within `timeout`.
         let by = Instant::now() + timeout;
-        let answer = client
-            .get_connection_with_timeout(timeout)
-            .and_then(|mut conn| {
-                let left = by
-                    .saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1));
-                conn.set_read_timeout(Some(left))?;
-                conn.set_write_timeout(Some(left))?;
-                redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query::<redis::Value>(&mut conn)
-            });
+        let answer = super::dial::connect(client, timeout).and_then(|mut conn| {
+            let left = by
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(1));
+            conn.set_read_timeout(Some(left))?;
+            conn.set_write_timeout(Some(left))?;
+            redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<redis::Value>(&mut conn)
+        });
         match answer {
             Ok(reply) => match SlotMap::parse(&reply, &asked) {
                 Some(map) if map.unserved() < usize::from(SLOTS) => return Ok(map),

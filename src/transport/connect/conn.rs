@@ -362,7 +362,7 @@ impl NodeManager {
         if self.source.is_sentinel() {
             *self.shared.resolved.lock() = Some(address.clone());
         }
-        let conn = client.get_connection_with_timeout(timeout)?;
+        let conn = super::dial::connect(&client, timeout)?;
         let mut conn = NodeConn {
             conn,
             broken: false,

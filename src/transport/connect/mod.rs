@@ -8,6 +8,7 @@ pub(crate) mod cluster;
 pub(crate) mod cluster_link;
 pub(crate) mod cluster_opening;
 pub(crate) mod conn;
+pub(crate) mod dial;
 pub(crate) mod link;
 pub(crate) mod notify;
 pub(crate) mod opening;

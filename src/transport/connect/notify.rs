@@ -283,7 +283,7 @@ fn subscriber(inner: &Inner, index: usize) {
             .client(inner.connect_timeout)
             .and_then(|client| {
                 Ok((
-                    client.get_connection_with_timeout(inner.connect_timeout)?,
+                    super::dial::connect(&client, inner.connect_timeout)?,
                     client,
                 ))
             })

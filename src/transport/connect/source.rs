@@ -509,7 +509,7 @@ fn connect(
     info: redis::ConnectionInfo,
     timeout: Duration,
 ) -> redis::RedisResult<redis::Connection> {
-    let conn = redis::Client::open(info)?.get_connection_with_timeout(timeout)?;
+    let conn = super::dial::connect(&redis::Client::open(info)?, timeout)?;
     conn.set_read_timeout(Some(timeout))?;
     conn.set_write_timeout(Some(timeout))?;
     Ok(conn)
