@@ -3,9 +3,10 @@
 //! clocks moved by the harness's preload library (`harness::clock`).
 //!
 //! The scene of the two-holder cases: five nodes; A holds on nodes 0–2
-//! (3 and 4 do not answer A); node 2's clock steps 9 s ahead, so A's key
-//! there expires while A's 10 s validity still runs; B asks for the lock
-//! and may reach nodes 2–4.
+//! (3 and 4 do not answer A); node 2's clock steps 61 s ahead, so A's key
+//! there expires while A's 60 s validity still runs (long enough that no
+//! stall of a loaded test process, 10 s and more seen here, ends it before
+//! the test has looked); B asks for the lock and may reach nodes 2–4.
 
 mod harness;
 
@@ -16,6 +17,9 @@ use redlock_sync::{Error, FailureKind, LockGuard, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
 const KEY: &str = "clock:r";
+/// A's lease in the two-holder scene, and the step that takes its keys.
+const SCENE: Duration = Duration::from_secs(60);
+const STEP_MS: i64 = 61_000;
 
 fn shifted(n: usize) -> Cluster {
     Cluster::start_with(
@@ -109,9 +113,9 @@ fn client_a_with(cluster: &Cluster, fencing: bool) -> ClientA {
     }
 }
 
-/// A holds `KEY` on nodes 0–2 only.
+/// A holds `KEY` for [`SCENE`] on nodes 0–2 only.
 fn a_holds(a: &ClientA, cluster: &Cluster) -> LockGuard {
-    a_holds_for(a, cluster, TTL)
+    a_holds_for(a, cluster, SCENE)
 }
 
 /// A holds `KEY` for `ttl` on nodes 0–2 only.
@@ -212,13 +216,13 @@ fn the_preload_library_moves_a_nodes_wall_clock_and_its_expiry() {
 }
 
 /// Case 1: B starts after the jump. It never knew node 2's clock, but node
-/// 2 disagrees with the other four by 9 s.
+/// 2 disagrees with the other four by 61 s.
 #[test]
 fn a_client_started_after_the_jump_does_not_count_the_node() {
     let cluster = shifted(5);
     let a = client_a(&cluster);
     let guard = a_holds(&a, &cluster);
-    node_2_jumps(&cluster, &guard, 9_000);
+    node_2_jumps(&cluster, &guard, STEP_MS);
     let b = direct(&cluster);
     b_is_refused(&b, &guard);
     let refusal = refused_by(&b, 2);
@@ -236,13 +240,13 @@ fn a_client_started_after_the_jump_does_not_count_the_node() {
 }
 
 /// B reads every node (a lock of its own), then A holds on nodes 0–2 and
-/// node 2's clock jumps 9 s.
+/// node 2's clock jumps 61 s.
 fn b_knew_node_2_then_it_jumped(cluster: &Cluster) -> (ClientA, Redlock, LockGuard) {
     let a = client_a(cluster);
     let b = direct(cluster);
     takes(&b, "clock:b", TTL).release().unwrap();
     let guard = a_holds(&a, cluster);
-    node_2_jumps(cluster, &guard, 9_000);
+    node_2_jumps(cluster, &guard, STEP_MS);
     (a, b, guard)
 }
 
@@ -258,7 +262,7 @@ fn a_client_that_knew_the_node_sees_the_jump() {
     assert!(refusal.detail().contains("jumped"), "{refusal}");
 }
 
-/// Case 2b: three of the five clocks step 9 s ahead at once (one bad time
+/// Case 2b: three of the five clocks step 61 s ahead at once (one bad time
 /// source behind them, or VMs resumed together). A's keys expire on all
 /// three; the median of B's readings steps with them, but each of the
 /// three stepped against B's own clock: three jumps, none counted.
@@ -270,7 +274,7 @@ fn three_clocks_stepping_together_are_three_jumps() {
     takes(&b, "clock:b", TTL).release().unwrap();
     let guard = a_holds(&a, &cluster);
     for node in &cluster.nodes[..3] {
-        node.set_clock_offset(9_000);
+        node.set_clock_offset(STEP_MS);
     }
     settles("A's keys expired early on nodes 0-2", || {
         cluster.nodes[..3].iter().all(|n| n.get_now(KEY).is_none())
@@ -488,7 +492,7 @@ fn the_holders_lost_token_fires_when_it_learns_of_the_jump() {
 fn a_jump_below_the_drift_allowance_changes_nothing() {
     let cluster = shifted(5);
     let a = client_a(&cluster);
-    let guard = a_holds(&a, &cluster);
+    let guard = a_holds_for(&a, &cluster, TTL);
     // Its end, not what is left (which a stall of the test shortens).
     let ends = guard.valid_until();
     cluster.nodes[2].set_clock_offset(40);
@@ -572,7 +576,7 @@ fn after_its_quarantine_the_node_counts_again() {
 fn no_primitive_lets_a_second_holder_in_through_a_jumped_node() {
     let cluster = shifted(5);
     let a = client_a_with(&cluster, true);
-    let ttl = TTL;
+    let ttl = SCENE;
     let held = [
         a.client.lock("p:lock", ttl).unwrap(),
         a.client.lock_all(&["p:a", "p:b"], ttl).unwrap(),
@@ -581,7 +585,7 @@ fn no_primitive_lets_a_second_holder_in_through_a_jumped_node() {
         a.client.rw_lock("p:rwr").read(ttl).unwrap(),
     ];
     let leader = a.client.election("p:e").campaign("a", ttl).win().unwrap();
-    cluster.nodes[2].set_clock_offset(9_000);
+    cluster.nodes[2].set_clock_offset(STEP_MS);
     settles("A's keys on node 2 expired early", || {
         cluster.nodes[2].get_now("p:lock").is_none()
     });
@@ -663,9 +667,9 @@ fn a_cluster_master_whose_clock_jumps_does_not_count() {
     let cluster = harness::redis_cluster::RedisCluster::start_shifted(3);
     let s = Cluster::start(2);
     let (a, b) = mixed_clients(&cluster.url(3), &s);
-    let guard = takes(&a.client, KEY, TTL);
+    let guard = takes(&a.client, KEY, SCENE);
     let master = cluster.master_of(KEY);
-    master.set_clock_offset(9_000);
+    master.set_clock_offset(STEP_MS);
     settles("A's key on its master expired early", || {
         cluster.get_now(KEY).is_none()
     });
@@ -687,8 +691,8 @@ fn a_sentinel_master_whose_clock_jumps_does_not_count() {
         harness::sentinel::Sentinels::start_with(1, &harness::sentinel::Secrets::default(), true);
     let s = Cluster::start(2);
     let (a, b) = mixed_clients(&sentinels.urls()[0], &s);
-    let guard = takes(&a.client, KEY, TTL);
-    sentinels.master(0).set_clock_offset(9_000);
+    let guard = takes(&a.client, KEY, SCENE);
+    sentinels.master(0).set_clock_offset(STEP_MS);
     settles("A's key on g0 expired early", || {
         sentinels.master(0).get_now(KEY).is_none()
     });
