@@ -81,6 +81,46 @@ impl Contender for Ours {
     }
 }
 
+/// Ours with a client of its own per thread, as separate processes would
+/// have (the anchors harness's shape; the floor shares nothing either):
+/// the `n` clients are handed out in turn to the threads as each first
+/// asks, so the 4 threads of an S2 slice get 4 different clients.
+struct OursPerThread {
+    label: &'static str,
+    clients: Vec<Redlock>,
+    handed: AtomicUsize,
+}
+
+thread_local! {
+    static CLIENT_SLOT: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+impl OursPerThread {
+    fn mine(&self) -> &Redlock {
+        let slot = CLIENT_SLOT.with(|slot| {
+            *slot.get().get_or_insert_with(|| {
+                let n = self.handed.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+                slot.set(Some(n));
+                n
+            })
+        });
+        &self.clients[slot]
+    }
+}
+
+impl Contender for OursPerThread {
+    fn name(&self) -> String {
+        self.label.to_owned()
+    }
+    fn acquire(&self, key: &str) -> Option<Held<'_>> {
+        match self.mine().lock(key, TTL) {
+            Ok(guard) => Some(Held::Ours(guard)),
+            Err(Error::Busy { .. }) => None,
+            Err(err) => panic!("lock: {err}"),
+        }
+    }
+}
+
 /// Ours, locking `count` resources at once (`lock_all`) per key: names
 /// `key:0`… that hash to different cluster slots.
 struct OursAll {
@@ -891,6 +931,11 @@ fn main() {
             label: "redlock-sync (defaults)",
             client: ours.clone(),
         }),
+        Arc::new(OursPerThread {
+            label: "a client per thread: redlock-sync (defaults)",
+            clients: (0..4).map(|_| Redlock::new(&urls).unwrap()).collect(),
+            handed: AtomicUsize::new(0),
+        }),
         Arc::new(Floor {
             urls: urls[..1].to_vec(),
             sha: sha.clone(),
@@ -948,6 +993,47 @@ fn main() {
         }
         return;
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s2x") {
+        // Only S2 (5 alternating slices each), for a client per thread, one
+        // shared client and floor-pipe5: pairs/s and client CPU per pair,
+        // with the ratios to the floor (issue 58's first target).
+        // `BENCH_PICK=text` keeps only those whose name contains it (for a
+        // profile of one contender; no ratios without the floor).
+        let pick = std::env::var("BENCH_PICK").unwrap_or_default();
+        let picked: Vec<Arc<dyn Contender>> = contenders
+            .iter()
+            .filter(|c| {
+                ["a client per thread", "redlock-sync", "floor-pipe5"]
+                    .iter()
+                    .any(|p| c.name().starts_with(p))
+                    && c.name().contains(&pick)
+            })
+            .cloned()
+            .collect();
+        let results = s2(&picked, &plan, &cluster);
+        let floor = picked
+            .iter()
+            .zip(&results)
+            .find(|(c, _)| c.name() == "floor-pipe5")
+            .map(|(_, r)| (r.per_sec, r.cpu_per_pair.0.as_secs_f64()));
+        for (c, r) in picked.iter().zip(&results) {
+            let ratio = |ours: f64, floor: Option<f64>| {
+                floor.map_or(String::new(), |f| {
+                    format!(" ({:.2}× floor)", ours / f.max(1e-9))
+                })
+            };
+            println!(
+                "{:<48} {:>6.0} pairs/s{}  client CPU {:>4} µs/pair{}, nodes {:>4} µs",
+                c.name(),
+                r.per_sec,
+                ratio(r.per_sec, floor.map(|f| f.0)),
+                us(r.cpu_per_pair.0),
+                ratio(r.cpu_per_pair.0.as_secs_f64(), floor.map(|f| f.1)),
+                us(r.cpu_per_pair.1)
+            );
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "s4") {
         // Only S4 for this crate: node 3 paused against healthy, side by
         // side, and the paused run's success and tail.
@@ -997,7 +1083,7 @@ fn main() {
         if c.name().starts_with("redlock-sync") {
             our_s1_p99 = p99;
         }
-        s1_results.push((c.name(), p50, tput));
+        s1_results.push((c.name(), p50, tput, s2.cpu_per_pair.0));
         table(format!(
             "| {} | {} | {} | {} | {} | {:.0} | {} / {} |",
             c.name(),
@@ -1023,10 +1109,11 @@ fn main() {
     table("\n| contender | S3 acquisitions/s | S3 mean wait µs | S3 p99 wait µs | S3 owner changes/s |".into());
     table("| --- | ---: | ---: | ---: | ---: |".into());
     let mut s3_results = Vec::new();
+    // A client per thread contends as S3x's separate clients do, below.
     for c in contenders.iter().filter(|c| {
-        !c.name().starts_with("floor")
-            && !c.name().starts_with("fenced")
-            && !c.name().starts_with("one node")
+        !["floor", "fenced", "one node", "a client per thread"]
+            .iter()
+            .any(|p| c.name().starts_with(p))
     }) {
         let r = s3(c.as_ref(), &plan);
         table(format!(
@@ -1065,9 +1152,15 @@ fn main() {
     table("| --- | ---: | ---: | ---: |".into());
     let mut s4_ours = None;
     for c in contenders.iter().filter(|c| {
-        !["floor", "fenced", "notifications", "one node"]
-            .iter()
-            .any(|p| c.name().starts_with(p))
+        ![
+            "floor",
+            "fenced",
+            "notifications",
+            "one node",
+            "a client per thread",
+        ]
+        .iter()
+        .any(|p| c.name().starts_with(p))
     }) {
         let name = c.name();
         let (ok, total, lat, hung) = s4(c.clone(), &plan);
@@ -1157,6 +1250,15 @@ fn main() {
     table(format!(
         "| S2 ≥ 0.9× floor-pipe5 | {tr:.2}× | {} |",
         yes(tr >= 0.9)
+    ));
+    let apart = find("a client per thread");
+    let tx = apart.2 / pipe.2;
+    let cx = apart.3.as_secs_f64() / pipe.3.as_secs_f64().max(1e-9);
+    table(format!(
+        "| S2, a client per thread: ≥ 0.9× floor-pipe5's pairs/s, client CPU per pair ≤ 1.3× the floor's (issue 58) | {tx:.2}×, CPU {cx:.2}× ({} vs {} µs) | {} |",
+        us(apart.3),
+        us(pipe.3),
+        yes(tx >= 0.9 && cx <= 1.3)
     ));
     let ratio_to_lock = |d: Duration| d.as_secs_f64() / s6.plain.as_secs_f64();
     let rp = ratio_to_lock(s6.permit);
