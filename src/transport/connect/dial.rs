@@ -7,8 +7,11 @@
 //! holds the attempt, and the thread making it, for as long as it stays
 //! silent. There such a connect runs on a thread of its own and is waited
 //! for until the timeout; a late one is left behind and ends when the
-//! node answers or closes. Until it has, a new attempt at that address
-//! fails at once: at most one thread per address is ever left behind.
+//! node answers or closes, or (TCP keepalive and a user timeout on its
+//! socket, on Linux) within seconds of the node's host going away without a word.
+//! Until it has, a new attempt at that address fails at once: a thread per
+//! address and connecting part of the client (its pool, its wake-up
+//! subscriber, a `verify`) at most, never more as time goes on.
 
 use std::time::Duration;
 
@@ -44,6 +47,34 @@ mod watched {
         std::io::Error::new(std::io::ErrorKind::TimedOut, detail).into()
     }
 
+    /// How long a left-behind connect's socket may stay silent, or leave
+    /// data unacknowledged, once its node's host is gone: keepalive probes
+    /// after [`IDLE`], every second, [`PROBES`] of them.
+    const IDLE: Duration = Duration::from_secs(5);
+    const PROBES: u32 = 3;
+
+    /// `client` with keepalive and a user timeout on its TCP socket.
+    #[cfg(target_os = "linux")]
+    fn with_keepalive(client: &redis::Client) -> redis::RedisResult<redis::Client> {
+        let info = client.get_connection_info().clone();
+        let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
+            .with_time(IDLE)
+            .with_interval(Duration::from_secs(1))
+            .with_retries(PROBES);
+        let settings = info
+            .tcp_settings()
+            .clone()
+            .set_keepalive(keepalive)
+            .set_user_timeout(IDLE + Duration::from_secs(u64::from(PROBES)));
+        redis::Client::open(info.set_tcp_settings(settings))
+    }
+
+    /// `client` as it is (the socket options are set on Linux only).
+    #[cfg(not(target_os = "linux"))]
+    fn with_keepalive(client: &redis::Client) -> redis::RedisResult<redis::Client> {
+        Ok(client.clone())
+    }
+
     /// [`super::connect`] on a thread of its own, waited for until
     /// `timeout`.
     pub(super) fn connect(
@@ -58,7 +89,7 @@ mod watched {
             )));
         }
         let (done, result) = crossbeam_channel::bounded(1);
-        let client = client.clone();
+        let client = with_keepalive(client)?;
         let number = NEXT.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         // Named by the port, so that a test can count one address's.
@@ -80,8 +111,14 @@ mod watched {
             ))
             .into());
         }
-        if let Ok(connected) = result.recv_deadline(started + timeout) {
-            return connected;
+        match result.recv_deadline(started + timeout) {
+            Ok(connected) => return connected,
+            // The thread ended without a word (it panicked): nothing is
+            // left behind.
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(std::io::Error::other("the thread connecting ended early").into());
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
         }
         let mut left = LEFT_BEHIND.lock();
         if let Ok(connected) = result.try_recv() {
