@@ -8,7 +8,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use harness::{BlackHole, Node, NodeOptions, Pki, settles};
+use harness::{BlackHole, Node, NodeOptions, Pki, settles, threads_named};
 use redlock_sync::{Error, FailureKind, Redlock, RedlockBuilder};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -209,17 +209,6 @@ fn a_tls_cluster_is_one_node_on_every_master() {
             master.address()
         );
     }
-}
-
-/// Threads of this process named `comm` (Linux only).
-fn threads_named(comm: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task (Linux)")
-        .flatten()
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.trim_end() == comm)
-        })
-        .count()
 }
 
 /// A TLS node that accepts the connection and never answers (a black hole;

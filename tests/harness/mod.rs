@@ -708,11 +708,21 @@ pub fn settles_at<T: PartialEq + std::fmt::Debug>(
 /// Threads of this process started by redlock-sync (they are named
 /// `redlock-…`). Linux only.
 pub fn client_threads() -> usize {
+    threads_where(|name| name.starts_with("redlock-"))
+}
+
+/// Threads of this process named `name`. Linux only.
+pub fn threads_named(name: &str) -> usize {
+    threads_where(|n| n == name)
+}
+
+/// Threads of this process whose name passes `keep`. Linux only.
+fn threads_where(keep: impl Fn(&str) -> bool) -> usize {
     std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task (Linux)")
         .flatten()
         .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| n.starts_with("redlock-"))
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|n| keep(n.trim_end()))
         })
         .count()
 }
