@@ -85,7 +85,17 @@ fn a_no_quorum_decided_by_timeouts_names_the_timeout() {
     let cluster = Cluster::start(3);
     let proxies = behind_proxies(&cluster, Duration::ZERO);
     let redlock = harness::test_client(urls(&proxies), 0, Some(Duration::from_millis(100)));
-    drop(redlock.lock("far:warm", Duration::from_secs(5)).unwrap());
+    // Every node connected first: a node still connecting when the stall
+    // begins fails for want of a connection, not by a timeout.
+    let mut warm = 0;
+    harness::eventually("a lock on all three nodes", Duration::from_secs(10), || {
+        warm += 1;
+        let key = format!("far:warm:{warm}");
+        let guard = redlock.lock(&key, Duration::from_secs(5)).unwrap();
+        let landed = cluster.count_key_now(&key);
+        drop(guard);
+        landed == 3
+    });
     for proxy in &proxies[..2] {
         proxy.set(Fault::Stall);
     }
