@@ -71,6 +71,11 @@ const OUTSIDE: &[(&str, &str, &str)] = &[
     ),
     (
         "acquire_fenced",
+        "two keys, the second held: its holder, the first not left set",
+        SEVERAL,
+    ),
+    (
+        "acquire_fenced",
         "a fence key holding no integer is an error, nothing set",
         NOT_A_FENCE,
     ),

@@ -1,5 +1,5 @@
 //! The table of cases for every Lua script (see `tests/scripts.rs`, which
-//! runs them, and `benches/scripts.rs`, which times each script on them).
+//! runs them, and `model/tests/scripts.rs`, which holds the model's node to them).
 //! Included by both as `script_tables`, beside `scripts` (the crate's
 //! `src/transport/protocol/scripts/mod.rs`) at the crate's root.
 //!
@@ -337,6 +337,20 @@ pub const ACQUIRE_FENCED: &[Case] = &[
         argv: &["tok", "9000", "2", "7", "60000"],
         reply: "[12]",
         then: &[("EXISTS a b", "0")],
+        ..CASE
+    },
+    Case {
+        what: "two keys, the second held: its holder, the first not left set",
+        given: &["SET b other", "SET fa 3"],
+        keys: &["a", "b", "fa", "fb"],
+        argv: &["tok", "9000", "2", "7", "60000"],
+        reply: "'other'",
+        then: &[
+            ("EXISTS a", "0"),
+            ("GET b", "'other'"),
+            ("GET fa", "'3'"),
+            ("EXISTS fb", "0"),
+        ],
         ..CASE
     },
     Case {
