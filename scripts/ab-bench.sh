@@ -34,6 +34,6 @@ for round in $(seq 1 "$rounds"); do
     for i in 0 1; do
         side=old; [ "$i" = 1 ] && side=new
         (cd "${trees[$i]}/bench" && BENCH_ONLY=s12 CARGO_TARGET_DIR="$target/ab-$side" cargo bench --bench lock -q 2>/dev/null) \
-            | grep -E '^(redlock-sync \(defaults\)|a client per thread|floor-pipe5|fenced:)' | sed "s/^/$side $round: /"
+            | grep -E '^(redlock-sync \(defaults\)|a client per thread|floor-pipe5|fenced:|one node:|floor-1node)' | sed "s/^/$side $round: /"
     done
 done

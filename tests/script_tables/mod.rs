@@ -707,6 +707,27 @@ pub const GATE_RELEASE: &[Case] = &[
         ..CASE
     },
     Case {
+        what: "a granted head that was the only waiter goes back, though no queue is left",
+        given: &["SET l tok"],
+        keys: &["l", "q", "a"],
+        argv: &["tok", "c1:1", "0"],
+        reply: "1",
+        then: &[
+            ("ZRANGE q 0 -1", "['c1:1']"),
+            ("ZSCORE a c1:1", ">$now+1000"),
+        ],
+        ..CASE
+    },
+    Case {
+        what: "ours, nobody waits, dead members only: 1, and they are dropped",
+        given: &["SET l tok", "ZADD q 1 c2:2", "ZADD a $now-5 c2:2"],
+        keys: &["l", "q", "a"],
+        argv: &["tok", "", "1"],
+        reply: "1",
+        then: &[("EXISTS q", "0"), ("EXISTS a", "0")],
+        ..CASE
+    },
+    Case {
         what: "several keys: 0 unless every one was ours",
         given: &["SET k1 tok", "SET k2 other"],
         keys: &["k1", "k2", "q", "a"],
