@@ -171,6 +171,11 @@ const OUTSIDE: &[(&str, &str, &str)] = &[
     ),
     (
         "gate_release",
+        "ours, no queue but a grant's note: 1, nobody woken, the note kept",
+        GRACE,
+    ),
+    (
+        "gate_release",
         "several keys: 0 unless every one was ours",
         SEVERAL,
     ),

@@ -1,6 +1,7 @@
 //! The table of cases for every Lua script (see `tests/scripts.rs`, which
-//! runs them, and `model/tests/scripts.rs`, which holds the model's node to them).
-//! Included by both as `script_tables`, beside `scripts` (the crate's
+//! runs them, `benches/scripts.rs`, which times each script on them, and
+//! `model/tests/scripts.rs`, which holds the model's node to them).
+//! Included by all three as `script_tables`, beside `scripts` (the crate's
 //! `src/transport/protocol/scripts/mod.rs`) at the crate's root.
 //!
 //! A case reads:
@@ -716,6 +717,15 @@ pub const GATE_RELEASE: &[Case] = &[
             ("ZRANGE q 0 -1", "['c1:1']"),
             ("ZSCORE a c1:1", ">$now+1000"),
         ],
+        ..CASE
+    },
+    Case {
+        what: "ours, no queue but a grant's note: 1, nobody woken, the note kept",
+        given: &["SET l tok", "ZADD a $now+5000 granted"],
+        keys: &["l", "q", "a"],
+        argv: &["tok", "", "1"],
+        reply: "1",
+        then: &[("EXISTS l", "0"), ("ZSCORE a granted", ">$now+1000")],
         ..CASE
     },
     Case {

@@ -40,24 +40,18 @@ end
 -- every lock key or none. Answers the token of the first key held (-1 for
 -- a key that holds no string), the stale reply (see refuse_stale), or 1
 -- once the keys hold the token for ttl ms and the fence keys the proposed
--- token for idle ms. The lock keys are set first and deleted again on a
--- refusal: a grant, by far the common answer, then costs one call less
--- than asking first (measured: 14-16 against 18-20 us of the node's time
--- per call).
+-- token for idle ms.
 local function acquire_fenced(n)
   for i=1,n do
-    if not redis.call("set",KEYS[i],ARGV[1],"NX","PX",ARGV[2]) then
-      for j=1,i-1 do redis.call("del",KEYS[j]) end
+    if redis.call("exists",KEYS[i])==1 then
       local holder=redis.pcall("get",KEYS[i])
       if type(holder)=="string" then return holder end
       return -1
     end
   end
   local no=refuse_stale(n+1,n,ARGV[4])
-  if no then
-    for i=1,n do redis.call("del",KEYS[i]) end
-    return no
-  end
+  if no then return no end
+  for i=1,n do redis.call("set",KEYS[i],ARGV[1],"PX",ARGV[2]) end
   fence(n+1,n,ARGV[4],ARGV[5])
   return 1
 end
