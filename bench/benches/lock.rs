@@ -15,6 +15,8 @@ mod hops;
 mod plots;
 #[path = "support/primitives.rs"]
 mod primitives;
+#[path = "support/shapes.rs"]
+mod shapes;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -238,6 +240,61 @@ impl Contender for Floor {
             self.with_conns(|conns| Floor::all(conns, &c));
         };
         if oks > self.urls.len() / 2 {
+            Some(Held::Floor(Box::new(release)))
+        } else {
+            release();
+            None
+        }
+    }
+}
+
+/// A thread shape's floor (see `support/shapes.rs`): a client of its own
+/// per thread, handed out as [`OursPerThread`] hands out its clients.
+struct ShapeFloor {
+    label: &'static str,
+    clients: Vec<parking_lot::Mutex<Box<dyn shapes::Shape>>>,
+    handed: AtomicUsize,
+    sha: String,
+}
+
+impl ShapeFloor {
+    fn new(label: &'static str, sha: &str, connect: impl Fn() -> Box<dyn shapes::Shape>) -> Self {
+        ShapeFloor {
+            label,
+            clients: (0..4).map(|_| parking_lot::Mutex::new(connect())).collect(),
+            handed: AtomicUsize::new(0),
+            sha: sha.to_owned(),
+        }
+    }
+
+    fn mine(&self) -> parking_lot::MutexGuard<'_, Box<dyn shapes::Shape>> {
+        let slot = CLIENT_SLOT.with(|slot| {
+            *slot.get().get_or_insert_with(|| {
+                let n = self.handed.fetch_add(1, Ordering::Relaxed) % self.clients.len();
+                slot.set(Some(n));
+                n
+            })
+        });
+        self.clients[slot].lock()
+    }
+}
+
+impl Contender for ShapeFloor {
+    fn name(&self) -> String {
+        self.label.to_owned()
+    }
+    fn acquire(&self, key: &str) -> Option<Held<'_>> {
+        let token = format!("{:040x}", rand_u128());
+        let mut set = redis::cmd("SET");
+        set.arg(key).arg(&token).arg("NX").arg("PX").arg(TTL_MS);
+        let yes = self.mine().round(set.get_packed_command().into());
+        let key = key.to_owned();
+        let release = move || {
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(&self.sha).arg(1).arg(&key).arg(&token);
+            self.mine().round(c.get_packed_command().into());
+        };
+        if yes {
             Some(Held::Floor(Box::new(release)))
         } else {
             release();
@@ -990,6 +1047,51 @@ fn main() {
                 secs += started.elapsed().as_secs_f64();
             }
             println!("threads {threads}: {:.0} pairs/s", done as f64 / secs);
+        }
+        return;
+    }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "shapes") {
+        // What a thread per node costs in itself (support/shapes.rs): the
+        // two shapes' thinnest clients beside floor-pipe5 and ours, a
+        // client per thread each; S1 p50 and S2, ratios to floor-pipe5.
+        let mut picked: Vec<Arc<dyn Contender>> = contenders
+            .iter()
+            .filter(|c| c.name().starts_with("a client per thread") || c.name() == "floor-pipe5")
+            .cloned()
+            .collect();
+        picked.push(Arc::new(ShapeFloor::new(
+            "shape: workers (floor)",
+            &sha,
+            || Box::new(shapes::Workers::connect(&urls)),
+        )));
+        picked.push(Arc::new(ShapeFloor::new(
+            "shape: readers (floor)",
+            &sha,
+            || Box::new(shapes::Readers::connect(&urls)),
+        )));
+        let s1 = s1(&picked, &plan);
+        let s2 = s2(&picked, &plan, &cluster);
+        let floor = picked
+            .iter()
+            .position(|c| c.name() == "floor-pipe5")
+            .unwrap();
+        let (p50f, tf, cf) = (
+            s1[floor].0[0].as_secs_f64(),
+            s2[floor].per_sec,
+            s2[floor].cpu_per_pair.0.as_secs_f64(),
+        );
+        for ((c, (l, _)), r) in picked.iter().zip(&s1).zip(&s2) {
+            println!(
+                "{:<46} S1 p50 {:>4} µs ({:.2}×)  S2 {:>6.0} pairs/s ({:.2}×)  client CPU {:>4} µs/pair ({:.2}×), nodes {:>4} µs",
+                c.name(),
+                us(l[0]),
+                l[0].as_secs_f64() / p50f,
+                r.per_sec,
+                r.per_sec / tf,
+                us(r.cpu_per_pair.0),
+                r.cpu_per_pair.0.as_secs_f64() / cf.max(1e-9),
+                us(r.cpu_per_pair.1),
+            );
         }
         return;
     }
