@@ -676,7 +676,7 @@ fn hops_rows(contenders: &[Arc<dyn Contender>], plan: &Plan) -> Vec<String> {
         let counting = hops::Counting::start();
         let done = s2_threads(c.as_ref(), plan.s2_time, 4);
         let s2 = counting.stop().per(done);
-        let s3 = if c.name().starts_with("floor") {
+        let s3 = if c.name().starts_with("floor") || c.name().starts_with("shape") {
             "— | —".to_owned()
         } else {
             let counting = hops::Counting::start();
@@ -1092,6 +1092,10 @@ fn main() {
                 r.cpu_per_pair.0.as_secs_f64() / cf.max(1e-9),
                 us(r.cpu_per_pair.1),
             );
+        }
+        println!("{HOPS_HEADER}");
+        for row in hops_rows(&picked, &plan) {
+            println!("{row}");
         }
         return;
     }
