@@ -7,6 +7,8 @@
 
 #[path = "support/cross_client.rs"]
 mod cross_client;
+#[path = "support/handoff.rs"]
+mod handoff;
 #[path = "../../tests/harness/mod.rs"]
 mod harness;
 #[path = "support/hops.rs"]
@@ -373,6 +375,27 @@ fn s3n(cluster: &Cluster, time: Duration) -> (Vec<String>, Vec<plots::Series>) {
         }
     }
     (rows, curves)
+}
+
+/// The hand-off table: 200 callers queued on one key, hold 2 ms, as one
+/// client of 200 threads, 20 of 10 and 200 of 1 (`support/handoff.rs`).
+fn handoff_rows(cluster: &Cluster, plan: &Plan) -> Vec<String> {
+    let mut rows = vec![
+        "\n| hand-off: 200 callers queued on one key, hold 2 ms | hand-offs | p50 µs (release to next lock returning) | p90 µs | uncontended pair p50 µs (same clients, before and after) | p50 in uncontended pairs |".to_owned(),
+        "| --- | ---: | ---: | ---: | ---: | ---: |".to_owned(),
+    ];
+    for (clients, threads) in [(1, 200), (20, 10), (200, 1)] {
+        let r = handoff::run(&cluster.urls(), clients, threads, plan.s3_time);
+        rows.push(format!(
+            "| redlock-sync: {clients} client(s) × {threads} thread(s) | {} | {} | {} | {} | {:.2} |",
+            r.count,
+            us(r.p50),
+            us(r.p90),
+            us(r.pair_p50),
+            r.p50.as_secs_f64() / r.pair_p50.as_secs_f64().max(1e-9)
+        ));
+    }
+    rows
 }
 
 /// S3n's curves: acquisitions/s against the number of contending clients.
@@ -858,6 +881,12 @@ fn main() {
         plot_s3n(&curves);
         return;
     }
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "handoff") {
+        for row in handoff_rows(&cluster, &plan) {
+            println!("{row}");
+        }
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "cross") {
         // Only the cross-client scenarios (for tuning them).
         println!("{S3X_HEADER}");
@@ -1249,6 +1278,9 @@ fn main() {
         table(row);
     }
     plot_s3n(&curves);
+    for row in handoff_rows(&cluster, &plan) {
+        table(row);
+    }
 
     cluster.nodes[2].pause();
     table(
@@ -1499,7 +1531,7 @@ fn write_markdown(report: &str, version: &str) {
     );
     let _ = writeln!(
         md,
-        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S6 one thread, fresh names, 400 pairs of each kind in 10 alternating slices: lock, a free permit of a 4-permit semaphore, a read hold, a write hold, and the last free permit of an 8-permit semaphore whose other 7 another client holds (`try_lock`; its rounds per acquisition from the nodes' `EVAL` counts over a separate run: `r` rounds cost `10r` scripts with the clean-ups and the release); S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p). Hops: this process's context switches (`getrusage`, every thread, ended ones too) and syscalls (`perf stat -e raw_syscalls:sys_enter` attached for the phase; `—` without perf) per pair in S1 and S2 and per acquisition in S3 (which includes the bench's own 1 ms hold), each contender over a phase of its own (`BENCH_ONLY=hops` prints only this table). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
+        "Scenarios: S1 one thread, 2000 acquire+release pairs on fresh keys; S2 4 threads, distinct keys, 5 s; S3 4 threads, one key, hold 1 ms, 5 s (floors not applicable); S4 node 3 of 5 paused with SIGSTOP, one thread, 200 pairs, a call over 8 s counts as hung; its latency target is checked against healthy pairs measured side by side (alternating slices of 20 paused / 20 healthy pairs); the fenced contender is this crate with `fencing(true)` (S1 and S2 only); the one-node contender is this crate over node 1 alone (S1 and S2 only), against floor-1node; S2's CPU per pair is this process's CPU time (10 ms ticks) and the five nodes' (`INFO cpu`) over that contender's slices / its pairs; S5 one thread, 10 resources: `lock_all` + release against 10 single locks taken one by one and released, 400 of each in alternating slices of 10; S6 one thread, fresh names, 400 pairs of each kind in 10 alternating slices: lock, a free permit of a 4-permit semaphore, a read hold, a write hold, and the last free permit of an 8-permit semaphore whose other 7 another client holds (`try_lock`; its rounds per acquisition from the nodes' `EVAL` counts over a separate run: `r` rounds cost `10r` scripts with the clean-ups and the release); S3x 4 separate clients (one `Redlock`, `redlock::RedLock` or `rslock::LockManager` each, one thread each), one key, hold 1 ms, 5 s — waits include the wait each client still had open at the end (percentiles count acquisitions, so a client that starves adds one long wait: it shows in the longest wait, not in p99), owner changes count acquisitions by another client than the previous one, rounds per acquisition are the nodes' `SET` calls / 5 / acquisitions, CPU per acquisition is this process's CPU time (all four clients and their threads; 10 ms ticks) and the five nodes' (`INFO cpu`) over the run / acquisitions; S3p 3 processes × 2 threads sharing one client per process, one key, hold 1 ms, 5 s; the longest run is the most acquisitions in a row by one client (S3x) or one process (S3p); the hand-off: 200 callers queued on one key (one client of 200 threads, 20 clients of 10, 200 of 1), each holding it 2 ms, 5 s after a 1 s warm-up, timed from a holder's release call to the next holder's lock returning, against an uncontended pair of the first client measured before and after (200 pairs each). Hops: this process's context switches (`getrusage`, every thread, ended ones too) and syscalls (`perf stat -e raw_syscalls:sys_enter` attached for the phase; `—` without perf) per pair in S1 and S2 and per acquisition in S3 (which includes the bench's own 1 ms hold), each contender over a phase of its own (`BENCH_ONLY=hops` prints only this table). Absolute times on a shared 2-core machine are noise: compare ratios within one run.\n"
     );
     md.push_str(
         "![S3n: acquisitions/s against contending clients](docs/bench/s3n.svg)\n\n\
