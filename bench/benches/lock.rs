@@ -1091,7 +1091,12 @@ fn main() {
         picked.push(Arc::new(ShapeFloor::new(
             "shape: workers (floor)",
             &sha,
-            || Box::new(shapes::Workers::connect(&urls)),
+            || Box::new(shapes::Workers::connect(&urls, false)),
+        )));
+        picked.push(Arc::new(ShapeFloor::new(
+            "shape: workers, TIME after each batch (floor)",
+            &sha,
+            || Box::new(shapes::Workers::connect(&urls, true)),
         )));
         picked.push(Arc::new(ShapeFloor::new(
             "shape: readers (floor)",

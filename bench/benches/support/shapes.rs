@@ -88,7 +88,9 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub fn connect(urls: &[String]) -> Self {
+    /// `timed`: each request goes with `TIME` after it, as this crate
+    /// reads a node's clock with its votes.
+    pub fn connect(urls: &[String], timed: bool) -> Self {
         let queues = urls
             .iter()
             .map(|url| {
@@ -102,11 +104,20 @@ impl Workers {
                     while let Ok(job) = rx.recv() {
                         batch.push(job);
                         batch.extend(rx.try_iter());
+                        // One write for the batch, as a pipeline.
+                        let mut out = Vec::new();
                         for (packed, _) in &batch {
-                            conn.send_packed_command(packed).unwrap();
+                            out.extend_from_slice(packed);
                         }
+                        if timed {
+                            out.extend_from_slice(b"*1\r\n$4\r\nTIME\r\n");
+                        }
+                        conn.send_packed_command(&out).unwrap();
                         for (_, round) in batch.drain(..) {
                             round.record(&conn.recv_response());
+                        }
+                        if timed {
+                            conn.recv_response().unwrap();
                         }
                     }
                 });
