@@ -377,6 +377,65 @@ fn s3n(cluster: &Cluster, time: Duration) -> (Vec<String>, Vec<plots::Series>) {
     (rows, curves)
 }
 
+/// What a thread per node costs in itself (`support/shapes.rs`): the
+/// thinnest clients of the two shapes beside floor-pipe5 and ours, a
+/// client per thread each; S1 p50 and S2 with their ratios to
+/// floor-pipe5, and S2's hops.
+fn shapes_rows(
+    contenders: &[Arc<dyn Contender>],
+    urls: &[String],
+    sha: &str,
+    plan: &Plan,
+    cluster: &Cluster,
+) -> Vec<String> {
+    let mut picked: Vec<Arc<dyn Contender>> = contenders
+        .iter()
+        .filter(|c| c.name().starts_with("a client per thread") || c.name() == "floor-pipe5")
+        .cloned()
+        .collect();
+    picked.push(Arc::new(ShapeFloor::new("shape: workers", sha, || {
+        Box::new(shapes::Workers::connect(urls, false))
+    })));
+    picked.push(Arc::new(ShapeFloor::new(
+        "shape: workers, TIME after each batch",
+        sha,
+        || Box::new(shapes::Workers::connect(urls, true)),
+    )));
+    picked.push(Arc::new(ShapeFloor::new("shape: readers", sha, || {
+        Box::new(shapes::Readers::connect(urls))
+    })));
+    let s1 = s1(&picked, plan);
+    let s2 = s2(&picked, plan, cluster);
+    let Some(floor) = picked.iter().position(|c| c.name() == "floor-pipe5") else {
+        return Vec::new();
+    };
+    let (p50f, tf, cf) = (
+        s1[floor].0[0].as_secs_f64().max(1e-9),
+        s2[floor].per_sec.max(1e-9),
+        s2[floor].cpu_per_pair.0.as_secs_f64().max(1e-9),
+    );
+    let mut rows = vec![
+        "\n| the thread shape's own cost (a client per thread; shapes: raw `redis`, no bookkeeping, a majority decides) | S1 pair p50 µs | × floor-pipe5 | S2 pairs/s | × floor-pipe5 | S2 client CPU µs per pair | × floor-pipe5 | S2 switches per pair | S2 syscalls per pair |".to_owned(),
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".to_owned(),
+    ];
+    for ((c, (l, _)), r) in picked.iter().zip(&s1).zip(&s2) {
+        let counting = hops::Counting::start();
+        let done = s2_threads(c.as_ref(), plan.s2_time / 5, 4);
+        let hops = counting.stop().per(done);
+        rows.push(format!(
+            "| {} | {} | {:.2} | {:.0} | {:.2} | {} | {:.2} | {hops} |",
+            c.name(),
+            us(l[0]),
+            l[0].as_secs_f64() / p50f,
+            r.per_sec,
+            r.per_sec / tf,
+            us(r.cpu_per_pair.0),
+            r.cpu_per_pair.0.as_secs_f64() / cf,
+        ));
+    }
+    rows
+}
+
 /// The hand-off table: 200 callers queued on one key, hold 2 ms, as one
 /// client of 200 threads, 20 of 10 and 200 of 1 (`support/handoff.rs`).
 fn handoff_rows(cluster: &Cluster, plan: &Plan) -> Vec<String> {
@@ -1080,55 +1139,7 @@ fn main() {
         return;
     }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "shapes") {
-        // What a thread per node costs in itself (support/shapes.rs): the
-        // two shapes' thinnest clients beside floor-pipe5 and ours, a
-        // client per thread each; S1 p50 and S2, ratios to floor-pipe5.
-        let mut picked: Vec<Arc<dyn Contender>> = contenders
-            .iter()
-            .filter(|c| c.name().starts_with("a client per thread") || c.name() == "floor-pipe5")
-            .cloned()
-            .collect();
-        picked.push(Arc::new(ShapeFloor::new(
-            "shape: workers (floor)",
-            &sha,
-            || Box::new(shapes::Workers::connect(&urls, false)),
-        )));
-        picked.push(Arc::new(ShapeFloor::new(
-            "shape: workers, TIME after each batch (floor)",
-            &sha,
-            || Box::new(shapes::Workers::connect(&urls, true)),
-        )));
-        picked.push(Arc::new(ShapeFloor::new(
-            "shape: readers (floor)",
-            &sha,
-            || Box::new(shapes::Readers::connect(&urls)),
-        )));
-        let s1 = s1(&picked, &plan);
-        let s2 = s2(&picked, &plan, &cluster);
-        let floor = picked
-            .iter()
-            .position(|c| c.name() == "floor-pipe5")
-            .unwrap();
-        let (p50f, tf, cf) = (
-            s1[floor].0[0].as_secs_f64(),
-            s2[floor].per_sec,
-            s2[floor].cpu_per_pair.0.as_secs_f64(),
-        );
-        for ((c, (l, _)), r) in picked.iter().zip(&s1).zip(&s2) {
-            println!(
-                "{:<46} S1 p50 {:>4} µs ({:.2}×)  S2 {:>6.0} pairs/s ({:.2}×)  client CPU {:>4} µs/pair ({:.2}×), nodes {:>4} µs",
-                c.name(),
-                us(l[0]),
-                l[0].as_secs_f64() / p50f,
-                r.per_sec,
-                r.per_sec / tf,
-                us(r.cpu_per_pair.0),
-                r.cpu_per_pair.0.as_secs_f64() / cf.max(1e-9),
-                us(r.cpu_per_pair.1),
-            );
-        }
-        println!("{HOPS_HEADER}");
-        for row in hops_rows(&picked, &plan) {
+        for row in shapes_rows(&contenders, &urls, &sha, &plan, &cluster) {
             println!("{row}");
         }
         return;
@@ -1239,6 +1250,9 @@ fn main() {
 
     table(HOPS_HEADER.into());
     for row in hops_rows(&contenders, &plan) {
+        table(row);
+    }
+    for row in shapes_rows(&contenders, &urls, &sha, &plan, &cluster) {
         table(row);
     }
 
