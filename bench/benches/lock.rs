@@ -402,8 +402,13 @@ fn shapes_rows(
         || Box::new(shapes::Workers::connect(urls, true)),
     )));
     picked.push(Arc::new(ShapeFloor::new("shape: readers", sha, || {
-        Box::new(shapes::Readers::connect(urls))
+        Box::new(shapes::Readers::connect(urls, false))
     })));
+    picked.push(Arc::new(ShapeFloor::new(
+        "shape: readers, TIME after each request",
+        sha,
+        || Box::new(shapes::Readers::connect(urls, true)),
+    )));
     let s1 = s1(&picked, plan);
     let s2 = s2(&picked, plan, cluster);
     let Some(floor) = picked.iter().position(|c| c.name() == "floor-pipe5") else {
@@ -911,7 +916,12 @@ fn main() {
         Plan {
             warmup: 50,
             s1_pairs: s1_pairs.unwrap_or(2000),
-            s2_time: Duration::from_secs(5),
+            s2_time: Duration::from_secs(
+                std::env::var("BENCH_S2_SECS")
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(5),
+            ),
             s3_time: Duration::from_secs(5),
             s4_pairs: 200,
             s5_iterations: 400,

@@ -8,7 +8,8 @@
 //!   caller (redlock-sync's shape today);
 //! - **readers**: the caller writes its request to every node's socket
 //!   itself; a reader per node is already blocked in `read` and hands the
-//!   reply to the caller (the shape a transport of our own could take).
+//!   reply to the caller (the shape a transport of our own could take);
+//!   also with `TIME` after each request.
 //!
 //! Each bench thread gets a client of its own (its connections and node
 //! threads), as separate processes would have. `BENCH_ONLY=shapes`.
@@ -73,8 +74,9 @@ impl Round {
 /// A request for one node, and the round its reply goes to.
 type Job = (Arc<[u8]>, Arc<Round>);
 
-/// The rounds whose replies a node still owes, oldest first.
-type Pending = Arc<Mutex<VecDeque<Arc<Round>>>>;
+/// The replies a node still owes, oldest first: each to its round, or to
+/// nobody (a `TIME` after a request).
+type Pending = Arc<Mutex<VecDeque<Option<Arc<Round>>>>>;
 
 /// How a shape's client sends one packed command to every node.
 pub trait Shape: Send {
@@ -142,10 +144,12 @@ impl Shape for Workers {
 /// reads.
 pub struct Readers {
     nodes: Vec<(TcpStream, Pending)>,
+    /// Each request goes with `TIME` after it, in the same write.
+    timed: bool,
 }
 
 impl Readers {
-    pub fn connect(urls: &[String]) -> Self {
+    pub fn connect(urls: &[String], timed: bool) -> Self {
         let nodes = urls
             .iter()
             .map(|url| {
@@ -162,25 +166,38 @@ impl Readers {
                         if matches!(&reply, Err(e) if e.is_io_error()) {
                             return;
                         }
-                        let Some(round) = waiting.lock().pop_front() else {
-                            return;
-                        };
-                        round.record(&reply);
+                        // Taken before the round is told: the caller it
+                        // wakes writes its next request under this lock.
+                        let next = waiting.lock().pop_front();
+                        match next {
+                            Some(Some(round)) => round.record(&reply),
+                            Some(None) => {}
+                            None => return,
+                        }
                     }
                 });
                 (writer, pending)
             })
             .collect();
-        Readers { nodes }
+        Readers { nodes, timed }
     }
 }
 
 impl Shape for Readers {
     fn round(&mut self, packed: Arc<[u8]>) -> bool {
         let round = Round::new(self.nodes.len());
+        let mut out = packed.to_vec();
+        if self.timed {
+            out.extend_from_slice(b"*1\r\n$4\r\nTIME\r\n");
+        }
         for (writer, pending) in &mut self.nodes {
-            pending.lock().push_back(round.clone());
-            writer.write_all(&packed).unwrap();
+            let mut pending = pending.lock();
+            pending.push_back(Some(round.clone()));
+            if self.timed {
+                pending.push_back(None);
+            }
+            drop(pending);
+            writer.write_all(&out).unwrap();
         }
         round.wait()
     }
