@@ -16,6 +16,10 @@ const TTL: Duration = Duration::from_secs(10);
 const HOLD: Duration = Duration::from_millis(2);
 const KEY: &str = "bench:handoff";
 
+/// The open files one client may hold here: its connections to 5 nodes,
+/// its wake-up subscriptions, and what its start opens and closes.
+pub(crate) const FILES_PER_CLIENT: libc::rlim_t = 20;
+
 /// One run's figures.
 pub(crate) struct Handoff {
     /// Hand-offs measured (after the warm-up).
@@ -29,7 +33,6 @@ pub(crate) struct Handoff {
 /// `clients` clients of `threads` callers each, all on one key, for `time`
 /// after a warm-up of one second.
 pub(crate) fn run(urls: &[String], clients: usize, threads: usize, time: Duration) -> Handoff {
-    open_files_up_to_the_hard_limit();
     let clients: Vec<Redlock> = (0..clients)
         .map(|_| Redlock::new(urls).expect("client"))
         .collect();
@@ -90,9 +93,10 @@ fn uncontended(client: &Redlock, n: usize) -> Vec<Duration> {
         .collect()
 }
 
-/// 200 clients hold about 2,000 sockets: more than a soft limit of 1,024
-/// allows, as a fresh machine may have.
-fn open_files_up_to_the_hard_limit() {
+/// Raises the soft limit of open files to the hard one (200 clients hold
+/// more sockets than a soft limit of 1,024 allows, as a fresh machine may
+/// have); the soft limit then.
+pub(crate) fn open_files_up_to_the_hard_limit() -> libc::rlim_t {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -100,10 +104,15 @@ fn open_files_up_to_the_hard_limit() {
     // SAFETY: `limit` is a valid rlimit for getrlimit and setrlimit to
     // read and write.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
-        {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return 0;
+        }
+        if limit.rlim_cur < limit.rlim_max {
             limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            }
         }
     }
+    limit.rlim_cur
 }
