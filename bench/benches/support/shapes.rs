@@ -96,10 +96,10 @@ impl Workers {
         let queues = urls
             .iter()
             .map(|url| {
-                let mut conn = redis::Client::open(url.as_str())
+                let info = redis::IntoConnectionInfo::into_connection_info(url.as_str())
                     .unwrap()
-                    .get_connection()
-                    .unwrap();
+                    .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+                let mut conn = redis::Client::open(info).unwrap().get_connection().unwrap();
                 let (tx, rx) = unbounded::<Job>();
                 std::thread::spawn(move || {
                     let mut batch = Vec::new();
