@@ -376,7 +376,7 @@ impl NodeManager {
         // (and a fresh one after each reconnect: a connection dropped for a
         // timeout is replaced by one that measures the network as it is).
         let asked = Instant::now();
-        conn.identity = examine(&mut conn.conn, &self.shared.admission)?;
+        conn.identity = examine(&mut conn.conn, &self.shared.admission, timeout)?;
         self.shared.note_round_trip(asked.elapsed());
         Ok(conn)
     }

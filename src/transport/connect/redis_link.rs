@@ -277,7 +277,7 @@ impl RedisLink {
         }
         let examined = conn
             .set_io_timeout(self.connect_timeout)
-            .and_then(|()| examine(&mut conn.conn, &self.shared.admission));
+            .and_then(|()| examine(&mut conn.conn, &self.shared.admission, self.connect_timeout));
         match examined {
             Ok(identity) => {
                 conn.identity = identity;

@@ -1054,15 +1054,18 @@ impl Admission {
 /// Asks the node on `conn` what it is, decides, and writes the marker if
 /// this client just admitted it. Returns the incarnation the connection
 /// reaches (`None`: unidentified), for [`Admission::refusal_for`].
+/// `within` is the socket's read timeout as the caller set it: the
+/// node's description is read within it in all (see `facts::ask`).
 pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,
+    within: Duration,
 ) -> redis::RedisResult<Option<String>> {
     let marker = admission.marker();
     // The marker matters only to the restart quarantine.
     let wanted = admission.rules.quarantine.map(|_| &*marker);
     let clock = admission.clock_marker();
-    let facts = facts::ask(conn, wanted, Some(&clock))?;
+    let facts = facts::ask(conn, wanted, Some(&clock), within)?;
     let identity = facts.as_ref().map(Facts::identity);
     if let (Some(value), Some(identity)) = (admission.examined(facts.as_ref()), &identity) {
         let wrote: redis::RedisResult<()> = redis::cmd("SET").arg(&*marker).arg(value).query(conn);

@@ -203,10 +203,14 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// ([`Facts::marker_elsewhere`]): the connection stays, and the requests
 /// sent on it get the cluster's own answers. Any other error reply
 /// (`LOADING`, say) fails the connection, which is retried.
+///
+/// Its replies are read within `within` in all, the socket's read timeout
+/// (see [`Within`]).
 pub(crate) fn ask(
     conn: &mut redis::Connection,
     marker: Option<&str>,
     clock: Option<&str>,
+    within: Duration,
 ) -> redis::RedisResult<Option<Facts>> {
     // The markers as bytes: one that is not UTF-8 is no marker, not a
     // conversion error (which the `redis` crate reports as a parse error,
@@ -227,25 +231,88 @@ pub(crate) fn ask(
         pipe.cmd("GET").arg(key);
     }
     let sent = Instant::now();
-    let asked: redis::RedisResult<Vec<redis::Value>> = pipe.query(conn);
+    let asked: redis::RedisResult<Vec<redis::Value>> = pipe.query(&mut Within { conn, within });
     let got = Instant::now();
     match asked {
         Ok(values) => Ok(read(values, clock.is_some(), marker.is_some(), sent, got)),
         // A key pattern written before the jump marker (it covers
         // `redlock:admitted` only): without the marker, clients started
         // later judge the node's clock as they find it.
-        Err(err) if err.code() == Some("NOPERM") && clock.is_some() => ask(conn, marker, None),
+        Err(err) if err.code() == Some("NOPERM") && clock.is_some() => {
+            ask(conn, marker, None, within)
+        }
         Err(err) if err.code() == Some("NOPERM") => Ok(None),
         Err(err)
             if (marker.is_some() || clock.is_some())
                 && matches!(err.code(), Some("MOVED" | "ASK" | "CLUSTERDOWN")) =>
         {
-            Ok(ask(conn, None, None)?.map(|facts| Facts {
+            Ok(ask(conn, None, None, within)?.map(|facts| Facts {
                 marker_elsewhere: true,
                 ..facts
             }))
         }
         Err(err) => Err(err),
+    }
+}
+
+/// A connection whose pipeline's replies are read within `within` in all,
+/// and not past the first read that fails. `redis` reads every reply of a
+/// pipeline, each with the socket's whole read timeout, even after one
+/// timed out: on a node that stopped answering, [`ask`]'s seven commands
+/// held the node's worker seven connect timeouts, and every round of the
+/// client meanwhile waited for that node's clock reading (half its
+/// timeout, `clock.rs`). `within` must be the socket's read timeout as the
+/// caller set it: it is set back to that once the replies are read. A
+/// failed read leaves replies unread: the caller drops the connection, as
+/// it does after any failure.
+struct Within<'a> {
+    conn: &'a mut redis::Connection,
+    within: Duration,
+}
+
+impl redis::ConnectionLike for Within<'_> {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.conn.req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        let until = Instant::now() + self.within;
+        self.conn.send_packed_command(cmd)?;
+        let mut values = Vec::with_capacity(count);
+        for i in 0..offset + count {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no answer within the connect timeout",
+                )
+                .into());
+            }
+            self.conn.set_read_timeout(Some(left))?;
+            let value = self.conn.recv_response()?;
+            if i >= offset {
+                values.push(value);
+            }
+        }
+        self.conn.set_read_timeout(Some(self.within))?;
+        Ok(values)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.conn.get_db()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.conn.check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.conn.is_open()
     }
 }
 
@@ -422,5 +489,49 @@ mod tests {
         ] {
             assert_eq!(Marker::parse(garbage), None, "{garbage:?}");
         }
+    }
+
+    /// A node that accepts the connection and then answers nothing holds
+    /// [`ask`] one read timeout, not one per command of its pipeline
+    /// (`redis` reads every reply after one timed out, each with the whole
+    /// timeout: seven times 150 ms here). Not a speed claim: the bound is
+    /// four timeouts, the old behaviour seven.
+    #[test]
+    fn a_node_that_stops_answering_holds_ask_one_timeout() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let silent = std::thread::spawn(move || {
+            let (mut socket, _) = listener.accept().unwrap();
+            // Reads what comes and answers nothing, until the client closes.
+            let mut buf = [0u8; 4096];
+            while matches!(socket.read(&mut buf), Ok(n) if n > 0) {}
+        });
+        let url = format!("redis://127.0.0.1:{port}");
+        let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).unwrap();
+        // No `CLIENT SETINFO` on connect: the silent node would not answer it.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
+        let mut conn = redis::Client::open(info)
+            .unwrap()
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .unwrap();
+        let within = Duration::from_millis(150);
+        conn.set_read_timeout(Some(within)).unwrap();
+        let started = Instant::now();
+        let asked = ask(
+            &mut conn,
+            Some("redlock:admitted"),
+            Some("redlock:clock"),
+            within,
+        );
+        let took = started.elapsed();
+        assert!(asked.is_err(), "a silent node cannot be identified");
+        assert!(
+            took < within * 4,
+            "ask held the connection {took:?}: one read timeout per command"
+        );
+        drop(conn);
+        silent.join().unwrap();
     }
 }
