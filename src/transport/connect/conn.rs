@@ -105,6 +105,12 @@ impl NodeConn {
         }
         Ok(())
     }
+
+    /// The read and write timeout [`set_io_timeout`](Self::set_io_timeout)
+    /// set last.
+    pub(crate) fn io_timeout(&self) -> Duration {
+        self.io_timeout
+    }
 }
 
 /// What every part of the client knows about one node. Written by the
@@ -376,7 +382,8 @@ impl NodeManager {
         // (and a fresh one after each reconnect: a connection dropped for a
         // timeout is replaced by one that measures the network as it is).
         let asked = Instant::now();
-        conn.identity = examine(&mut conn.conn, &self.shared.admission, timeout)?;
+        let within = conn.io_timeout();
+        conn.identity = examine(&mut conn.conn, &self.shared.admission, within)?;
         self.shared.note_round_trip(asked.elapsed());
         Ok(conn)
     }

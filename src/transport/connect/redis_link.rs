@@ -275,9 +275,10 @@ impl RedisLink {
         if !self.shared.admission.due() {
             return Ok(());
         }
-        let examined = conn
-            .set_io_timeout(self.connect_timeout)
-            .and_then(|()| examine(&mut conn.conn, &self.shared.admission, self.connect_timeout));
+        let examined = conn.set_io_timeout(self.connect_timeout).and_then(|()| {
+            let within = conn.io_timeout();
+            examine(&mut conn.conn, &self.shared.admission, within)
+        });
         match examined {
             Ok(identity) => {
                 conn.identity = identity;

@@ -1055,7 +1055,8 @@ impl Admission {
 /// this client just admitted it. Returns the incarnation the connection
 /// reaches (`None`: unidentified), for [`Admission::refusal_for`].
 /// `within` is the socket's read timeout as the caller set it: the
-/// node's description is read within it in all (see `facts::ask`).
+/// node's description (one pipeline, or two or three when it refuses a
+/// marker) is read within it in all, each (see `facts::ask`).
 pub(crate) fn examine(
     conn: &mut redis::Connection,
     admission: &Admission,

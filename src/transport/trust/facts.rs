@@ -204,8 +204,9 @@ fn field<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 /// sent on it get the cluster's own answers. Any other error reply
 /// (`LOADING`, say) fails the connection, which is retried.
 ///
-/// Its replies are read within `within` in all, the socket's read timeout
-/// (see [`Within`]).
+/// Each of its pipelines (a refusal asks again without the markers) is
+/// read within `within` in all, the socket's read timeout (see
+/// [`Within`]).
 pub(crate) fn ask(
     conn: &mut redis::Connection,
     marker: Option<&str>,
@@ -255,8 +256,9 @@ pub(crate) fn ask(
     }
 }
 
-/// A connection whose pipeline's replies are read within `within` in all,
-/// and not past the first read that fails. `redis` reads every reply of a
+/// A connection whose pipeline's replies are read within `within` in all
+/// (a reply's bytes that trickle in may take one read timeout more), and
+/// not past the first read that fails. `redis` reads every reply of a
 /// pipeline, each with the socket's whole read timeout, even after one
 /// timed out: on a node that stopped answering, [`ask`]'s seven commands
 /// held the node's worker seven connect timeouts, and every round of the
@@ -284,7 +286,8 @@ impl redis::ConnectionLike for Within<'_> {
         let until = Instant::now() + self.within;
         self.conn.send_packed_command(cmd)?;
         let mut values = Vec::with_capacity(count);
-        for i in 0..offset + count {
+        let mut i = 0;
+        while i < offset + count {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(std::io::Error::new(
@@ -294,10 +297,15 @@ impl redis::ConnectionLike for Within<'_> {
                 .into());
             }
             self.conn.set_read_timeout(Some(left))?;
-            let value = self.conn.recv_response()?;
+            // A RESP3 push is no reply (as `redis` reads a pipeline).
+            let value = match self.conn.recv_response()? {
+                redis::Value::Push { .. } => continue,
+                value => value,
+            };
             if i >= offset {
                 values.push(value);
             }
+            i += 1;
         }
         self.conn.set_read_timeout(Some(self.within))?;
         Ok(values)
