@@ -326,7 +326,8 @@ impl Clocks {
     /// kept (an examination's, judged after a batch's) is judged against
     /// the others only. Where another listed node read before was neither
     /// read within [`FRESH`] nor failed lately, waits until it is, or until
-    /// `until`, for the others' readings of the same round to land.
+    /// `until`, for the others' readings of the same round to land; a node
+    /// still unheard when such a wait gives up counts as failed from then.
     pub(crate) fn observe(&self, index: usize, reading: Reading, until: Instant) -> Judged {
         let half = reading.got.saturating_duration_since(reading.sent) / 2;
         let mid = reading.sent + half;
@@ -357,9 +358,20 @@ impl Clocks {
             let _ = self.jumped.try_send(());
         }
         self.landed.notify_all();
-        while !table.heard_from_all(index, self.listed, Instant::now())
-            && !self.landed.wait_until(&mut table, until).timed_out()
-        {}
+        let waits = until > Instant::now();
+        while !table.heard_from_all(index, self.listed, Instant::now()) {
+            if self.landed.wait_until(&mut table, until).timed_out() {
+                // A node this wait gave up on counts as missed: the next
+                // rounds do not wait for it again (a node whose worker is
+                // stuck in a long exchange, re-examining it while it
+                // stalls, cost every round this wait for seconds). Its
+                // next reading counts whenever it lands.
+                if waits {
+                    table.miss_unheard(index, self.listed, Instant::now());
+                }
+                break;
+            }
+        }
         Judged {
             disagreement: disagreement(&table, index, &sample, self.listed),
             jumped,
@@ -510,18 +522,37 @@ impl Table {
     /// (One never read — black-holed since the client started, say — is
     /// not waited for: nothing says it will answer.)
     fn heard_from_all(&self, index: usize, listed: usize, now: Instant) -> bool {
-        let fresh = |at: Instant| now.saturating_duration_since(at) <= FRESH;
         let own = self.owners.get(index).copied().unwrap_or(index);
-        let entries =
-            |owner: usize| (0..self.owners.len()).filter(move |&j| self.owners[j] == owner);
-        let heard = |owner: usize| {
-            entries(owner).all(|j| self.samples[j].is_none())
-                || entries(owner).any(|j| {
-                    self.samples[j].is_some_and(|s| fresh(s.at))
-                        || self.missed[j].is_some_and(fresh)
-                })
-        };
-        (0..listed).all(|owner| owner == own || heard(owner))
+        (0..listed).all(|owner| owner == own || self.heard(owner, now))
+    }
+
+    /// Listed node `owner`'s registry entries.
+    fn entries(&self, owner: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.owners.len()).filter(move |&j| self.owners[j] == owner)
+    }
+
+    /// Whether listed node `owner` was never read, or was read or failed
+    /// to be within [`FRESH`] of `now` (see [`heard_from_all`](Self::heard_from_all)).
+    fn heard(&self, owner: usize, now: Instant) -> bool {
+        let fresh = |at: Instant| now.saturating_duration_since(at) <= FRESH;
+        self.entries(owner).all(|j| self.samples[j].is_none())
+            || self.entries(owner).any(|j| {
+                self.samples[j].is_some_and(|s| fresh(s.at)) || self.missed[j].is_some_and(fresh)
+            })
+    }
+
+    /// Records every listed node but `index`'s that
+    /// [`heard_from_all`](Self::heard_from_all) still waits for as missed at
+    /// `now`: a wait for its reading gave up.
+    fn miss_unheard(&mut self, index: usize, listed: usize, now: Instant) {
+        let own = self.owners.get(index).copied().unwrap_or(index);
+        let unheard: Vec<usize> = (0..listed)
+            .filter(|&owner| owner != own && !self.heard(owner, now))
+            .flat_map(|owner| self.entries(owner))
+            .collect();
+        for j in unheard {
+            self.missed[j] = Some(now);
+        }
     }
 }
 
@@ -811,6 +842,31 @@ mod tests {
             judged.ahead(Duration::from_millis(102)).is_some(),
             "{judged:?}"
         );
+    }
+
+    /// A node a wait gave up on is not waited for by the next rounds: its
+    /// worker may be stuck in a long exchange (re-examining a node that
+    /// just stalled), and each round waited for it again, half its timeout
+    /// a lock for seconds. Its next reading still counts when it lands.
+    #[test]
+    fn a_node_a_wait_gave_up_on_is_not_waited_for_again() {
+        let Some((clocks, t)) = idle_three() else {
+            return;
+        };
+        // Node 0's round: node 2 never answers; the wait gives up.
+        let soon = Instant::now() + Duration::from_millis(20);
+        clocks.observe(0, reading(&clocks, t, 0), soon);
+        // The next round does not wait for node 2 again (it would, 10 s).
+        let until = Instant::now() + Duration::from_secs(10);
+        clocks.observe(1, reading(&clocks, t, 0), until);
+        assert!(
+            Instant::now() + Duration::from_secs(5) < until,
+            "waited for node 2 again"
+        );
+        // Node 2 answers again: its reading is judged against the others.
+        let judged = clocks.observe(2, reading(&clocks, t, 9_000), Instant::now());
+        let (d, _) = judged.disagreement.expect("judged against the others");
+        assert!(d > 8_990_000, "{d}");
     }
 
     /// Of five listed nodes, a reading judged with only one other fresh
