@@ -16,7 +16,8 @@
 //!   client started after a jump sees it only this way, so a reading is
 //!   judged against fresh ones only: where another listed node has no
 //!   reading within [`FRESH`] (the client was idle, or just started) and
-//!   did not fail lately, the reading waits, up to its round's deadline,
+//!   did not fail lately (nor did a wait for it give up within the last
+//!   [`GAVE_UP_FOR`]), the reading waits, up to its round's deadline,
 //!   for the round's other readings to land ([`Clocks::observe`]) — the
 //!   median of all of them, not of whichever landed first. A reading
 //!   that still has no other to be judged against has no disagreement,
@@ -63,6 +64,13 @@ use crate::algorithm;
 
 /// Readings older than this take no part in another node's median.
 pub(crate) const FRESH: Duration = Duration::from_secs(60);
+
+/// How long a node that a round's wait for its reading gave up on is not
+/// waited for again: a silent node holds a round's clock judgement once a
+/// second at most (a stuck worker, re-examining a node that just stalled,
+/// held every round for seconds), and an honest node that was only slow is
+/// waited for again soon after.
+const GAVE_UP_FOR: Duration = Duration::from_secs(1);
 
 /// `PX` and `TIME` are read in whole milliseconds on the node's side.
 const GRANULE_US: i64 = 1_000;
@@ -215,6 +223,9 @@ struct Table {
     /// clock last ended without a reading (a reading waits for no node
     /// that failed lately).
     missed: Vec<Option<Instant>>,
+    /// Per registry entry: when a round's wait for its reading last gave
+    /// up (see [`GAVE_UP_FOR`]).
+    gave_up: Vec<Option<Instant>>,
     cuts: Vec<Cut>,
 }
 
@@ -231,6 +242,7 @@ impl Clocks {
                 own: None,
                 samples: vec![None; listed],
                 missed: vec![None; listed],
+                gave_up: vec![None; listed],
                 cuts: Vec::new(),
             }),
             landed: Condvar::new(),
@@ -327,7 +339,8 @@ impl Clocks {
     /// the others only. Where another listed node read before was neither
     /// read within [`FRESH`] nor failed lately, waits until it is, or until
     /// `until`, for the others' readings of the same round to land; a node
-    /// still unheard when such a wait gives up counts as failed from then.
+    /// still unheard when such a wait gives up is not waited for again for
+    /// [`GAVE_UP_FOR`].
     pub(crate) fn observe(&self, index: usize, reading: Reading, until: Instant) -> Judged {
         let half = reading.got.saturating_duration_since(reading.sent) / 2;
         let mid = reading.sent + half;
@@ -361,13 +374,12 @@ impl Clocks {
         let waits = until > Instant::now();
         while !table.heard_from_all(index, self.listed, Instant::now()) {
             if self.landed.wait_until(&mut table, until).timed_out() {
-                // A node this wait gave up on counts as missed: the next
-                // rounds do not wait for it again (a node whose worker is
-                // stuck in a long exchange, re-examining it while it
-                // stalls, cost every round this wait for seconds). Its
-                // next reading counts whenever it lands.
+                // The rounds after this one do not wait for the nodes it
+                // gave up on, for a while ([`GAVE_UP_FOR`]); nor do those
+                // waiting now. Their next readings count whenever they land.
                 if waits {
-                    table.miss_unheard(index, self.listed, Instant::now());
+                    table.give_up_on_unheard(index, self.listed, Instant::now());
+                    self.landed.notify_all();
                 }
                 break;
             }
@@ -513,12 +525,14 @@ impl Table {
             self.owners.resize(index + 1, owner);
             self.samples.resize(index + 1, None);
             self.missed.resize(index + 1, None);
+            self.gave_up.resize(index + 1, None);
         }
     }
 
     /// Whether every listed node but `index`'s that was ever read was
-    /// read again within [`FRESH`] of `now`, or failed to be: a reading of
-    /// `index` judged now is judged against all the others that answer.
+    /// read again within [`FRESH`] of `now`, or failed to be (or a wait
+    /// for it gave up within [`GAVE_UP_FOR`]): a reading of `index` judged
+    /// now is judged against all the others that answer.
     /// (One never read — black-holed since the client started, say — is
     /// not waited for: nothing says it will answer.)
     fn heard_from_all(&self, index: usize, listed: usize, now: Instant) -> bool {
@@ -532,26 +546,29 @@ impl Table {
     }
 
     /// Whether listed node `owner` was never read, or was read or failed
-    /// to be within [`FRESH`] of `now` (see [`heard_from_all`](Self::heard_from_all)).
+    /// to be within [`FRESH`] of `now`, or a wait for its reading gave up
+    /// within [`GAVE_UP_FOR`] (see [`heard_from_all`](Self::heard_from_all)).
     fn heard(&self, owner: usize, now: Instant) -> bool {
-        let fresh = |at: Instant| now.saturating_duration_since(at) <= FRESH;
+        let within = |at: Instant, d: Duration| now.saturating_duration_since(at) <= d;
         self.entries(owner).all(|j| self.samples[j].is_none())
             || self.entries(owner).any(|j| {
-                self.samples[j].is_some_and(|s| fresh(s.at)) || self.missed[j].is_some_and(fresh)
+                self.samples[j].is_some_and(|s| within(s.at, FRESH))
+                    || self.missed[j].is_some_and(|at| within(at, FRESH))
+                    || self.gave_up[j].is_some_and(|at| within(at, GAVE_UP_FOR))
             })
     }
 
-    /// Records every listed node but `index`'s that
-    /// [`heard_from_all`](Self::heard_from_all) still waits for as missed at
-    /// `now`: a wait for its reading gave up.
-    fn miss_unheard(&mut self, index: usize, listed: usize, now: Instant) {
+    /// Records, at `now`, that a wait gave up on every listed node but
+    /// `index`'s that [`heard_from_all`](Self::heard_from_all) still waits
+    /// for.
+    fn give_up_on_unheard(&mut self, index: usize, listed: usize, now: Instant) {
         let own = self.owners.get(index).copied().unwrap_or(index);
         let unheard: Vec<usize> = (0..listed)
             .filter(|&owner| owner != own && !self.heard(owner, now))
             .flat_map(|owner| self.entries(owner))
             .collect();
         for j in unheard {
-            self.missed[j] = Some(now);
+            self.gave_up[j] = Some(now);
         }
     }
 }
@@ -854,8 +871,12 @@ mod tests {
             return;
         };
         // Node 0's round: node 2 never answers; the wait gives up.
-        let soon = Instant::now() + Duration::from_millis(20);
+        let soon = Instant::now() + Duration::from_millis(300);
         clocks.observe(0, reading(&clocks, t, 0), soon);
+        assert!(
+            clocks.table.lock().gave_up[2].is_some(),
+            "gave up on node 2"
+        );
         // The next round does not wait for node 2 again (it would, 10 s).
         let until = Instant::now() + Duration::from_secs(10);
         clocks.observe(1, reading(&clocks, t, 0), until);
@@ -867,6 +888,24 @@ mod tests {
         let judged = clocks.observe(2, reading(&clocks, t, 9_000), Instant::now());
         let (d, _) = judged.disagreement.expect("judged against the others");
         assert!(d > 8_990_000, "{d}");
+    }
+
+    /// A reading that does not wait (its batch has no yes vote, or it is
+    /// an examination's) gives up on no one; a give-up lasts
+    /// [`GAVE_UP_FOR`].
+    #[test]
+    fn only_a_wait_gives_up_and_only_for_a_while() {
+        let Some((clocks, t)) = idle_three() else {
+            return;
+        };
+        clocks.observe(0, reading(&clocks, t, 0), Instant::now());
+        assert_eq!(clocks.table.lock().gave_up, vec![None; 3]);
+        let now = Instant::now();
+        let mut table = clocks.table.lock();
+        table.gave_up[2] = now.checked_sub(GAVE_UP_FOR / 2);
+        assert!(table.heard(2, now), "given up on lately");
+        table.gave_up[2] = now.checked_sub(GAVE_UP_FOR * 2);
+        assert!(!table.heard(2, now), "waited for again");
     }
 
     /// Of five listed nodes, a reading judged with only one other fresh
