@@ -1,5 +1,5 @@
 //! The model's node against the scripts' own tables: every case that
-//! `tests/scripts.rs` runs against a real `redis-server` for the scripts
+//! `tests/scripts/main.rs` runs against a real `redis-server` for the scripts
 //! the model speaks for (`release`, `acquire_fenced`, `slot_acquire`,
 //! `slot_acquire_fenced`, `read_acquire`, `read_release`, `write_acquire`,
 //! and the gate node's `gate_acquire`, `gate_release` and `leave`) runs

@@ -31,32 +31,16 @@
 
 mod acquire;
 mod acquisition;
-#[cfg(test)]
-mod called_tests;
-#[cfg(test)]
-mod clean_up_tests;
 mod elect;
-#[cfg(test)]
-mod elect_tests;
 mod handoff;
 mod inspect;
 mod keeper;
 mod lease;
 mod life;
-#[cfg(test)]
-mod one_node_tests;
-#[cfg(test)]
-mod shutdown_tests;
-#[cfg(test)]
-mod slot_tests;
 mod slots;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod turn_tests;
 mod verdict;
-#[cfg(test)]
-mod wake_tests;
 
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};

@@ -16,12 +16,14 @@ pub mod pubsub;
 pub mod redis_cluster;
 pub mod sentinel;
 mod tls;
+mod turns;
 mod witness;
 
 pub use clients::{builder, capture_logs, client, logs, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use tls::Pki;
+pub use turns::{alone, heavy};
 pub use witness::{Contention, Inside, contend, contend_counting, contend_while, witness_counter};
 
 use std::net::{TcpListener, TcpStream};
@@ -568,6 +570,33 @@ pub fn data_keys(conn: &mut redis::Connection) -> usize {
     let all: usize = redis::cmd("DBSIZE").query(conn).unwrap();
     let ttls: Vec<String> = redis::cmd("KEYS").arg("redlock:ttls*").query(conn).unwrap();
     all - ttls.len()
+}
+
+/// This test binary, to be run again as a child process that runs only
+/// its ignored test `name` of `module` (pass `module_path!()`): the child
+/// half of a test. Panics when the binary has no such ignored test, so a
+/// renamed or moved child never "passes" by running nothing.
+pub fn child_test(module: &str, name: &str) -> Command {
+    let path = match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{name}"),
+        None => name.to_owned(),
+    };
+    let exe = std::env::current_exe().expect("the path of this test binary");
+    let listed = Command::new(&exe)
+        .args([path.as_str(), "--exact", "--ignored", "--list"])
+        .output()
+        .expect("list this binary's tests");
+    let line = format!("{path}: test");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout)
+            .lines()
+            .any(|l| l == line),
+        "{} has no ignored test {path}",
+        exe.display()
+    );
+    let mut child = Command::new(exe);
+    child.args([path.as_str(), "--exact", "--ignored"]);
+    child
 }
 
 /// A loopback port nobody listens on right now.

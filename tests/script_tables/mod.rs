@@ -1,4 +1,4 @@
-//! The table of cases for every Lua script (see `tests/scripts.rs`, which
+//! The table of cases for every Lua script (see `tests/scripts/main.rs`, which
 //! runs them, `benches/scripts.rs`, which times each script on them, and
 //! `model/tests/scripts.rs`, which holds the model's node to them).
 //! Included by all three as `script_tables`, beside `scripts` (the crate's

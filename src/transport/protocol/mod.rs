@@ -7,12 +7,12 @@
 pub(crate) mod codec;
 mod commands;
 pub(crate) mod elect;
-#[cfg(test)]
-mod encoding_tests;
 mod gate;
 pub(crate) mod hash_slot;
 pub(crate) mod inspect;
 pub(crate) mod keys;
 pub(crate) mod request;
 pub(crate) mod scripts;
+#[cfg(test)]
+mod tests;
 pub(crate) mod token;

@@ -6,7 +6,7 @@
 //! front of each script that uses them, at compile time. (One prelude for
 //! all was measured: its 15 functions cost every call about 2.5 µs of
 //! the node's time, a closure each, against 1 µs for a script's whole
-//! `EVALSHA`.) `tests/scripts.rs` runs every script against a real node,
+//! `EVALSHA`.) `tests/scripts/main.rs` runs every script against a real node,
 //! through a table of the states it can meet.
 //!
 //! A leaf: nothing here knows of the rest of the crate, so that the tests
