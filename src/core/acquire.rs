@@ -298,7 +298,7 @@ impl Core {
                 metrics::acquired(failed.kind(), attempts, started);
                 let kind = call.kind();
                 let held_here =
-                    failed.is_busy() && self.life.holds(|lease| same_lock(lease.kind(), kind));
+                    failed.is_busy() && self.life.holds(|lease| kind.waits_for(lease.kind()));
                 into_error(failed, &resource, tries, (asked.wanted, held_here))
             }
         }
@@ -418,13 +418,7 @@ impl Core {
         let timeout = self.node_timeout(round.ttl);
         let by = answer_by(start, timeout, None);
         let ttl_ms = millis(round.ttl);
-        let fenced = match round.kind {
-            // Readers exclude nobody but writers: nothing to fence.
-            Kind::Read { .. } => false,
-            // An election's lock is always fenced: its token is the term.
-            Kind::Leadership { .. } => true,
-            Kind::Lock(_) | Kind::Permit { .. } | Kind::Write { .. } => self.settings.fencing,
-        };
+        let fenced = round.kind.fenced(self.settings.fencing);
         let proposed = fenced.then(|| self.propose_fence(round.seen));
         let op = match proposed {
             Some(proposed) => Op::AcquireFenced {
@@ -607,18 +601,6 @@ fn checked_keys(keys: &Keys) -> Result<(), Error> {
             }
             Ok(())
         }
-    }
-}
-
-/// Whether a lease of this client that holds `held` is what keeps `asked`
-/// from it: it holds one of the same resources, a slot of the same
-/// semaphore, the same leadership, or the same reader-writer lock (a read
-/// waits for a writer only; a write for both).
-fn same_lock(held: &Kind, asked: &Kind) -> bool {
-    match (held, asked) {
-        (Kind::Lock(held), Kind::Lock(asked)) => asked.iter().any(|key| held.contains(key)),
-        (Kind::Read { .. }, Kind::Read { .. }) => false,
-        _ => held.gate_name() == asked.gate_name(),
     }
 }
 

@@ -239,16 +239,8 @@ impl Acquisition {
         (patience, pacing): (Patience, Pacing),
         ttl: Duration,
     ) -> Self {
-        // Per kind: whether its waiters may queue (a lock on several keys
-        // takes no part in any queue), whether a waiting writer's mark is
-        // renewed, whether the gate node may call its waiter.
-        let (queueable, rw, may_be_called) = match &kind {
-            Kind::Lock(keys) => (keys.len() == 1, false, true),
-            Kind::Permit { .. } => (true, false, false),
-            Kind::Read { .. } | Kind::Write { .. } => (true, true, false),
-            Kind::Leadership { .. } => (true, false, true),
-        };
-        let queues = pacing.notifications && queueable;
+        let (rw, may_be_called) = (kind.marks_waiting(), kind.may_be_called());
+        let queues = pacing.notifications && kind.queues();
         let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
         Acquisition {
             may_be_called,

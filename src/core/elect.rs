@@ -5,7 +5,7 @@
 //! A read answers from a majority: the leader is whoever holds the lock
 //! key, with a value it proclaimed, on a majority of the nodes. Each node
 //! answers only with the value its lock key's holder proclaimed (see
-//! `transport/protocol/elect.rs`), so a read never reports a value no leader
+//! `transport/protocol/kind/leadership.rs`), so a read never reports a value no leader
 //! proclaimed, and never one of a leader whose lock a majority no longer
 //! holds.
 
@@ -162,7 +162,7 @@ impl Core {
     /// passes (then `None`).
     ///
     /// Between reads it sleeps until the election's gate node wakes it
-    /// (a proclamation or a resignation there, see `transport/protocol/elect.rs`),
+    /// (a proclamation or a resignation there, see `transport/protocol/kind/leadership.rs`),
     /// a re-established subscription to that node (a wake-up may have been
     /// lost), the queue refresh (500 ms: a leader whose keys expired
     /// changes nothing the nodes could announce; each read also renews the

@@ -1,7 +1,7 @@
 //! Which slot of a semaphore a round tries.
 //!
 //! A semaphore of `K` permits is `K` ordinary locks, its slots (see
-//! `transport/protocol/keys.rs`): a permit is a slot held on a majority, so at most
+//! `transport/protocol/kind/permit.rs`): a permit is a slot held on a majority, so at most
 //! `K` holders follows from each slot's own mutual exclusion. Every node but
 //! the gate answers a slot acquisition with the slots it holds, so after a
 //! busy round the next one tries the slot free on the most nodes instead of

@@ -452,7 +452,7 @@ const ALIVE: Duration = Duration::from_secs(60);
 /// An election's command on a node that keeps its observers (in `queues`,
 /// under the observers key): a read registers its member; a
 /// proclamation or resignation that changed the value, or found no lock
-/// key held (as the scripts in `elect.rs`), wakes them all.
+/// key held (as the election's scripts), wakes them all.
 fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> Vote {
     let now = Instant::now();
     let Kind::Leadership { election } = &req.kind else {
@@ -475,7 +475,7 @@ fn observed(inner: &mut Inner, req: &Request, woken: &mut Vec<(String, Op)>) -> 
     vote
 }
 
-/// An election's commands, as the scripts in `elect.rs`: the value key
+/// An election's commands, as the election's scripts: the value key
 /// holds `token term seq value`.
 fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Instant) -> Vote {
     let Kind::Leadership { election } = &req.kind else {
@@ -499,7 +499,9 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
                 .as_deref()
                 .and_then(split)
                 .filter(|(token, _)| *token == *req.token)
-                .and_then(|(_, rest)| crate::transport::protocol::elect::parse(rest.as_bytes()))
+                .and_then(|(_, rest)| {
+                    crate::transport::protocol::kind::leadership::parse(rest.as_bytes())
+                })
                 .is_some_and(|read| read.seq >= *seq);
             if !later {
                 let value = &value.0;
@@ -524,7 +526,7 @@ fn elect(keys: &mut HashMap<String, (String, Instant)>, req: &Request, now: Inst
         }
         _ => match (holder, current.as_deref().and_then(split)) {
             (Some(holder), Some((token, rest))) if holder == token => {
-                crate::transport::protocol::elect::parse(rest.as_bytes())
+                crate::transport::protocol::kind::leadership::parse(rest.as_bytes())
                     .map_or(Vote::NO, Vote::proclaimed)
             }
             _ => Vote::NO,

@@ -38,11 +38,12 @@ use connect::opening::Answers;
 use connect::redis_link::{Pools, RedisLink};
 pub(crate) use connect::source::{SentinelSource, Source};
 pub(crate) use protocol::inspect::OTHER_TYPE;
+pub(crate) use protocol::keys::QUEUE_ALIVE;
 #[cfg(test)]
 pub(crate) use protocol::keys::fence_key;
-pub(crate) use protocol::keys::{MAX_PERMITS, QUEUE_ALIVE, RESERVED, Role};
+pub(crate) use protocol::kind::{MAX_PERMITS, RESERVED, Role};
 #[cfg(test)]
-pub(crate) use protocol::keys::{elect_keys, slot_key};
+pub(crate) use protocol::kind::{elect_keys, slot_key};
 pub(crate) use protocol::request::{Keys, Kind, Op, Request, Value};
 pub(crate) use protocol::token::new as new_token;
 use round::RoundShared;

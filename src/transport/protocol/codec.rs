@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use super::keys::Layout;
+use super::kind;
 use super::request::{Kind, Op, Request};
 use super::scripts::Sent;
 use crate::algorithm::{Answer, Vote};
@@ -29,10 +30,10 @@ pub(crate) fn encode(req: &Request, l: Layout, sent: &mut Sent, out: &mut Vec<u8
     match (&req.kind, gate_member(req)) {
         _ if req.op.inspects() => super::inspect::encode(req, l, sent, &mut cmd),
         (Kind::Leadership { election }, _) if elects => {
-            super::elect::encode(req, l, election, sent, &mut cmd);
+            kind::leadership::encode(req, l, election, sent, &mut cmd);
         }
-        (_, Some(member)) => super::gate::encode(req, l, member, sent, &mut cmd),
-        (_, None) => super::commands::encode(req, l, sent, &mut cmd),
+        (_, Some(member)) => kind::encode_gate(req, l, member, sent, &mut cmd),
+        (_, None) => kind::encode_plain(req, l, sent, &mut cmd),
     }
     cmd.write_packed_command(out);
 }
@@ -56,19 +57,12 @@ fn gate_member(req: &Request) -> Option<&str> {
 /// Reads a node's reply to one request as a vote.
 pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> Answer {
     if req.op.elects() {
-        return super::elect::vote(req, value, node);
+        return kind::leadership::vote(req, value, node);
     }
     if req.op.inspects() {
         return super::inspect::vote(req, value, node);
     }
-    let acquires = matches!(req.op, Op::Acquire { .. } | Op::AcquireFenced { .. });
-    let (reports, scripted) = match &req.kind {
-        // A slot's acquisition reports the slots held, but not at the gate.
-        Kind::Permit { .. } => (acquires && req.queue.is_none(), true),
-        Kind::Read { .. } | Kind::Write { .. } => (false, true),
-        Kind::Lock(keys) => (false, keys.len() > 1 || req.queue.is_some()),
-        Kind::Leadership { .. } => (false, req.queue.is_some()),
-    };
+    let (reports, scripted) = kind::reply_shape(req);
     if !reports {
         return vote(req, value, node, scripted);
     }
@@ -78,7 +72,7 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
             let mut parts = parts.into_iter();
             let (answer, held) = (parts.next(), parts.next());
             let held = match held {
-                Some(redis::Value::BulkString(held)) => slots_held(&held),
+                Some(redis::Value::BulkString(held)) => kind::slots_held(&held),
                 _ => None,
             };
             match (answer, held) {
@@ -91,20 +85,6 @@ pub(crate) fn interpret(req: &Request, value: redis::Value, node: &Arc<str>) -> 
         }
         other => vote(req, other, node, true),
     }
-}
-
-/// A slot report (`0`/`1` per slot) as a set of slots.
-fn slots_held(held: &[u8]) -> Option<u64> {
-    if held.len() > 64 {
-        return None;
-    }
-    held.iter()
-        .enumerate()
-        .try_fold(0u64, |set, (i, c)| match c {
-            b'0' => Some(set),
-            b'1' => Some(set | 1 << i),
-            _ => None,
-        })
 }
 
 /// A reply that is none of the expected ones. Never echoes the reply

@@ -5,12 +5,10 @@
 //! Pure data and encoding: no connection, no thread, no shared state.
 
 pub(crate) mod codec;
-mod commands;
-pub(crate) mod elect;
-mod gate;
 pub(crate) mod hash_slot;
 pub(crate) mod inspect;
 pub(crate) mod keys;
+pub(crate) mod kind;
 pub(crate) mod request;
 pub(crate) mod scripts;
 #[cfg(test)]

@@ -1,7 +1,13 @@
-//! An election's own commands: a leader proclaims its value, anyone reads
-//! who leads, a resigning leader clears its value. (Campaigning is an
-//! ordinary fenced lock acquisition on the election's lock key; see
-//! `keys.rs`.)
+//! An election's room: the leader's lock key `redlock-elect:e#l` (an
+//! ordinary lock key, always fenced: the token is the term), its
+//! proclaimed value `redlock-elect:e#v` (with its lock token, term and
+//! sequence number; it expires and is extended with the leader's lock, the
+//! next leader overwrites it, a resigning leader deletes it) and, on its
+//! gate node, the observers to wake when the value changes
+//! `redlock-elect:e#o` (a sorted set, member → until when). Campaigning is
+//! an ordinary fenced lock acquisition on the lock key; the election's own
+//! commands are here: a leader proclaims its value, anyone reads who
+//! leads, a resigning leader clears its value.
 //!
 //! The value key holds `token term seq value`: the leader's lock token
 //! (so a read can tell whether the lock key's holder proclaimed it), its
@@ -12,11 +18,36 @@
 
 use std::sync::Arc;
 
-use super::keys::{Layout, QUEUE_ALIVE};
-use super::request::{Op, Request, Value};
-use super::scripts::{self, Sent, eval};
+use super::super::keys::{Layout, QUEUE_ALIVE};
+use super::super::request::{Op, Request, Value};
+use super::super::scripts::{self, Sent, eval};
+use super::lock;
 use crate::algorithm::{Answer, Proclaimed, Vote};
 use crate::error::{FailureKind, NodeFailure};
+
+/// What every key of an election starts with.
+pub(super) const PREFIX: &str = "redlock-elect:";
+
+impl Layout {
+    /// The election `election`'s keys: its lock key, its value key and its
+    /// observers. (The suffixes differ, so no name's key is another's.)
+    pub(crate) fn election(self, election: &str) -> [String; 3] {
+        ["#l", "#v", "#o"].map(|suffix| self.named(PREFIX, election, suffix))
+    }
+}
+
+/// The election `name`'s keys, as a standalone node lays them out: the
+/// leader's lock key, its value key and its observers.
+#[cfg(test)]
+pub(crate) fn elect_keys(name: &str) -> [String; 3] {
+    Layout::Plain.election(name)
+}
+
+/// The leader's lock key, which its waiters also queue under.
+pub(super) fn lock_key(l: Layout, election: &str) -> String {
+    let [lock, ..] = l.election(election);
+    lock
+}
 
 /// Adds an election's command to `cmd`: its leader's proclamation,
 /// resignation or lock extension (`elect_extend.lua`, which extends the
@@ -62,14 +93,14 @@ pub(crate) fn encode(
                     .arg(u64::try_from(QUEUE_ALIVE.as_millis()).unwrap_or(u64::MAX));
             }
         }
-        // Never sent here (see `codec::encode`): the election's lock's.
+        // Never sent here (see `codec::encode`): the lock key's own.
         Op::Acquire { .. }
         | Op::AcquireFenced { .. }
         | Op::Release { .. }
         | Op::Leave
         | Op::Inspect
         | Op::ForceRelease { .. } => {
-            super::commands::encode(req, l, sent, cmd);
+            lock::encode(req, l, sent, cmd);
         }
     }
 }
