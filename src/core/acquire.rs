@@ -49,6 +49,28 @@ impl Target {
         }
     }
 
+    /// The kind of hold a round asks for: a semaphore's `slot`, a writer
+    /// that `waits` (marks that it waits when readers refuse it).
+    pub(super) fn kind(self, slot: u32, waits: bool) -> Kind {
+        match self {
+            Target::Resources(resources) => Kind::Lock(resources),
+            Target::Semaphore { name, permits } => Kind::Permit {
+                semaphore: name,
+                slot,
+                permits,
+            },
+            Target::Rw {
+                name,
+                role: Role::Read,
+            } => Kind::Read { lock: name },
+            Target::Rw {
+                name,
+                role: Role::Write,
+            } => Kind::Write { lock: name, waits },
+            Target::Election { name } => Kind::Leadership { election: name },
+        }
+    }
+
     /// What a `Busy` error says was asked for.
     fn wanted(&self) -> Wanted {
         match self {
@@ -315,30 +337,15 @@ impl Core {
     ) -> Result<(Acquisition, Asked), Error> {
         let wanted = target.wanted();
         target.check()?;
-        let (kind, slots) = match target {
-            Target::Resources(resources) => (Kind::Lock(resources), None),
-            Target::Semaphore { name, permits } => {
-                let slots = Slots::new(permits, self.node_count(), self.quorum());
-                let slot = slots.current();
-                let kind = Kind::Permit {
-                    semaphore: name,
-                    slot,
-                    permits,
-                };
-                (kind, Some(slots))
+        // A semaphore's call walks its slots, from the one it starts at.
+        let slots = match &target {
+            Target::Semaphore { permits, .. } => {
+                Some(Slots::new(*permits, self.node_count(), self.quorum()))
             }
-            Target::Rw { name, role } => {
-                let kind = match role {
-                    Role::Read => Kind::Read { lock: name },
-                    Role::Write => Kind::Write {
-                        lock: name,
-                        waits: patience.waits(),
-                    },
-                };
-                (kind, None)
-            }
-            Target::Election { name } => (Kind::Leadership { election: name }, None),
+            _ => None,
         };
+        let slot = slots.as_ref().map_or(0, Slots::current);
+        let kind = target.kind(slot, patience.waits());
         if let Some(problem) = self.transport.key_problem(&kind) {
             return Err(Error::argument(problem));
         }

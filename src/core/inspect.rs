@@ -82,17 +82,9 @@ pub(super) fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
 /// The kind `target` names, checked.
 fn kind_of(ask: &Ask<'_>, target: Target) -> Result<Kind, Error> {
     target.check()?;
-    let kind = match target {
-        Target::Resources(resources) => Kind::Lock(resources),
-        // Every slot is read: the slot named here is none of them.
-        Target::Semaphore { name, permits } => Kind::Permit {
-            semaphore: name,
-            slot: 0,
-            permits,
-        },
-        Target::Rw { name, .. } => Kind::Read { lock: name },
-        Target::Election { name } => Kind::Leadership { election: name },
-    };
+    // Every slot is read, and both sides of a reader-writer lock: the slot
+    // and the side named here are none in particular.
+    let kind = target.kind(0, false);
     match ask.transport.key_problem(&kind) {
         Some(problem) => Err(Error::argument(problem)),
         None => Ok(kind),

@@ -8,28 +8,12 @@
 use std::sync::Arc;
 
 use super::keys::Layout;
-use super::request::{Kind, Op, Request};
+use super::kind;
+use super::request::{Op, Request};
 use super::scripts::{self, Sent, eval};
 use crate::algorithm::{Answer, Held, Vote};
 use crate::error::{FailureKind, NodeFailure};
 use crate::transport::trust::failure::server_failure;
-
-/// The keys a holder holds one each, and the readers' set, if any.
-fn keys(kind: &Kind, l: Layout) -> (Vec<String>, Option<String>) {
-    match kind {
-        Kind::Permit {
-            semaphore, permits, ..
-        } => (l.slots(semaphore, *permits), None),
-        Kind::Read { lock } | Kind::Write { lock, .. } => {
-            let [writer, readers, _] = l.rw(lock);
-            (vec![writer], Some(readers))
-        }
-        Kind::Lock(_) | Kind::Leadership { .. } => (
-            l.lock_keys(kind).iter().map(|k| k.to_string()).collect(),
-            None,
-        ),
-    }
-}
 
 /// Adds `req`'s command to `cmd`: the read, or a lock holder's release.
 pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
@@ -40,7 +24,7 @@ pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis:
             .arg(format!("{holder:016x}"));
         return;
     }
-    let (held, readers) = keys(&req.kind, l);
+    let (held, readers) = kind::inspected(&req.kind, l);
     eval(cmd, &scripts::INSPECT, sent).arg(held.len() + usize::from(readers.is_some()));
     cmd.arg(&held).arg(readers).arg(held.len());
 }
@@ -59,7 +43,7 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
                 _ => Err(unexpected(node)),
             };
         }
-        (_, Kind::Read { .. } | Kind::Write { .. }) => 1,
+        (_, kind) if kind.shared() => 1,
         _ => u32::MAX,
     };
     let parts = match value {
@@ -116,6 +100,7 @@ fn unexpected(node: &Arc<str>) -> NodeFailure {
 mod tests {
     use super::*;
     use crate::settings::NodeTimeout;
+    use crate::transport::protocol::request::Kind;
     use proptest::prelude::*;
     use redis::Value;
     use std::time::{Duration, Instant};

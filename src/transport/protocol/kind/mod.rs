@@ -91,6 +91,12 @@ impl Kind {
         matches!(self, Kind::Read { .. } | Kind::Write { .. })
     }
 
+    /// Whether several holders share it: a reader-writer lock's readers
+    /// (an inspection reports them apart from its writer).
+    pub(crate) fn shared(&self) -> bool {
+        matches!(self, Kind::Read { .. } | Kind::Write { .. })
+    }
+
     /// Whether the gate node may call its waiter in (grant it on the
     /// waiter's behalf): a lock's and an election's.
     pub(crate) fn may_be_called(&self) -> bool {
@@ -237,6 +243,24 @@ fn watched(kind: &Kind, l: Layout, gate: &lock::GateKeys<'_>) -> Vec<String> {
             .take(1)
             .map(|k| k.to_string())
             .collect(),
+    }
+}
+
+/// What an inspection of `kind` reads: the keys a holder holds one each,
+/// and the readers' set, if any.
+pub(super) fn inspected(kind: &Kind, l: Layout) -> (Vec<String>, Option<String>) {
+    match kind {
+        Kind::Permit {
+            semaphore, permits, ..
+        } => (l.slots(semaphore, *permits), None),
+        Kind::Read { lock } | Kind::Write { lock, .. } => (
+            vec![rw::lock_key(l, lock, Role::Write)],
+            Some(rw::lock_key(l, lock, Role::Read)),
+        ),
+        Kind::Lock(_) | Kind::Leadership { .. } => (
+            l.lock_keys(kind).iter().map(|k| k.to_string()).collect(),
+            None,
+        ),
     }
 }
 
