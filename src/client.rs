@@ -596,8 +596,8 @@ impl Redlock {
     }
 
     /// The settings this client was built with.
-    pub fn config(&self) -> crate::client_config::Config {
-        crate::client_config::Config::new(self.core.settings().clone())
+    pub fn config(&self) -> crate::Config {
+        self.core.settings().clone()
     }
 
     /// Where the `Redlock::lock*` calls meet (an [`Acquire`] calls the core

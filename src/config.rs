@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::human::Human;
 use crate::node_url::{Tls, parse_nodes};
 use crate::sentinel_url::SentinelAuth;
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::NodeSpec;
 
 /// Configures and builds a [`Redlock`](crate::Redlock) client.
@@ -41,7 +41,7 @@ use crate::transport::NodeSpec;
 #[must_use = "a builder does nothing until build() is called"]
 pub struct RedlockBuilder {
     nodes: Vec<String>,
-    settings: Settings,
+    settings: Config,
     tls: Tls,
     sentinel: SentinelAuth,
 }
@@ -66,7 +66,7 @@ impl RedlockBuilder {
     {
         RedlockBuilder {
             nodes: nodes.into_iter().map(|n| n.as_ref().to_owned()).collect(),
-            settings: Settings::default(),
+            settings: Config::defaults(),
             tls: Tls::default(),
             sentinel: SentinelAuth::default(),
         }
@@ -379,7 +379,7 @@ impl RedlockBuilder {
     }
 
     /// The parsed nodes and checked settings, or what is wrong with them.
-    pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Settings), Error> {
+    pub(crate) fn validated(self) -> Result<(Vec<NodeSpec>, Config), Error> {
         validate(&self.settings)?;
         let nodes = parse_nodes(&self.nodes, &self.tls, &self.sentinel)?;
         if let [a, b] = &nodes[..] {
@@ -408,7 +408,7 @@ const MAX_FENCING_IDLE: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Upper bound of `retry_delay` and `retry_jitter`.
 const MAX_RETRY_PAUSE: Duration = Duration::from_secs(3600);
 
-fn validate(s: &Settings) -> Result<(), Error> {
+fn validate(s: &Config) -> Result<(), Error> {
     if !(s.drift_factor.is_finite() && (0.0..1.0).contains(&s.drift_factor)) {
         return Err(Error::config(format!(
             "drift_factor must be a number in [0, 1), got {}",
@@ -488,58 +488,58 @@ mod tests {
     #[test]
     fn settings_out_of_range_are_rejected() {
         let bad = [
-            Settings {
+            Config {
                 drift_factor: f64::NAN,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 drift_factor: -0.1,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 drift_factor: 1.0,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 node_timeout_factor: 0.0,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 node_timeout_factor: f64::INFINITY,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 node_timeout: Some(Duration::ZERO),
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 connect_timeout: Duration::ZERO,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 connect_timeout: Duration::MAX,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 node_timeout: Some(Duration::MAX),
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 retry_delay: Duration::MAX,
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 retry_jitter: Duration::from_secs(3601),
-                ..Settings::default()
+                ..Config::defaults()
             },
-            Settings {
+            Config {
                 queue_capacity: 0,
-                ..Settings::default()
+                ..Config::defaults()
             },
         ];
         for settings in bad {
             assert!(validate(&settings).is_err(), "{settings:?}");
         }
-        assert!(validate(&Settings::default()).is_ok());
+        assert!(validate(&Config::defaults()).is_ok());
     }
 }

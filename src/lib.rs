@@ -199,7 +199,6 @@ mod acquire;
 mod algorithm;
 mod cancel;
 mod client;
-mod client_config;
 mod config;
 mod core;
 mod election;
@@ -219,7 +218,6 @@ mod transport;
 pub use acquire::Acquire;
 pub use cancel::CancelToken;
 pub use client::Redlock;
-pub use client_config::Config;
 pub use config::RedlockBuilder;
 pub use election::{Campaign, Election, Leader, Leadership, Observer};
 pub use error::{Error, FailureKind, LostCause, NodeFailure, Wanted};
@@ -228,6 +226,7 @@ pub use health::NodeHealth;
 pub use holding::{Holding, RwHolders};
 pub use rw_lock::RwLock;
 pub use semaphore::Semaphore;
+pub use settings::Config;
 
 /// Compiles the README's examples as doc tests.
 #[cfg(doctest)]

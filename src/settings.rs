@@ -1,5 +1,7 @@
-//! The validated settings every layer reads, and the per-node timeout they
-//! imply for a TTL. Plain data: no I/O.
+//! A client's validated settings ([`Config`]): what every layer reads and
+//! `Redlock::config` returns, and the per-node timeout they imply for a
+//! TTL. Plain data: no I/O. A new setting is a field here, its default,
+//! its getter, and its builder setter in `config.rs`.
 
 use std::fmt;
 use std::time::Duration;
@@ -16,9 +18,23 @@ pub(crate) const QUEUE_REFRESH: Duration = Duration::from_millis(500);
 /// each other; half a second off is a broken time sync, whatever the TTL.
 pub(crate) const DEFAULT_MAX_CLOCK_OFFSET: Duration = Duration::from_millis(500);
 
-/// Validated settings shared by every clone of a client.
+/// A built client's settings (validated, shared by every clone of it), from [`Redlock::config`](crate::Redlock::config).
+/// Each getter names the [`RedlockBuilder`](crate::RedlockBuilder) setter
+/// that sets it, where its meaning and default are documented.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_sync::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1", "redis://10.0.0.2", "redis://10.0.0.3"])
+///     .retry_count(20)
+///     .build()?;
+/// assert_eq!(redlock.config().retry_count(), 20);
+/// assert_eq!(redlock.config().retry_delay(), Duration::from_millis(50));
+/// # Ok::<(), redlock_sync::Error>(())
+/// ```
 #[derive(Clone)]
-pub(crate) struct Settings {
+pub struct Config {
     pub(crate) retry_count: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) retry_jitter: Duration,
@@ -43,9 +59,10 @@ pub(crate) struct Settings {
     pub(crate) queue_refresh: Duration,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
+impl Config {
+    /// Every setting at its default (see the builder's setters).
+    pub(crate) fn defaults() -> Self {
+        Config {
             retry_count: 10,
             retry_delay: Duration::from_millis(50),
             retry_jitter: Duration::from_millis(150),
@@ -66,7 +83,7 @@ impl Default for Settings {
     }
 }
 
-impl fmt::Debug for Settings {
+impl fmt::Debug for Config {
     /// The settings a user sets (as the builder names them), not the
     /// fields tests change.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -89,10 +106,81 @@ impl fmt::Debug for Settings {
     }
 }
 
-impl Settings {
+impl Config {
+    /// See [`RedlockBuilder::retry_count`](crate::RedlockBuilder::retry_count).
+    pub fn retry_count(&self) -> u32 {
+        self.retry_count
+    }
+
+    /// See [`RedlockBuilder::retry_delay`](crate::RedlockBuilder::retry_delay).
+    pub fn retry_delay(&self) -> Duration {
+        self.retry_delay
+    }
+
+    /// See [`RedlockBuilder::retry_jitter`](crate::RedlockBuilder::retry_jitter).
+    pub fn retry_jitter(&self) -> Duration {
+        self.retry_jitter
+    }
+
+    /// See [`RedlockBuilder::drift_factor`](crate::RedlockBuilder::drift_factor).
+    pub fn drift_factor(&self) -> f64 {
+        self.drift_factor
+    }
+
+    /// The fixed per-node timeout, if one was set. See
+    /// [`RedlockBuilder::node_timeout`](crate::RedlockBuilder::node_timeout).
+    pub fn node_timeout(&self) -> Option<Duration> {
+        self.node_timeout
+    }
+
+    /// See [`RedlockBuilder::node_timeout_factor`](crate::RedlockBuilder::node_timeout_factor).
+    pub fn node_timeout_factor(&self) -> f64 {
+        self.node_timeout_factor
+    }
+
+    /// See [`RedlockBuilder::connect_timeout`](crate::RedlockBuilder::connect_timeout).
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// See [`RedlockBuilder::queue_capacity`](crate::RedlockBuilder::queue_capacity).
+    pub fn queue_capacity(&self) -> usize {
+        self.queue_capacity
+    }
+
+    /// See [`RedlockBuilder::fencing`](crate::RedlockBuilder::fencing).
+    pub fn fencing(&self) -> bool {
+        self.fencing
+    }
+
+    /// See [`RedlockBuilder::fencing_idle`](crate::RedlockBuilder::fencing_idle).
+    pub fn fencing_idle(&self) -> Duration {
+        self.fencing_idle
+    }
+
+    /// See [`RedlockBuilder::restart_quarantine`](crate::RedlockBuilder::restart_quarantine).
+    pub fn restart_quarantine(&self) -> Option<Duration> {
+        self.restart_quarantine
+    }
+
+    /// See [`RedlockBuilder::allow_eviction`](crate::RedlockBuilder::allow_eviction).
+    pub fn allow_eviction(&self) -> bool {
+        self.allow_eviction
+    }
+
+    /// See [`RedlockBuilder::max_clock_offset`](crate::RedlockBuilder::max_clock_offset).
+    pub fn max_clock_offset(&self) -> Duration {
+        self.max_clock_offset
+    }
+
+    /// See [`RedlockBuilder::release_notifications`](crate::RedlockBuilder::release_notifications).
+    pub fn release_notifications(&self) -> bool {
+        self.notifications
+    }
+
     /// The per-node timeout for operations on a lock with this TTL, and
     /// where it came from.
-    pub(crate) fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
+    pub(crate) fn node_timeout_for(&self, ttl: Duration) -> NodeTimeout {
         match self.node_timeout {
             Some(value) => NodeTimeout {
                 value,
@@ -206,7 +294,7 @@ mod tests {
 
     #[test]
     fn a_timeout_says_where_it_came_from_and_how_to_change_it() {
-        let derived = Settings::default().node_timeout(Duration::from_secs(10));
+        let derived = Config::defaults().node_timeout_for(Duration::from_secs(10));
         assert_eq!(derived.value, Duration::from_millis(50));
         let text = derived.to_string();
         assert!(
@@ -214,11 +302,11 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("RedlockBuilder::node_timeout"), "{text}");
-        let set = Settings {
+        let set = Config {
             node_timeout: Some(Duration::from_millis(1500)),
-            ..Settings::default()
+            ..Config::defaults()
         }
-        .node_timeout(Duration::from_secs(10));
+        .node_timeout_for(Duration::from_secs(10));
         assert_eq!(set.value, Duration::from_millis(1500));
         assert!(
             set.to_string()
@@ -232,7 +320,7 @@ mod tests {
     #[test]
     fn a_derived_timeout_rises_to_the_round_trips_within_the_ttl() {
         let ms = Duration::from_millis;
-        let derived = Settings::default().node_timeout(Duration::from_secs(5));
+        let derived = Config::defaults().node_timeout_for(Duration::from_secs(5));
         assert_eq!(derived.value, ms(25));
         assert_eq!(derived.at_least(None), derived);
         assert_eq!(derived.at_least(Some(ms(20))), derived, "never lowered");
@@ -250,11 +338,11 @@ mod tests {
             Duration::from_secs(5) / 3,
             "a third of the ttl"
         );
-        let set = Settings {
+        let set = Config {
             node_timeout: Some(ms(40)),
-            ..Settings::default()
+            ..Config::defaults()
         }
-        .node_timeout(Duration::from_secs(5));
+        .node_timeout_for(Duration::from_secs(5));
         assert_eq!(set.at_least(Some(ms(90))), set);
     }
 
@@ -262,7 +350,7 @@ mod tests {
     /// than "kept within 10 ms–250 ms".
     #[test]
     fn a_very_short_ttl_gets_a_third_of_it_and_says_so() {
-        let timeout = Settings::default().node_timeout(Duration::from_millis(3));
+        let timeout = Config::defaults().node_timeout_for(Duration::from_millis(3));
         assert_eq!(timeout.value, Duration::from_millis(1));
         let text = timeout.to_string();
         assert!(text.contains("a third of the 3 ms ttl"), "{text}");

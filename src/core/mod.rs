@@ -52,7 +52,7 @@ use crate::algorithm;
 use crate::error::Error;
 use crate::health::NodeHealth;
 use crate::holding::Holding;
-use crate::settings::{NodeTimeout, Settings};
+use crate::settings::{Config, NodeTimeout};
 /// Which side of a reader-writer lock an acquisition takes.
 pub(crate) use crate::transport::Role;
 use crate::transport::{Kind, NodeSpec, Op, Request, Sink, Transport};
@@ -66,7 +66,7 @@ use life::{Busy, Life};
 /// What every clone of a client and every guard share.
 pub(crate) struct Core {
     transport: Transport,
-    settings: Settings,
+    settings: Config,
     /// This client's threads waiting between rounds, woken by the gate
     /// nodes through the transport's subscribers.
     waiters: Arc<Waiters>,
@@ -88,12 +88,12 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     /// Starts the transport over `nodes` and the core around it.
-    pub(crate) fn start(nodes: Vec<NodeSpec>, settings: Settings) -> Result<Arc<Core>, Error> {
+    pub(crate) fn start(nodes: Vec<NodeSpec>, settings: Config) -> Result<Arc<Core>, Error> {
         let transport = Transport::start(nodes, &settings)?;
         Ok(Core::new(transport, settings))
     }
 
-    pub(crate) fn new(transport: Transport, settings: Settings) -> Arc<Core> {
+    pub(crate) fn new(transport: Transport, settings: Config) -> Arc<Core> {
         let waiters = Arc::new(Waiters::new(transport.client_id().clone()));
         let sink: Arc<dyn Sink> = waiters.clone();
         transport.set_sink(Arc::downgrade(&sink));
@@ -109,7 +109,7 @@ impl Core {
     }
 
     /// The settings the client was built with.
-    pub(crate) fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Config {
         &self.settings
     }
 
@@ -273,7 +273,7 @@ impl Core {
     /// trips need (at most a third of the TTL).
     fn node_timeout(&self, ttl: Duration) -> NodeTimeout {
         let need = self.transport.round_trips().map(|trips| trips.need);
-        self.settings.node_timeout(ttl).at_least(need)
+        self.settings.node_timeout_for(ttl).at_least(need)
     }
 
     /// The nodes' quickest round trip (measured, of a majority) when it

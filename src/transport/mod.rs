@@ -26,7 +26,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use crate::error::{Error, FailureKind, NodeFailure};
 use crate::health::NodeHealth;
-use crate::settings::Settings;
+use crate::settings::Config;
 pub(crate) use connect::cluster::ClusterSource;
 use connect::cluster_link::ClusterLink;
 use connect::cluster_opening::ClusterOpening;
@@ -226,7 +226,7 @@ impl Transport {
     /// Waits for the nodes' first answers only while they come (see
     /// `opening.rs`), then refuses a deployment mistake found on a node that
     /// answered.
-    pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Settings) -> Result<Self, Error> {
+    pub(crate) fn start(specs: Vec<NodeSpec>, settings: &Config) -> Result<Self, Error> {
         // rustls panics on the first TLS connection when no crypto provider
         // was chosen (or when two are compiled in); choose ring unless the
         // program already installed one.
@@ -285,7 +285,7 @@ impl Transport {
     /// first answer.
     fn open_nodes(
         specs: Vec<NodeSpec>,
-        settings: &Settings,
+        settings: &Config,
         rules: Rules,
         registry: &Arc<Registry>,
         pools: &Pools,

@@ -8,7 +8,7 @@ use super::settings;
 use crate::core::Core;
 use crate::core::Patience;
 use crate::error::Error;
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::Op;
 use crate::transport::fake::{self, FakeNode};
 
@@ -54,7 +54,7 @@ fn slow_node_core() -> (Vec<FakeNode>, std::sync::Arc<Core>) {
     let (nodes, transport) = fake::cluster_with_capacity(3, CAPACITY);
     let core = Core::new(
         transport,
-        Settings {
+        Config {
             node_timeout: Some(TIMEOUT),
             notifications: false,
             ..settings()

@@ -330,7 +330,7 @@ fn an_observer_whose_gate_node_lags_follows_it_once_not_all_along() {
 /// registers nowhere.
 #[test]
 fn an_observer_without_notifications_registers_nowhere() {
-    let quiet = crate::settings::Settings {
+    let quiet = crate::settings::Config {
         notifications: false,
         queue_refresh: Duration::from_millis(20),
         ..settings()

@@ -21,7 +21,7 @@ use parking_lot::Mutex;
 
 use super::{Core, Lease, Patience};
 use crate::error::Error;
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::Op;
 use crate::transport::fake::{self, FakeNode};
 
@@ -47,19 +47,19 @@ impl Hooks {
 
 pub(super) const LONG_WAIT: Duration = Duration::from_secs(5);
 
-pub(super) fn settings() -> Settings {
-    Settings {
+pub(super) fn settings() -> Config {
+    Config {
         // Generous: the fakes answer at once unless told otherwise, and the
         // tests must not depend on how busy the machine is.
         node_timeout: Some(Duration::from_secs(2)),
         retry_count: 0,
         retry_delay: Duration::from_millis(1),
         retry_jitter: Duration::ZERO,
-        ..Settings::default()
+        ..Config::defaults()
     }
 }
 
-pub(super) fn core_with(n: usize, settings: Settings) -> (Vec<FakeNode>, Arc<Core>) {
+pub(super) fn core_with(n: usize, settings: Config) -> (Vec<FakeNode>, Arc<Core>) {
     let (nodes, transport) = fake::cluster(n);
     let core = Core::new(transport, settings);
     wire(&nodes, &[&core]);
@@ -114,8 +114,8 @@ pub(super) fn eventually(what: &str, cond: impl Fn() -> bool) {
 
 /// A waiter that sleeps 30 s between rounds unless woken (also while
 /// queued): within the tests' waits, only a wake-up brings its next round.
-pub(super) fn sleeps_30_s() -> Settings {
-    Settings {
+pub(super) fn sleeps_30_s() -> Config {
+    Config {
         retry_delay: Duration::from_secs(30),
         queue_refresh: Duration::from_secs(30),
         ..settings()
@@ -165,7 +165,7 @@ pub(super) fn acquired_and_released(
 pub(super) fn clients(
     n: usize,
     count: usize,
-    settings: &Settings,
+    settings: &Config,
 ) -> (Vec<FakeNode>, Vec<Arc<Core>>) {
     let (nodes, transport) = fake::cluster(n);
     let mut cores = vec![Core::new(transport, settings.clone())];

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::core::{Core, Lease, Patience};
 use crate::error::{Error, FailureKind};
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::Op;
 use crate::transport::fake::{self, Behaviour, FakeNode};
 
@@ -77,7 +77,7 @@ fn a_majority_made_impossible_early_says_how_many_had_not_answered() {
 
 #[test]
 fn nodes_missing_at_the_deadline_are_timeouts_that_name_the_per_node_timeout() {
-    let settings = Settings {
+    let settings = Config {
         node_timeout: None,
         ..settings()
     };
@@ -140,7 +140,7 @@ fn a_quorum_reached_after_the_validity_is_too_slow_and_cleaned_up() {
 fn a_busy_resource_is_busy_with_the_attempt_count() {
     let (nodes, core) = core_with(
         3,
-        Settings {
+        Config {
             retry_count: 2,
             ..settings()
         },
@@ -298,7 +298,7 @@ fn a_renewal_that_cannot_reach_a_majority_loses_the_lease_at_the_end_of_its_vali
     // Retries come every max(ttl / 10, node timeout) = 20 ms.
     let (nodes, core) = core_with(
         3,
-        Settings {
+        Config {
             node_timeout: Some(Duration::from_millis(20)),
             ..settings()
         },
@@ -522,7 +522,7 @@ fn a_token_cancelled_before_the_call_touches_no_node() {
 fn a_cancel_ends_the_pause_at_once_and_one_token_cancels_many_waits() {
     let (nodes, core) = core_with(
         3,
-        Settings {
+        Config {
             retry_delay: Duration::from_secs(30),
             ..settings()
         },
@@ -595,8 +595,8 @@ fn a_round_that_succeeds_after_its_cancel_is_released_again() {
     });
 }
 
-fn fencing() -> Settings {
-    Settings {
+fn fencing() -> Config {
+    Config {
         fencing: true,
         ..settings()
     }
@@ -680,7 +680,7 @@ fn a_stale_token_among_failed_nodes_is_no_quorum() {
     let (nodes, transport) = fake::cluster(3);
     let core = Core::new(
         transport,
-        Settings {
+        Config {
             fencing_floor: false,
             ..fencing()
         },
@@ -724,7 +724,7 @@ fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
     use rand::{RngExt, SeedableRng};
     let (nodes, transport_a) = fake::cluster(5);
     let links: Vec<_> = nodes.to_vec();
-    let no_floor = Settings {
+    let no_floor = Config {
         fencing_floor: false,
         ..fencing()
     };

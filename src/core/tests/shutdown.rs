@@ -94,10 +94,10 @@ fn a_lease_released_before_the_shutdown_is_not_released_again() {
     assert_eq!(nodes.iter().map(sent).collect::<Vec<_>>(), before);
 }
 
-/// Settings whose rounds wait long enough that only the test decides when
+/// Config whose rounds wait long enough that only the test decides when
 /// a held node answers.
-fn patient() -> crate::settings::Settings {
-    crate::settings::Settings {
+fn patient() -> crate::settings::Config {
+    crate::settings::Config {
         node_timeout: Some(Duration::from_secs(30)),
         ..settings()
     }
@@ -189,7 +189,7 @@ fn a_call_under_way_past_the_deadline_still_cleans_up() {
 fn a_caller_asleep_between_rounds_wakes_at_the_shutdown() {
     let (_nodes, core) = core_with(
         3,
-        crate::settings::Settings {
+        crate::settings::Config {
             retry_delay: Duration::from_secs(60),
             queue_refresh: Duration::from_secs(60),
             ..settings()

@@ -10,14 +10,14 @@ use super::{asleep, clients, members, queued, record_wakes};
 use crate::cancel::CancelToken;
 use crate::core::Patience;
 use crate::error::Error;
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::fake::Behaviour;
 use crate::transport::{Op, Sink};
 
 /// Sleeps 30 s between rounds unless woken, but a queued waiter confirms
 /// its place every 50 ms.
-fn refreshing() -> Settings {
-    Settings {
+fn refreshing() -> Config {
+    Config {
         queue_refresh: Duration::from_millis(50),
         ..sleeps_30_s()
     }
@@ -198,7 +198,7 @@ fn a_leave_waits_for_a_busy_gate_node() {
 /// the resource ahead of the head of the queue.
 #[test]
 fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
-    let settings = Settings {
+    let settings = Config {
         fencing: true,
         fencing_floor: false,
         ..refreshing()

@@ -9,7 +9,7 @@ use super::{
 };
 use crate::core::{Core, Patience};
 use crate::error::Error;
-use crate::settings::Settings;
+use crate::settings::Config;
 use crate::transport::Op;
 use crate::transport::fake::{self, FakeNode};
 
@@ -80,7 +80,7 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
     // it makes after its refresh pause.
     let a = Core::new(
         transport,
-        Settings {
+        Config {
             fencing: true,
             queue_refresh: Duration::from_millis(100),
             ..sleeps_30_s()
