@@ -86,8 +86,9 @@ impl std::fmt::Debug for Acquire {
 }
 
 impl Acquire {
-    pub(crate) fn new(core: &Arc<Core>, resources: Vec<String>, ttl: Duration) -> Self {
-        let keys = resources.into_iter().map(Arc::from).collect();
+    /// A lock on every one of `resources`.
+    pub(crate) fn new(core: &Arc<Core>, resources: &[&str], ttl: Duration) -> Self {
+        let keys = resources.iter().map(|r| Arc::from(*r)).collect();
         Self::of(core, Target::Resources(keys), ttl)
     }
 

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::acquire::Acquire;
 use crate::config::RedlockBuilder;
-use crate::core::{Core, Patience, Target};
+use crate::core::{Core, Target};
 use crate::election::Election;
 use crate::error::Error;
 use crate::guard::LockGuard;
@@ -139,8 +139,7 @@ impl Redlock {
     /// nodes answered too late for the TTL, [`Error::Config`] for an empty
     /// resource or an unusable TTL.
     pub fn lock(&self, resource: &str, ttl: Duration) -> Result<LockGuard, Error> {
-        let retries = self.core.retry_count();
-        self.acquire_with("lock", &[resource], ttl, Patience::attempts(retries))
+        self.acquire(resource, ttl).lock_as("lock")
     }
 
     /// Tries once, without waiting for a holder. `Ok(None)` means another
@@ -157,11 +156,7 @@ impl Redlock {
     ///
     /// As [`lock`](Self::lock), except that `Busy` is reported as `Ok(None)`.
     pub fn try_lock(&self, resource: &str, ttl: Duration) -> Result<Option<LockGuard>, Error> {
-        match self.acquire_with("try_lock", &[resource], ttl, Patience::attempts(0)) {
-            Ok(guard) => Ok(Some(guard)),
-            Err(Error::Busy { .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
+        self.acquire(resource, ttl).try_lock_as("try_lock")
     }
 
     /// Retries until the lock is acquired or `wait` has passed. Returns within
@@ -176,8 +171,7 @@ impl Redlock {
         ttl: Duration,
         wait: Duration,
     ) -> Result<LockGuard, Error> {
-        let deadline = Instant::now().checked_add(wait);
-        self.acquire_with("lock_for", &[resource], ttl, Patience::until(deadline))
+        self.acquire(resource, ttl).wait(wait).lock_as("lock_for")
     }
 
     /// Retries until the lock is acquired or `deadline` has passed. Returns
@@ -193,12 +187,9 @@ impl Redlock {
         ttl: Duration,
         deadline: Instant,
     ) -> Result<LockGuard, Error> {
-        self.acquire_with(
-            "lock_until",
-            &[resource],
-            ttl,
-            Patience::until(Some(deadline)),
-        )
+        self.acquire(resource, ttl)
+            .deadline(deadline)
+            .lock_as("lock_until")
     }
 
     /// Acquires **every one** of `resources` for `ttl`, or none of them,
@@ -239,8 +230,7 @@ impl Redlock {
     /// [`Error::Config`] for an empty list, an empty name, a name listed
     /// twice, or more than 128 resources.
     pub fn lock_all(&self, resources: &[&str], ttl: Duration) -> Result<LockGuard, Error> {
-        let retries = self.core.retry_count();
-        self.acquire_with("lock_all", resources, ttl, Patience::attempts(retries))
+        self.acquire_all(resources, ttl).lock_as("lock_all")
     }
 
     /// One round of [`lock_all`](Self::lock_all). `Ok(None)` means another
@@ -255,11 +245,7 @@ impl Redlock {
         resources: &[&str],
         ttl: Duration,
     ) -> Result<Option<LockGuard>, Error> {
-        match self.acquire_with("try_lock_all", resources, ttl, Patience::attempts(0)) {
-            Ok(guard) => Ok(Some(guard)),
-            Err(Error::Busy { .. }) => Ok(None),
-            Err(err) => Err(err),
-        }
+        self.acquire_all(resources, ttl).try_lock_as("try_lock_all")
     }
 
     /// Runs `work` while holding `resource`: acquires it (retrying per the
@@ -295,9 +281,7 @@ impl Redlock {
     where
         F: FnOnce(&LockGuard) -> T,
     {
-        let retries = self.core.retry_count();
-        let mut guard =
-            self.acquire_with("with_lock", &[resource], ttl, Patience::attempts(retries))?;
+        let mut guard = self.acquire(resource, ttl).lock_as("with_lock")?;
         guard.keep_alive();
         let value = work(&guard);
         let valid = guard.ensure_valid();
@@ -332,13 +316,12 @@ impl Redlock {
     /// # Ok::<(), redlock_sync::Error>(())
     /// ```
     pub fn acquire(&self, resource: &str, ttl: Duration) -> Acquire {
-        Acquire::new(&self.core, vec![resource.to_owned()], ttl)
+        Acquire::new(&self.core, &[resource], ttl)
     }
 
     /// As [`acquire`](Self::acquire), for several resources at once, all or
     /// nothing, as [`lock_all`](Self::lock_all).
     pub fn acquire_all(&self, resources: &[&str], ttl: Duration) -> Acquire {
-        let resources = resources.iter().map(|r| (*r).to_owned()).collect();
         Acquire::new(&self.core, resources, ttl)
     }
 
@@ -598,22 +581,6 @@ impl Redlock {
     /// The settings this client was built with.
     pub fn config(&self) -> crate::Config {
         self.core.settings().clone()
-    }
-
-    /// Where the `Redlock::lock*` calls meet (an [`Acquire`] calls the core
-    /// itself).
-    pub(crate) fn acquire_with(
-        &self,
-        call: &str,
-        resources: &[&str],
-        ttl: Duration,
-        patience: Patience,
-    ) -> Result<LockGuard, Error> {
-        let lease = self
-            .core
-            .acquire(resources, ttl, patience)
-            .map_err(|err| err.in_call(call))?;
-        Ok(LockGuard::new(self.core.clone(), lease))
     }
 }
 

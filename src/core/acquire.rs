@@ -168,8 +168,21 @@ fn into_error(failed: Failed, resource: &str, tries: u32, busy: (Wanted, bool)) 
 }
 
 impl Core {
-    /// Acquires every one of `resources` for `ttl` (all or none), retrying
-    /// as `patience` allows.
+    /// The tests' shorthand: [`acquire_target`](Self::acquire_target) of
+    /// a lock on every one of `resources`.
+    #[cfg(test)]
+    pub(crate) fn acquire(
+        &self,
+        resources: &[&str],
+        ttl: Duration,
+        patience: Patience,
+    ) -> Result<Arc<Lease>, Error> {
+        let keys = resources.iter().map(|r| Arc::from(*r)).collect();
+        self.acquire_target(Target::Resources(keys), ttl, patience)
+    }
+
+    /// Acquires `target` for `ttl` (a lock: every one of its resources, or
+    /// none), retrying as `patience` allows.
     ///
     /// The first round is a plain `SET NX` on every node. A caller that may
     /// retry and finds the resource held then queues on the first
@@ -184,19 +197,9 @@ impl Core {
     /// A semaphore's round tries one of its slots; a busy one goes on at
     /// once with the slot the nodes report free on the most nodes, until
     /// none is left (see `slots.rs`), and only then waits or gives up.
-    pub(crate) fn acquire(
-        &self,
-        resources: &[&str],
-        ttl: Duration,
-        patience: Patience,
-    ) -> Result<Arc<Lease>, Error> {
-        let keys = resources.iter().map(|r| Arc::from(*r)).collect();
-        self.acquire_target(Target::Resources(keys), ttl, patience)
-    }
-
-    /// As [`acquire`](Self::acquire), for any [`Target`]. The lease is
-    /// registered for a shutdown to release; one won as the client shuts
-    /// down is released at once (`Shutdown`).
+    ///
+    /// The lease is registered for a shutdown to release; one won as the
+    /// client shuts down is released at once (`Shutdown`).
     pub(crate) fn acquire_target(
         &self,
         target: Target,
