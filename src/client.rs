@@ -579,7 +579,7 @@ impl Redlock {
     }
 
     /// The settings this client was built with.
-    pub fn config(&self) -> crate::Config {
+    pub fn config(&self) -> crate::settings::Config {
         self.core.settings().clone()
     }
 }
