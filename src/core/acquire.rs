@@ -15,7 +15,7 @@ use crate::algorithm::{self, Outcome, Verdict, Vote};
 use crate::error::{Error, Wanted};
 use crate::metrics;
 use crate::transport::{
-    Keys, Kind, MAX_PERMITS, Op, PendingRound, QUEUE_ALIVE, RESERVED, Request, Role,
+    Keys, Kind, MAX_PERMITS, OWN_KEYS, Op, PendingRound, QUEUE_ALIVE, RESERVED, Request, Role,
 };
 
 /// The most resources one lock may hold at once.
@@ -586,9 +586,14 @@ fn checked_keys(keys: &Keys) -> Result<(), Error> {
             "the resource name is empty; name what you lock",
         )),
         _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(format!(
-            "resource names starting with {} or `redlock:admitted`, are reserved for the \
-             client's own keys; choose another name",
-            RESERVED.map(|prefix| format!("`{prefix}`")).join(", ")
+            "resource names starting with {} are reserved for the client's own keys; choose \
+             another name",
+            RESERVED
+                .iter()
+                .chain(&OWN_KEYS)
+                .map(|prefix| format!("`{prefix}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
         [_] => Ok(()),
         _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
@@ -616,8 +621,10 @@ fn checked_keys(keys: &Keys) -> Result<(), Error> {
 
 /// The client's own keys, which no resource may be named after.
 fn reserved(resource: &str) -> bool {
-    RESERVED.iter().any(|prefix| resource.starts_with(prefix))
-        || resource.starts_with("redlock:admitted")
+    RESERVED
+        .iter()
+        .chain(&OWN_KEYS)
+        .any(|prefix| resource.starts_with(prefix))
 }
 
 /// An election's name, or a `Config` error.
@@ -675,6 +682,8 @@ mod tests {
             "redlock-sem:a#0",
             "redlock-rw:a#w",
             "redlock:admitted",
+            "redlock:clock-jumped",
+            "redlock:ttls",
         ] {
             let err = checked_keys(&keys(&[name])).unwrap_err().to_string();
             let prefix = name.split_inclusive(':').next().unwrap();
@@ -682,5 +691,6 @@ mod tests {
             assert!(checked_keys(&keys(&["ok", name])).is_err(), "{name}");
         }
         assert!(checked_keys(&keys(&["redlock-queue"])).is_ok());
+        assert!(checked_keys(&keys(&["redlock:jobs"])).is_ok());
     }
 }

@@ -210,7 +210,7 @@ pub(super) struct Acquisition {
     pacing: Pacing,
     /// One key's waiters queue on its gate node.
     queues: bool,
-    /// A reader-writer lock's round (a waiting writer's mark is renewed).
+    /// Comes back every queue refresh, queued or not (see `Kind::renews`).
     rw: bool,
     /// The gate node may call this waiter (a lock's, an election's).
     may_be_called: bool,
@@ -239,7 +239,7 @@ impl Acquisition {
         (patience, pacing): (Patience, Pacing),
         ttl: Duration,
     ) -> Self {
-        let (rw, may_be_called) = (kind.marks_waiting(), kind.may_be_called());
+        let (rw, may_be_called) = (kind.renews(), kind.may_be_called());
         let queues = pacing.notifications && kind.queues();
         let split_wait = (ttl / 10).min(MAX_SPLIT_WAIT);
         Acquisition {

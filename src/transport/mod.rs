@@ -48,6 +48,7 @@ pub(crate) use protocol::request::{Keys, Kind, Op, Request, Value};
 pub(crate) use protocol::token::new as new_token;
 use round::RoundShared;
 pub(crate) use round::{GateAnswer, PendingRound};
+pub(crate) use trust::OWN_KEYS;
 use trust::admission::{Admission, Registry, Rules};
 pub(crate) use trust::clock::Clocks;
 use worker::{Job, Served, Worker};

@@ -202,6 +202,7 @@ fn a_node_that_may_evict_keys_is_refused_unless_the_user_accepts_it() {
 #[test]
 fn a_node_in_doubt_is_news_once_per_change() {
     crate::harness::capture_logs();
+    let mark = crate::harness::log_mark();
     let mut cluster = Cluster::start(3);
     for node in &cluster.nodes {
         node.admit();
@@ -230,11 +231,11 @@ fn a_node_in_doubt_is_news_once_per_change() {
         if let Ok(guard) = client.lock("news", Duration::from_secs(1)) {
             guard.release().unwrap();
         }
-        crate::harness::logs()
+        crate::harness::logs_since(mark)
             .iter()
             .any(|l| l.contains(&address) && l.contains("counts toward quorums again"))
     });
-    let lines: Vec<String> = crate::harness::logs()
+    let lines: Vec<String> = crate::harness::logs_since(mark)
         .iter()
         .filter(|l| l.contains(&address) && !l.starts_with("DEBUG") && !l.starts_with("TRACE"))
         .cloned()

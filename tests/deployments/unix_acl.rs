@@ -299,6 +299,7 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
         .replace(" +publish +subscribe +unsubscribe +punsubscribe", "");
     let urls = acl_user(&cluster, "nopubsub", &without);
     capture_logs();
+    let mark = crate::harness::log_mark();
     let quick = || {
         crate::harness::builder(&urls)
             .retry_delay(Duration::from_millis(20))
@@ -314,7 +315,7 @@ fn release_notifications_work_as_the_acl_user_and_are_optional() {
                 .map(drop)
         });
         settles("the refused subscription is reported", || {
-            logs().iter().any(|l| {
+            crate::harness::logs_since(mark).iter().any(|l| {
                 l.starts_with("WARN") && l.contains("refuses to subscribe") && l.contains("NOPERM")
             })
         });

@@ -334,14 +334,15 @@ fn a_client_started_after_a_jump_that_idles_never_counts_the_node() {
 #[test]
 fn one_listed_node_is_said_at_build() {
     crate::harness::capture_logs();
+    let mark = crate::harness::log_mark();
     let cluster = shifted(1);
     let client = direct(&cluster);
     takes(&client, "clock:one", TTL).release().unwrap();
-    let said = crate::harness::logs()
+    let said = crate::harness::logs_since(mark)
         .iter()
         .filter(|l| l.starts_with("WARN") && l.contains("never judged against another"))
         .count();
-    assert!(said >= 1, "{:#?}", crate::harness::logs());
+    assert!(said >= 1, "{:#?}", crate::harness::logs_since(mark));
 }
 
 /// Another client's longer lease: A holds for 60 s on nodes 0-2; X, whose
@@ -401,6 +402,7 @@ fn a_step_that_cuts_another_clients_shorter_leases_is_a_jump() {
 #[test]
 fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
     crate::harness::capture_logs();
+    let mark = crate::harness::log_mark();
     let cluster = shifted(5);
     let (_a, b, guard) = b_knew_node_2_then_it_jumped(&cluster);
     // B sees the jump (a round of its own reaches node 2).
@@ -426,12 +428,12 @@ fn a_jump_undone_by_ntp_keeps_its_quarantine_for_every_client() {
     c.verify();
     c.verify();
     let node = cluster.nodes[2].address();
-    let said = crate::harness::logs()
+    let said = crate::harness::logs_since(mark)
         .iter()
         .filter(|l| l.starts_with("WARN") && l.contains(&node))
         .filter(|l| l.contains("redlock:clock-jumped"))
         .count();
-    assert_eq!(said, 1, "{:#?}", crate::harness::logs());
+    assert_eq!(said, 1, "{:#?}", crate::harness::logs_since(mark));
 }
 
 /// The holder learns it: a jump that leaves its lease without a majority

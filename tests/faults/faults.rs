@@ -93,6 +93,7 @@ fn pairs_succeed_quickly(
 
 #[test]
 fn one_node_paused() {
+    let _turn = crate::harness::alone();
     let mut s = setup();
     s.cluster.nodes[2].pause();
     pairs_succeed_quickly(&s.client, &s.cluster, "paused", &[]);
@@ -101,6 +102,7 @@ fn one_node_paused() {
 
 #[test]
 fn one_node_slower_than_the_node_timeout() {
+    let _turn = crate::harness::alone();
     let s = setup();
     s.proxies[1].set(Fault::Latency(Duration::from_millis(300)));
     pairs_succeed_quickly(&s.client, &s.cluster, "slow", &[1]);
@@ -108,6 +110,7 @@ fn one_node_slower_than_the_node_timeout() {
 
 #[test]
 fn one_node_stalled_behind_the_network() {
+    let _turn = crate::harness::alone();
     let s = setup();
     s.proxies[3].set(Fault::Stall);
     pairs_succeed_quickly(&s.client, &s.cluster, "stalled", &[]);
@@ -115,6 +118,7 @@ fn one_node_stalled_behind_the_network() {
 
 #[test]
 fn one_node_dropping_connections_mid_reply() {
+    let _turn = crate::harness::alone();
     let s = setup();
     s.proxies[0].set(Fault::DropMidReply);
     pairs_succeed_quickly(&s.client, &s.cluster, "dropping", &[0]);
@@ -122,6 +126,7 @@ fn one_node_dropping_connections_mid_reply() {
 
 #[test]
 fn one_node_killed() {
+    let _turn = crate::harness::alone();
     let mut s = setup();
     s.cluster.nodes[4].kill();
     pairs_succeed_quickly(&s.client, &s.cluster, "killed", &[]);
@@ -129,6 +134,7 @@ fn one_node_killed() {
 
 #[test]
 fn two_of_five_down() {
+    let _turn = crate::harness::alone();
     let mut s = setup();
     s.cluster.nodes[0].kill();
     s.cluster.nodes[3].pause();
@@ -138,6 +144,7 @@ fn two_of_five_down() {
 
 #[test]
 fn three_of_five_down_is_a_quick_no_quorum_that_leaves_nothing() {
+    let _turn = crate::harness::alone();
     // The timeout derived from the 10 s TTL: a round short of nodes costs
     // one of it.
     let mut s = setup_with(Duration::from_millis(50));
@@ -170,6 +177,7 @@ fn three_of_five_down_is_a_quick_no_quorum_that_leaves_nothing() {
 
 #[test]
 fn a_guard_dropped_during_a_panic_still_releases() {
+    let _turn = crate::harness::alone();
     let s = setup();
     let client = s.client.clone();
     let outcome = std::thread::spawn(move || {
@@ -210,6 +218,7 @@ fn lock_release_and_exit() {
 /// the key does not outlive a program that exits right after.
 #[test]
 fn a_release_reaches_a_slow_node_before_the_program_exits() {
+    let _turn = crate::harness::alone();
     let Setup {
         cluster, proxies, ..
     } = setup();
@@ -239,6 +248,7 @@ fn a_release_reaches_a_slow_node_before_the_program_exits() {
 /// `SET`s: nothing is left behind.
 #[test]
 fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(3);
     let client = crate::harness::builder(cluster.urls())
         .queue_capacity(2)

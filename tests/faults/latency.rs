@@ -36,6 +36,7 @@ fn urls(proxies: &[Proxy]) -> Vec<String> {
 /// retries ran out once in a BUSY=2 run.)
 #[test]
 fn every_lock_succeeds_with_nodes_15_ms_away_each_way() {
+    let _turn = crate::harness::alone();
     let cluster = Cluster::start(3);
     let proxies = behind_proxies(&cluster, Duration::from_millis(30));
     let redlock = Redlock::new(urls(&proxies)).unwrap();
@@ -62,6 +63,7 @@ fn lock_commands(cluster: &Cluster) -> u64 {
 /// one round, without the retries (11 rounds with the defaults).
 #[test]
 fn a_ttl_too_short_for_the_round_trip_fails_after_one_round_with_too_slow() {
+    let _turn = crate::harness::alone();
     let cluster = Cluster::start(3);
     let proxies = behind_proxies(&cluster, Duration::from_millis(30));
     let redlock = Redlock::new(urls(&proxies)).unwrap();
@@ -80,6 +82,7 @@ fn a_ttl_too_short_for_the_round_trip_fails_after_one_round_with_too_slow() {
 /// slower than the per-node timeout, and what it was.
 #[test]
 fn a_no_quorum_decided_by_timeouts_names_the_timeout() {
+    let _turn = crate::harness::alone();
     let cluster = Cluster::start(3);
     let proxies = behind_proxies(&cluster, Duration::ZERO);
     let redlock = crate::harness::test_client(urls(&proxies), 0, Some(Duration::from_millis(100)));
@@ -120,6 +123,7 @@ fn a_no_quorum_decided_by_timeouts_names_the_timeout() {
 /// votes can count.
 #[test]
 fn a_node_failing_fast_does_not_hide_a_distant_one() {
+    let _turn = crate::harness::alone();
     let cluster = Cluster::start(3);
     let far = Proxy::start(cluster.nodes[2].port);
     far.set(Fault::Latency(Duration::from_millis(40)));

@@ -42,6 +42,7 @@ fn noscript_answers(cluster: &Cluster) -> u64 {
 
 #[test]
 fn script_cache_flushes_mid_run_never_break_exclusion_or_leave_keys() {
+    let _turn = crate::harness::heavy();
     let cluster = Cluster::start(5);
     let witness = Node::start(&NodeOptions::default());
     let clients: Vec<Redlock> = (0..2)

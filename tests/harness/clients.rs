@@ -69,6 +69,18 @@ pub fn logs() -> std::sync::MutexGuard<'static, Vec<String>> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// Where the captured log stands now. The log is the whole test binary's:
+/// a test that counts or looks for lines reads only those logged since its
+/// own mark ([`logs_since`]), never an earlier test's.
+pub fn log_mark() -> usize {
+    logs().len()
+}
+
+/// The lines captured since `mark` (from [`log_mark`]).
+pub fn logs_since(mark: usize) -> Vec<String> {
+    logs().get(mark..).unwrap_or_default().to_vec()
+}
+
 /// Installs the capturing logger (once per test binary).
 pub fn capture_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();

@@ -19,7 +19,7 @@ mod tls;
 mod turns;
 mod witness;
 
-pub use clients::{builder, capture_logs, client, logs, test_client};
+pub use clients::{builder, capture_logs, client, log_mark, logs, logs_since, test_client};
 pub use fenced::FencedStore;
 pub use proxy::{Fault, Proxy};
 pub use tls::Pki;

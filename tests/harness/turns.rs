@@ -3,11 +3,13 @@
 //! turn for its whole run:
 //!
 //! - [`alone`]: no other test holding a turn runs meanwhile. For tests that
-//!   count what the whole process has (its threads, a global recorder) or
-//!   whose bounds are timed beside tests that load both cores. In a binary
-//!   of such tests, every test holds it.
-//! - [`heavy`]: tests that load both cores (soaks with child processes) run
-//!   beside each other, never beside one that runs alone.
+//!   count what the whole process has (its threads, a global recorder:
+//!   every test of `process`, through its `turn`), tests whose bounds are
+//!   timed (`faults.rs`, `latency.rs`, partitions' targeted scenarios) and
+//!   soaks that ran alone in their own binaries (chaos, exclusion).
+//! - [`heavy`]: tests that load both cores (partitions' rotating scenarios,
+//!   `script_flush.rs`) run beside each other, never beside one that runs
+//!   alone.
 //!
 //! Tests that hold no turn run beside anything.
 

@@ -369,6 +369,7 @@ fn the_retry_settings_hold_with_and_without_wake_ups() {
 #[test]
 fn a_two_node_list_is_warned_about_once_at_build() {
     crate::harness::capture_logs();
+    let mark = crate::harness::log_mark();
     let cluster = Cluster::start(3);
     let pair = &cluster.urls()[..2];
     let client = Redlock::builder(pair)
@@ -383,7 +384,7 @@ fn a_two_node_list_is_warned_about_once_at_build() {
             .count()
     };
     // A copy: the log's lock must not be held while a failure formats it.
-    let logs = crate::harness::logs().clone();
+    let logs = crate::harness::logs_since(mark);
     assert_eq!(warned(&logs), 1, "{logs:#?}");
     client
         .try_lock("newcomer:pair", TTL)
@@ -397,7 +398,7 @@ fn a_two_node_list_is_warned_about_once_at_build() {
         .node_timeout(crate::harness::ROOMY_NODE_TIMEOUT)
         .build()
         .unwrap();
-    let logs = crate::harness::logs().clone();
+    let logs = crate::harness::logs_since(mark);
     assert_eq!(warned(&logs), 1, "{logs:#?}");
     assert!(
         !logs

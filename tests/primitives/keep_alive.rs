@@ -3,7 +3,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use crate::harness::{Cluster, capture_logs, eventually, logs, test_client};
+use crate::harness::{Cluster, capture_logs, eventually, test_client};
 use redlock_sync::{Error, Redlock};
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -94,6 +94,7 @@ fn a_kept_alive_lock_outlives_its_ttl_and_stays_exclusive() {
 #[test]
 fn losing_a_majority_loses_the_lock_and_resuming_does_not_resurrect_it() {
     capture_logs();
+    let mark = crate::harness::log_mark();
     let mut cluster = Cluster::start(5);
     let redlock = client(&cluster);
     let mut guard = redlock.lock("ka:lost", SHORT).unwrap();
@@ -124,9 +125,9 @@ fn losing_a_majority_loses_the_lock_and_resuming_does_not_resurrect_it() {
     eventually(
         "a warning naming the resource",
         Duration::from_secs(2),
-        || logs().iter().any(warned),
+        || crate::harness::logs_since(mark).iter().any(warned),
     );
-    let snapshot = logs().clone();
+    let snapshot = crate::harness::logs_since(mark);
     assert!(
         snapshot.iter().all(|l| !l.contains(&token)),
         "a token was logged"

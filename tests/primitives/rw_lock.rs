@@ -526,10 +526,9 @@ fn the_marking_writer_goes_before_a_reader_queued_ahead_of_it() {
     });
 }
 
-/// Writers go in the order they marked: the mark once went to whichever waiting writer renewed it
-/// last, so a writer that queued later could go first when the readers
-/// left. Now a mark whose writer still waits is not taken over: writers go
-/// in the order they marked.
+/// Waiting writers go in the order they marked: a mark whose writer still
+/// waits is not taken over by a writer that renews later, so one that
+/// queued later never goes first when the readers leave.
 #[test]
 fn waiting_writers_go_in_the_order_they_queued() {
     let cluster = Cluster::start(3);

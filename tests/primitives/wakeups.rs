@@ -277,12 +277,11 @@ enum GateView {
     Stray(usize),
 }
 
-/// Wake-ups are not decided by one node's view: the gate node once woke the
-/// head only when the key was gone *there*. When it missed the holder's
-/// `SET`, or kept another token, its waiters waited for
-/// their timer, or for that key's expiry. A lease's release now wakes the
-/// head whatever the gate node holds. The stray key goes on each node in
-/// turn, so that one run puts it on the gate node.
+/// A lease's release wakes the head of the queue whatever the gate node
+/// holds: a gate node that missed the holder's `SET`, or keeps another
+/// token, must not leave the waiters to their timer or to that key's
+/// expiry. The stray key goes on each node in turn, so that one run puts
+/// it on the gate node.
 #[test]
 fn a_release_wakes_the_waiter_whatever_the_gate_node_holds() {
     use crate::harness::partition::Net;
@@ -427,10 +426,10 @@ fn a_release_nobody_waits_for_publishes_nothing() {
     assert_eq!(publishes(&cluster), 0);
 }
 
-/// Pub/sub is server-wide, so clients of two
-/// databases locking the same names woke each other and made each other
-/// publish. Wake-ups now go to a client's own channel, named by a random
-/// id, from queues kept in each database.
+/// Pub/sub is server-wide, but clients of two databases locking the same
+/// names neither wake each other nor make each other publish: wake-ups go
+/// to a client's own channel, named by a random id, from queues kept in
+/// each database.
 #[test]
 fn clients_of_another_database_neither_wake_nor_publish() {
     let cluster = Cluster::start(3);
@@ -466,11 +465,11 @@ fn clients_of_another_database_neither_wake_nor_publish() {
     assert_eq!(publishes(&cluster), 1, "one wake-up, in database 1");
 }
 
-/// A subscriber connection that went silent (a NAT
-/// or firewall that dropped it: no FIN, no RST) was never noticed, and its
-/// node's wake-ups were lost for as long as anyone waited. Subscribers now
-/// ping their node when they heard nothing for a second, and replace a
-/// connection that does not answer.
+/// A subscriber connection that goes silent (a NAT or firewall that
+/// dropped it: no FIN, no RST) is noticed and replaced within seconds:
+/// subscribers ping their node when they heard nothing for a second, and
+/// replace a connection that does not answer, so that node's wake-ups are
+/// not lost for as long as anyone waits.
 #[test]
 fn a_silent_subscriber_connection_is_replaced_within_seconds() {
     let cluster = Cluster::start(5);

@@ -18,7 +18,7 @@ fn keys_on_nodes(cluster: &Cluster) -> usize {
 
 #[test]
 fn sixty_four_threads_and_ten_thousand_guards_stay_within_bounds() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     let cluster = Cluster::start(5);
     let redlock = crate::harness::client(cluster.urls());
     // Threads name themselves as they start: wait until all are there.

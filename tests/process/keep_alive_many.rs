@@ -1,5 +1,6 @@
 //! Thousands of kept-alive guards on one client: one keeper thread renews them
-//! all. It runs alone in its binary, so the thread counts are its own.
+//! all. It holds the process's turn (`crate::turn`), so the thread counts
+//! are its own.
 
 use std::time::{Duration, Instant};
 
@@ -8,7 +9,7 @@ use redlock_sync::Redlock;
 
 #[test]
 fn a_thousand_kept_alive_guards_stay_alive_with_one_keeper_thread() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     let cluster = Cluster::start(5);
     // The 800 ms TTL would derive a 10 ms node timeout, which a loaded
     // machine can miss while a renewal burst is queued ahead of a release

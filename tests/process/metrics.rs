@@ -14,7 +14,7 @@ const TTL: Duration = Duration::from_secs(10);
 
 #[test]
 fn every_documented_series_is_recorded_with_its_labels() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     let recorder = Recorder::default();
     metrics::set_global_recorder(recorder.clone()).expect("the only recorder of this test binary");
 

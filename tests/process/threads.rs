@@ -11,8 +11,8 @@
 //!   after the last wait ended), however many callers wait on however many
 //!   resources.
 //!
-//! Every test of this binary runs alone ([`crate::harness::alone`]), so
-//! each counts only its own client's threads.
+//! Every test of this binary holds the process's turn ([`crate::turn`]),
+//! so each counts only its own client's threads.
 
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ fn threads_named(prefix: &str) -> usize {
 /// workers and helpers started at build; dropping the client stops them.
 #[test]
 fn locking_spawns_no_threads_and_dropping_the_client_stops_its_workers() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     let cluster = Cluster::start(5);
     let before = client_threads();
     let redlock = crate::harness::client(cluster.urls());
@@ -77,7 +77,7 @@ fn locking_spawns_no_threads_and_dropping_the_client_stops_its_workers() {
 /// most: workers and helpers + one keeper + one subscriber per node.
 #[test]
 fn keep_alive_adds_one_keeper_and_waiting_one_subscriber_per_node_until_they_end() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     const NODES: usize = 5;
     const KEPT: usize = 3;
     let cluster = Cluster::start(NODES);
@@ -158,7 +158,7 @@ fn keep_alive_adds_one_keeper_and_waiting_one_subscriber_per_node_until_they_end
 /// thread per Sentinel-named node + one subscriber per node.
 #[test]
 fn a_sentinel_named_node_adds_one_lookup_thread_until_the_client_is_dropped() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     // Two Sentinel-named nodes (each a master and a replica, watched by
     // three Sentinels) and a direct one.
     let groups = Sentinels::start(2, &Secrets::default());
@@ -218,7 +218,7 @@ fn a_sentinel_named_node_adds_one_lookup_thread_until_the_client_is_dropped() {
 /// clones, handles and guards of it are still alive.
 #[test]
 fn shutdown_stops_every_thread_while_clones_and_guards_live() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     const NODES: usize = 3;
     let cluster = Cluster::start(NODES);
     let before = client_threads();

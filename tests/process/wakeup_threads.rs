@@ -1,6 +1,7 @@
 //! Subscriber threads and connections: none before the first wait, one per
 //! node however many resources are waited on, gone once nobody waits.
-//! It runs alone in its binary, so no other test's threads are counted.
+//! It holds the process's turn (`crate::turn`), so no other test's
+//! threads are counted.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ const TTL: Duration = Duration::from_secs(10);
 
 #[test]
 fn subscribers_stay_one_per_node_however_many_resources_and_close_when_idle() {
-    let _turn = crate::harness::alone();
+    let _turn = crate::turn();
     let cluster = Cluster::start(5);
     let before = client_threads();
     let holder = crate::harness::client(cluster.urls());

@@ -527,9 +527,8 @@ fn interrupted_after(mut cmd: Command, what: &str) -> std::process::ExitStatus {
     interrupt(&mut run.0)
 }
 
-/// Ctrl-C releases what the examples hold (they once ended the
-/// process from the handler, so guards were never dropped and locks
-/// outlived the program by their TTL).
+/// Ctrl-C releases what the examples hold: no lock outlives the program
+/// by its TTL.
 #[test]
 fn quickstart_releases_its_lock_on_ctrl_c() {
     let cluster = Cluster::start(5);

@@ -1,6 +1,6 @@
 //! A waiter its gate node called (its turn came) sends its round to every
-//! node at once instead of to the gate node first (issue 21: one round
-//! trip less per hand-off). What must still hold, driven through the
+//! node at once instead of to the gate node first (one round trip less
+//! per hand-off). What must still hold, driven through the
 //! fake-node seam: the gate node's refusal (someone queued first after
 //! all) outweighs the other nodes' grants, which are handed back; and a
 //! gate node that does not answer holds the called waiter no longer than

@@ -1,4 +1,4 @@
-//! Clean-ups for a slow node (issue 48, item 5): a node that answers
+//! Clean-ups for a slow node: a node that answers
 //! within its timeout, but slower than failed rounds arrive, must not
 //! grow its queue without bound.
 

@@ -760,12 +760,11 @@ fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
     }
 }
 
-/// Issue 36, "clean-ups dropped": a release for a node whose queue was full
-/// was dropped with a warning, and what the node then ran of the holds
-/// before it (its `SET`s were already on their way) stayed until the TTL.
-/// Releases are now queued even on a full queue — for every lock whose
+/// A release reaches a node whose queue is full: releases are queued even
+/// then, so nothing the node runs of the holds before it (their `SET`s
+/// already on their way) stays until the TTL — for every lock whose
 /// acquisition reached the node (one its queue refused left nothing there,
-/// and its release skips it: issue 48).
+/// and its release skips it).
 #[test]
 fn releases_reach_a_node_whose_queue_is_full() {
     let (nodes, transport) = fake::cluster_with_capacity(3, 2);

@@ -1,5 +1,5 @@
-//! Who keeps their turn in the queue of waiters when the nodes disagree
-//! (issue 18's review): a key left behind on the gate node alone, a head
+//! Who keeps their turn in the queue of waiters when the nodes disagree: a
+//! key left behind on the gate node alone, a head
 //! refused by a majority, a lock on several keys, a leave sent while the
 //! gate node is slow. Driven through the fake-node seam.
 

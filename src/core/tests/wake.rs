@@ -15,8 +15,8 @@ use crate::transport::fake::{self, FakeNode};
 
 use super::*;
 
-/// Issue 18's herd: every release woke every waiting client. Now one
-/// release wakes one waiter, the first queued, however many wait.
+/// No herd: one release wakes one waiter, the first queued, however many
+/// wait.
 #[test]
 fn a_release_wakes_only_the_head_of_the_queue() {
     const WAITERS: usize = 6;
@@ -359,12 +359,11 @@ fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
     });
 }
 
-/// Issue 36, "wake-ups decided by one node's view": the gate node kept a
-/// key the nodes did not (a release that timed out there, a late `SET`).
-/// A holder's release found that key on it and woke nobody: the waiter
-/// slept to its timer (30 s here) although a majority was free. A lease's
-/// release now wakes the head whatever the gate node holds; the head, told
-/// "held" there as the first in line, takes the other two.
+/// A gate node that keeps a key the other nodes do not (a release that
+/// timed out there, a late `SET`) does not stop a lease's release from
+/// waking the head: the waiter must not sleep to its timer (30 s here)
+/// while a majority is free. The head, told "held" there as the first in
+/// line, takes the other two.
 #[test]
 fn a_release_wakes_the_head_although_the_gate_node_keeps_a_stray_key() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());

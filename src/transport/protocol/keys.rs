@@ -1,14 +1,16 @@
 //! The key layout on every node, so that keys never collide: a plain
-//! lock on resource `r` is the key `r`; every other key the client writes
-//! starts with one of `kind::RESERVED`, which no resource name may start
-//! with. Each kind's own keys are in its room (`kind/`); here are the keys
-//! every kind shares:
+//! lock on resource `r` is the key `r`; every other key of a hold starts
+//! with one of `kind::RESERVED`, and the client's keys about a node itself
+//! are `trust::OWN_KEYS`: no resource name may start with either. Each
+//! kind's own keys are in its room (`kind/`); here are the keys every kind
+//! shares:
 //!
 //! * a lock key's fence value, on a fencing client: `redlock-fence:{key}`;
 //! * the queue of waiters, on the gate node: `redlock-queue:{g}` and
 //!   `redlock-alive:{g}`, where `g` is the kind's gate name
 //!   (`Kind::gate_name`);
-//! * a client's wake-up channel: `redlock-wake:{client id}`.
+//! * a client's wake-up channel (a channel, not a key):
+//!   `redlock-wake:{client id}`.
 //!
 //! [`Layout`] lays every key out for its node: as named, or in the hash
 //! slot of the user's name on a Redis Cluster node.

@@ -11,3 +11,8 @@ pub(crate) mod facts;
 pub(crate) mod failure;
 pub(crate) mod in_use;
 pub(crate) mod rtt;
+
+/// The keys the client keeps on a node about the node itself (its
+/// admission marker, a clock jump's marker, the TTLs in use). No resource
+/// may be named after them, nor with them as a prefix.
+pub(crate) const OWN_KEYS: [&str; 3] = [facts::MARKER, facts::CLOCK_MARKER, in_use::TTLS];

@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use super::super::keys::{Layout, QUEUE_ALIVE};
-use super::super::request::{Op, Request, Value};
+use super::super::request::{Keys, Op, Request, Value};
 use super::super::scripts::{self, Sent, eval};
 use super::lock;
 use crate::algorithm::{Answer, Proclaimed, Vote};
@@ -100,7 +100,8 @@ pub(crate) fn encode(
         | Op::Leave
         | Op::Inspect
         | Op::ForceRelease { .. } => {
-            lock::encode(req, l, sent, cmd);
+            let keys: Keys = Arc::from([Arc::from(lock_key(l, election))]);
+            lock::encode(req, &keys, l, sent, cmd);
         }
     }
 }

@@ -1,7 +1,8 @@
-//! A lock's room: its commands on one key or several at once, plain,
-//! fenced, and as the gate node's copy. Every kind that holds by one lock
-//! key (a semaphore slot, a writer, an election's leader) sends these for
-//! what it does not do its own way.
+//! A lock's room: its commands on `keys`, one or several at once, plain,
+//! fenced, and as the gate node's copy. A semaphore slot's, a writer's and
+//! an election leader's lock key are sent these too, for what those kinds
+//! do not do their own way. The caller passes the keys (see
+//! `Layout::lock_keys`); nothing here asks a kind for them.
 
 use super::super::keys::Layout;
 use super::super::request::{Keys, Op, Request};
@@ -9,11 +10,10 @@ use super::super::scripts::{self, Sent, eval};
 
 /// A lock's plain command on the request's keys (a semaphore slot's, a
 /// writer's or an election's lock key, where they act as one).
-pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
-    let keys = l.lock_keys(&req.kind);
+pub(super) fn encode(req: &Request, keys: &Keys, l: Layout, sent: &mut Sent, cmd: &mut redis::Cmd) {
     let token = req.token.as_bytes();
     let (script, ttl_ms) = match (&req.op, &keys[..]) {
-        (Op::AcquireFenced { .. }, _) => return encode_fenced(req, l, None, sent, cmd),
+        (Op::AcquireFenced { .. }, _) => return encode_fenced(req, keys, l, None, sent, cmd),
         (Op::Acquire { ttl_ms }, [key]) => {
             // `GET`: a refusal names the holder (its token, which a vote
             // keeps only as a hash), so a round can tell a split from a
@@ -41,7 +41,7 @@ pub(super) fn encode(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut redis:
         }
     };
     eval(cmd, script, sent).arg(keys.len());
-    each(cmd, &keys).arg(token);
+    each(cmd, keys).arg(token);
     if let Some(ttl_ms) = ttl_ms {
         cmd.arg(ttl_ms);
     }
@@ -76,6 +76,7 @@ pub(super) struct GateKeys<'a> {
 /// node, the slot keys, the queue keys and the member).
 pub(super) fn encode_fenced(
     req: &Request,
+    keys: &Keys,
     l: Layout,
     gate: Option<&GateKeys<'_>>,
     sent: &mut Sent,
@@ -87,16 +88,15 @@ pub(super) fn encode_fenced(
         idle_ms,
     } = req.op
     else {
-        return encode(req, l, sent, cmd);
+        return encode(req, keys, l, sent, cmd);
     };
-    let keys = l.lock_keys(&req.kind);
     let script = match gate {
         Some(_) => &scripts::GATE_ACQUIRE_FENCED,
         None => &scripts::ACQUIRE_FENCED,
     };
     let gate_keys = gate.map_or(0, |g| g.slots.len() + 2);
     eval(cmd, script, sent).arg(keys.len() * 2 + gate_keys);
-    each(cmd, &keys);
+    each(cmd, keys);
     for key in keys.iter() {
         cmd.arg(l.fence(key));
     }
@@ -115,44 +115,38 @@ pub(super) fn encode_fenced(
     }
 }
 
-/// The gate node's copy of a lock's acquisition or release (a semaphore
-/// slot's, a writer's and an election's lock key's too).
-pub(super) fn gate(
+/// The gate node's copy of a lock's acquisition for `ttl_ms`, granted only
+/// in turn (a semaphore slot's, a writer's and an election's lock key's
+/// too; a fenced one's is [`encode_fenced`]'s).
+pub(super) fn gate_acquire(
     req: &Request,
-    l: Layout,
-    gate: &GateKeys<'_>,
+    keys: &Keys,
+    (gate, ttl_ms): (&GateKeys<'_>, u64),
     sent: &mut Sent,
     cmd: &mut redis::Cmd,
 ) {
-    let keys = l.lock_keys(&req.kind);
-    let token = req.token.as_bytes();
     let slots = &gate.slots;
-    match req.op {
-        Op::Acquire { ttl_ms } => {
-            eval(cmd, &scripts::GATE_ACQUIRE, sent).arg(keys.len() + 2 + slots.len());
-            each(cmd, &keys).arg(slots).arg(&gate.queue[..]);
-            cmd.arg(token).arg(ttl_ms).arg(slots.len());
-            cmd.arg(grace_ms(req)).arg(gate.member);
-        }
-        Op::AcquireFenced { .. } => encode_fenced(req, l, Some(gate), sent, cmd),
-        Op::Release { held } => {
-            eval(cmd, &scripts::GATE_RELEASE, sent).arg(keys.len() + 2);
-            each(cmd, &keys)
-                .arg(&gate.queue[..])
-                .arg(token)
-                .arg(gate.member)
-                .arg(u8::from(held));
-        }
-        // Never a lock's gate copy (see `kind::encode_gate`): the plain
-        // command.
-        Op::Leave
-        | Op::Extend { .. }
-        | Op::Proclaim { .. }
-        | Op::ReadLeader
-        | Op::Resign
-        | Op::Inspect
-        | Op::ForceRelease { .. } => encode(req, l, sent, cmd),
-    }
+    eval(cmd, &scripts::GATE_ACQUIRE, sent).arg(keys.len() + 2 + slots.len());
+    each(cmd, keys).arg(slots).arg(&gate.queue[..]);
+    cmd.arg(req.token.as_bytes()).arg(ttl_ms).arg(slots.len());
+    cmd.arg(grace_ms(req)).arg(gate.member);
+}
+
+/// The gate node's copy of a lock's release, which wakes the next waiter
+/// (`held`: a lease's release, not a failed round's clean-up).
+pub(super) fn gate_release(
+    req: &Request,
+    keys: &Keys,
+    (gate, held): (&GateKeys<'_>, bool),
+    sent: &mut Sent,
+    cmd: &mut redis::Cmd,
+) {
+    eval(cmd, &scripts::GATE_RELEASE, sent).arg(keys.len() + 2);
+    each(cmd, keys)
+        .arg(&gate.queue[..])
+        .arg(req.token.as_bytes())
+        .arg(gate.member)
+        .arg(u8::from(held));
 }
 
 /// A waiter's leave of its queue, on the gate node: the `watched` keys

@@ -85,9 +85,10 @@ impl Kind {
         }
     }
 
-    /// Whether a waiter renews a mark that it waits (a reader-writer
-    /// lock's: a waiting writer turns new readers away).
-    pub(crate) fn marks_waiting(&self) -> bool {
+    /// Whether a waiter comes back at least every queue refresh, in a queue
+    /// or not: a reader-writer lock's, whose waiting writer renews the mark
+    /// that turns new readers away (its readers are paced the same).
+    pub(crate) fn renews(&self) -> bool {
         matches!(self, Kind::Read { .. } | Kind::Write { .. })
     }
 
@@ -172,9 +173,13 @@ pub(super) fn encode_plain(req: &Request, l: Layout, sent: &mut Sent, cmd: &mut 
         Kind::Read { lock } => rw::encode_read(req, l, lock, sent, cmd),
         Kind::Write { lock, waits } => rw::encode_write(req, l, lock, *waits, sent, cmd),
         Kind::Permit {
-            semaphore, permits, ..
-        } => permit::encode(req, l, (semaphore, *permits), sent, cmd),
-        Kind::Lock(_) | Kind::Leadership { .. } => lock::encode(req, l, sent, cmd),
+            semaphore,
+            slot,
+            permits,
+        } => permit::encode(req, l, (semaphore, *slot, *permits), sent, cmd),
+        Kind::Lock(_) | Kind::Leadership { .. } => {
+            lock::encode(req, &l.lock_keys(&req.kind), l, sent, cmd);
+        }
     }
 }
 
@@ -211,8 +216,14 @@ pub(super) fn encode_gate(
         (Kind::Read { lock }, Op::Release { held }) => {
             rw::gate_read_release(req, l, lock, (&gate, *held), sent, cmd);
         }
-        (_, Op::Acquire { .. } | Op::AcquireFenced { .. } | Op::Release { .. }) => {
-            lock::gate(req, l, &gate, sent, cmd);
+        (_, Op::Acquire { ttl_ms }) => {
+            lock::gate_acquire(req, &l.lock_keys(&req.kind), (&gate, *ttl_ms), sent, cmd);
+        }
+        (_, Op::AcquireFenced { .. }) => {
+            lock::encode_fenced(req, &l.lock_keys(&req.kind), l, Some(&gate), sent, cmd);
+        }
+        (_, Op::Release { held }) => {
+            lock::gate_release(req, &l.lock_keys(&req.kind), (&gate, *held), sent, cmd);
         }
         // Never a gate node's copy (see `codec::gate_member`): nothing to
         // queue for, so the plain command.
@@ -326,6 +337,90 @@ mod tests {
             Kind::Leadership { election } => all.extend(l.election(election)),
         }
         all
+    }
+
+    /// What the core asks of each kind, as a table: a change of policy
+    /// shows here, kind by kind.
+    #[test]
+    fn each_kind_answers_the_cores_questions_as_its_table_says() {
+        let [one, slot, read, write, leader] = kinds("n");
+        let two = lock(&["a", "b"]);
+        // (kind, queues, renews, may be called, fenced on a fencing client,
+        // fenced on one that does not fence, holders share it)
+        let table = [
+            (&one, true, false, true, true, false, false),
+            (&two, false, false, true, true, false, false),
+            (&slot, true, false, false, true, false, false),
+            (&read, true, true, false, false, false, true),
+            (&write, true, true, false, true, false, true),
+            (&leader, true, false, true, true, true, false),
+        ];
+        for (kind, queues, renews, called, fenced, always, shared) in table {
+            assert_eq!(kind.queues(), queues, "{kind:?} queues");
+            assert_eq!(kind.renews(), renews, "{kind:?} renews");
+            assert_eq!(kind.may_be_called(), called, "{kind:?} may be called");
+            assert_eq!(kind.fenced(true), fenced, "{kind:?} fenced");
+            assert_eq!(kind.fenced(false), always, "{kind:?} fenced anyway");
+            assert_eq!(kind.shared(), shared, "{kind:?} shared");
+        }
+    }
+
+    /// Which hold of this client keeps an asked one out: the same
+    /// resources (any of several), any slot of the same semaphore, the same
+    /// leadership; of a reader-writer lock, a write keeps out both sides
+    /// and a read only a write.
+    #[test]
+    fn a_hold_keeps_out_what_shares_its_resource_and_readers_share() {
+        let [one, slot, read, write, leader] = kinds("n");
+        let waits = |asked: &Kind, held: &Kind| asked.waits_for(held);
+        assert!(waits(&one, &one));
+        assert!(waits(&lock(&["x", "n"]), &one), "one of several");
+        assert!(waits(&one, &lock(&["n", "x"])));
+        assert!(!waits(&lock(&["x"]), &one));
+        assert!(waits(&permit("n", 1), &slot), "another slot of it");
+        assert!(!waits(&permit("m", 2), &slot));
+        assert!(waits(&leader, &leader));
+        assert!(!waits(&read, &read), "readers share");
+        assert!(waits(&write, &read));
+        assert!(waits(&read, &write));
+        assert!(waits(&write, &write));
+        // A name is a different thing per kind: none keeps another out.
+        for (i, asked) in [&one, &slot, &read, &leader].into_iter().enumerate() {
+            for (j, held) in [&one, &slot, &read, &leader].into_iter().enumerate() {
+                assert_eq!(waits(asked, held), i == j && i != 2, "{asked:?} / {held:?}");
+            }
+        }
+    }
+
+    /// How a reply reads, per kind and copy: a slot's acquisition off the
+    /// gate node reports the slots held; a plain lock on one key, not
+    /// queued, is `SET … NX GET`; everything else is a script's.
+    #[test]
+    fn each_kinds_reply_reads_as_its_command_was_sent() {
+        let [one, slot, read, write, leader] = kinds("n");
+        let shape = |kind: &Kind, op: Op, queued: bool| {
+            let timeout = crate::settings::NodeTimeout::fixed(std::time::Duration::from_millis(5));
+            let mut req = Request::new(
+                op,
+                kind.clone(),
+                Arc::from("t"),
+                timeout,
+                std::time::Instant::now(),
+            );
+            req.queue = queued.then(|| Arc::from("m"));
+            reply_shape(&req)
+        };
+        let acquire = || Op::Acquire { ttl_ms: 1 };
+        assert_eq!(shape(&one, acquire(), false), (false, false));
+        assert_eq!(shape(&one, acquire(), true), (false, true));
+        assert_eq!(shape(&lock(&["a", "b"]), acquire(), false), (false, true));
+        assert_eq!(shape(&slot, acquire(), false), (true, true));
+        assert_eq!(shape(&slot, acquire(), true), (false, true));
+        assert_eq!(shape(&slot, Op::Extend { ttl_ms: 1 }, false), (false, true));
+        assert_eq!(shape(&read, acquire(), false), (false, true));
+        assert_eq!(shape(&write, acquire(), false), (false, true));
+        assert_eq!(shape(&leader, acquire(), false), (false, false));
+        assert_eq!(shape(&leader, acquire(), true), (false, true));
     }
 
     #[test]

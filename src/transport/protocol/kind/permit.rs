@@ -3,8 +3,10 @@
 //! a release of any slot wakes its waiters. A slot's acquisition off the
 //! gate node also reports which slots the node holds.
 
+use std::sync::Arc;
+
 use super::super::keys::Layout;
-use super::super::request::{Op, Request};
+use super::super::request::{Keys, Op, Request};
 use super::super::scripts::{self, Sent, eval};
 use super::lock::{self, each};
 
@@ -50,10 +52,11 @@ pub(super) fn reports(req: &Request) -> bool {
 pub(super) fn encode(
     req: &Request,
     l: Layout,
-    (semaphore, permits): (&str, u32),
+    (semaphore, slot, permits): (&str, u32, u32),
     sent: &mut Sent,
     cmd: &mut redis::Cmd,
 ) {
+    let keys: Keys = Arc::from([Arc::from(self::slot(l, semaphore, slot))]);
     let (script, ttl_ms, fence) = match req.op {
         Op::AcquireFenced {
             ttl_ms,
@@ -65,9 +68,8 @@ pub(super) fn encode(
             Some((proposed, idle_ms)),
         ),
         Op::Acquire { ttl_ms } => (&scripts::SLOT_ACQUIRE, ttl_ms, None),
-        _ => return lock::encode(req, l, sent, cmd),
+        _ => return lock::encode(req, &keys, l, sent, cmd),
     };
-    let keys = l.lock_keys(&req.kind);
     let lock_keys = if fence.is_some() { 2 } else { 1 };
     eval(cmd, script, sent).arg(lock_keys + usize::try_from(permits).unwrap_or(0));
     each(cmd, &keys);

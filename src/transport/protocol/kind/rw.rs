@@ -4,8 +4,10 @@
 //! `redlock-rw:l#wait`, which turns new readers away; their commands, plain
 //! and as the gate node's copy.
 
+use std::sync::Arc;
+
 use super::super::keys::{Layout, QUEUE_ALIVE};
-use super::super::request::{Op, Request};
+use super::super::request::{Keys, Op, Request};
 use super::super::scripts::{self, Sent, eval};
 use super::lock::{self, GateKeys, grace_ms};
 
@@ -119,7 +121,10 @@ pub(super) fn encode_write(
         Op::AcquireFenced {
             proposed, idle_ms, ..
         } => Some((proposed, idle_ms)),
-        _ => return lock::encode(req, l, sent, cmd),
+        _ => {
+            let writer: Keys = Arc::from([Arc::from(lock_key(l, lock, Role::Write))]);
+            return lock::encode(req, &writer, l, sent, cmd);
+        }
     };
     let [writer, readers, mark] = l.rw(lock);
     let fence_key = l.fence(&writer);
