@@ -361,13 +361,12 @@ impl Leadership {
     /// `LockLost` for a leadership already resigned (never seen: only
     /// `resign(self)` and `Drop` take the guard).
     fn resigned(&self) -> Error {
-        Error::LockLost {
-            resource: self.election.name.to_string(),
-            confirmed: 0,
-            quorum: self.election.core.quorum(),
-            failures: Vec::new(),
-            cause: LostCause::NotHeld,
-        }
+        Error::lock_lost(
+            &self.election.name,
+            LostCause::NotHeld,
+            (0, self.election.core.quorum()),
+            Vec::new(),
+        )
     }
 
     /// Changes the value the others see, on a majority, keeping the term.

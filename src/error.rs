@@ -149,6 +149,24 @@ impl Error {
         }
     }
 
+    /// The one way a [`Error::LockLost`] is made: the hold on `resource`
+    /// is gone for `cause`; `confirmed` of the `quorum` needed still held
+    /// it in the round that found out, and `failures` are that round's.
+    pub(crate) fn lock_lost(
+        resource: &str,
+        cause: LostCause,
+        (confirmed, quorum): (usize, usize),
+        failures: Vec<NodeFailure>,
+    ) -> Self {
+        Error::LockLost {
+            resource: resource.to_owned(),
+            confirmed,
+            quorum,
+            failures,
+            cause,
+        }
+    }
+
     /// An argument of a call is wrong; [`in_call`](Self::in_call) names the
     /// call.
     pub(crate) fn argument(reason: impl Into<String>) -> Self {

@@ -540,13 +540,12 @@ impl PendingRelease<'_> {
 }
 
 fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
-    Error::LockLost {
-        resource: resource.to_owned(),
-        confirmed: state.confirmed,
-        quorum,
-        failures: state.failures.clone(),
-        cause: state.cause,
-    }
+    Error::lock_lost(
+        resource,
+        state.cause,
+        (state.confirmed, quorum),
+        state.failures.clone(),
+    )
 }
 
 /// An extension whose requests are out; its answers are still to be collected.

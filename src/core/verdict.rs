@@ -34,11 +34,10 @@ pub(super) fn no_quorum(resource: &str, outcome: Outcome) -> Error {
 
 /// `LockLost` for a round whose refusals show our token gone.
 pub(super) fn lock_lost(resource: &str, outcome: Outcome) -> Error {
-    Error::LockLost {
-        resource: resource.to_owned(),
-        confirmed: outcome.confirmed,
-        quorum: outcome.quorum,
-        failures: outcome.failures,
-        cause: LostCause::NotHeld,
-    }
+    Error::lock_lost(
+        resource,
+        LostCause::NotHeld,
+        (outcome.confirmed, outcome.quorum),
+        outcome.failures,
+    )
 }
