@@ -578,6 +578,18 @@ fn wall_clock_micros() -> u64 {
 /// duplicate, or more than [`MAX_RESOURCES`].
 fn checked_keys(keys: &Keys) -> Result<(), Error> {
     let resources: Vec<&str> = keys.iter().map(|k| &**k).collect();
+    if let Some(name) = resources.iter().find(|r| reserved(r)) {
+        return Err(Error::argument(format!(
+            "the resource {name:?} would be one of the client's own keys: names starting \
+             with {} are reserved; choose another name",
+            RESERVED
+                .iter()
+                .chain(&OWN_KEYS)
+                .map(|prefix| format!("`{prefix}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
     match &resources[..] {
         [] => Err(Error::argument(
             "no resources given; name at least one resource to lock",
@@ -585,16 +597,6 @@ fn checked_keys(keys: &Keys) -> Result<(), Error> {
         [""] => Err(Error::argument(
             "the resource name is empty; name what you lock",
         )),
-        _ if resources.iter().any(|r| reserved(r)) => Err(Error::argument(format!(
-            "resource names starting with {} are reserved for the client's own keys; choose \
-             another name",
-            RESERVED
-                .iter()
-                .chain(&OWN_KEYS)
-                .map(|prefix| format!("`{prefix}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
         [_] => Ok(()),
         _ if resources.len() > MAX_RESOURCES => Err(Error::argument(format!(
             "{} resources given; one lock holds at most {MAX_RESOURCES}",
@@ -681,13 +683,22 @@ mod tests {
             "redlock-alive:a",
             "redlock-sem:a#0",
             "redlock-rw:a#w",
+            "redlock-elect:a#l",
             "redlock:admitted",
             "redlock:clock-jumped",
             "redlock:ttls",
         ] {
             let err = checked_keys(&keys(&[name])).unwrap_err().to_string();
-            let prefix = name.split_inclusive(':').next().unwrap();
-            assert!(err.contains(prefix), "{err} names {prefix}");
+            assert!(
+                err.contains(&format!("{name:?}")),
+                "{err} names the resource"
+            );
+            let prefix = RESERVED
+                .iter()
+                .chain(&OWN_KEYS)
+                .find(|p| name.starts_with(*p))
+                .unwrap();
+            assert!(err.contains(&format!("`{prefix}`")), "{err} names {prefix}");
             assert!(checked_keys(&keys(&["ok", name])).is_err(), "{name}");
         }
         assert!(checked_keys(&keys(&["redlock-queue"])).is_ok());

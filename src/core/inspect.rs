@@ -83,7 +83,7 @@ pub(super) fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
 fn kind_of(ask: &Ask<'_>, target: Target) -> Result<Kind, Error> {
     target.check()?;
     // Every slot is read, and both sides of a reader-writer lock: the slot
-    // and the side named here are none in particular.
+    // named here (0) is none in particular, and either side reads the same.
     let kind = target.kind(0, false);
     match ask.transport.key_problem(&kind) {
         Some(problem) => Err(Error::argument(problem)),

@@ -52,6 +52,7 @@ fn fresh(urls: &[String]) -> (Redlock, Duration) {
 
 #[test]
 fn a_client_started_while_two_of_five_nodes_are_black_holed_builds_and_locks_at_once() {
+    let _turn = crate::harness::alone();
     let setup = partitioned();
     let (client, built_in) = fresh(&setup.urls);
     assert!(
@@ -86,6 +87,7 @@ fn a_client_started_while_two_of_five_nodes_are_black_holed_builds_and_locks_at_
 /// its map, then for its masters.)
 #[test]
 fn a_black_holed_cluster_node_does_not_hold_up_the_start() {
+    let _turn = crate::harness::alone();
     let cluster = Cluster::start(3);
     let hole = BlackHole::new();
     let seed = hole.url().replace("redis://", "redis+cluster://");
@@ -113,6 +115,7 @@ fn a_black_holed_cluster_node_does_not_hold_up_the_start() {
 
 #[test]
 fn every_primitive_of_a_client_started_during_a_partition_answers_at_once() {
+    let _turn = crate::harness::alone();
     let setup = partitioned();
     let (client, _) = fresh(&setup.urls);
     let all = client
@@ -175,6 +178,7 @@ fn warm_then_broken(cluster: &mut Cluster) -> Redlock {
 /// held, so `try_lock` answers without waiting for it.
 #[test]
 fn an_acquisition_no_pending_answer_can_change_ends_at_once() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(5);
     let client = warm_then_broken(&mut cluster);
     for node in &cluster.nodes[..2] {
@@ -200,6 +204,7 @@ fn an_acquisition_no_pending_answer_can_change_ends_at_once() {
 /// extension answers `NoQuorum` without waiting for it.
 #[test]
 fn an_extension_no_pending_answer_can_change_ends_at_once() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(5);
     let client = Redlock::builder(cluster.urls())
         .node_timeout(STALL_TIMEOUT)
@@ -228,10 +233,11 @@ fn an_extension_no_pending_answer_can_change_ends_at_once() {
 }
 
 /// A node that stalls is no slower network: the exchange that timed out
-/// leaves its measured round trip as it was (it used to count as twice the
-/// timeout, and a short stall then made a 300 ms TTL `TooSlow`).
+/// leaves its measured round trip as it was, so a short stall does not make
+/// a 300 ms TTL `TooSlow`.
 #[test]
 fn a_stall_does_not_raise_the_measured_round_trip() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(3);
     let timeout = Duration::from_millis(500);
     let client = Redlock::builder(cluster.urls())
@@ -264,6 +270,7 @@ fn a_stall_does_not_raise_the_measured_round_trip() {
 /// never `TooSlow` (a TTL their measured answers can meet).
 #[test]
 fn a_short_stall_is_waited_out_not_read_as_too_slow() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(3);
     let client = Redlock::new(cluster.urls()).unwrap();
     let ttl = Duration::from_millis(300);
@@ -294,6 +301,7 @@ fn a_short_stall_is_waited_out_not_read_as_too_slow() {
 /// first attempt ended; node 3's is the path it pins.)
 #[test]
 fn nodes_paused_while_a_client_starts_count_once_they_answer() {
+    let _turn = crate::harness::alone();
     let mut cluster = Cluster::start(5);
     cluster.nodes[1].pause();
     cluster.nodes[3].pause();

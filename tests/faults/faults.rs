@@ -241,11 +241,10 @@ fn a_release_reaches_a_slow_node_before_the_program_exits() {
     }
 }
 
-/// Clean-ups are never dropped: with a node stalled (SIGSTOP), its queue
-/// filled and the releases for it were dropped with a warning; the `SET`s
-/// already sent to it ran when it resumed and stayed until their TTL (60 s
-/// here). Releases are now queued even on a full queue, behind those
-/// `SET`s: nothing is left behind.
+/// Clean-ups are never dropped: with a node stalled (SIGSTOP) until its
+/// queue is full, the releases for it are still queued, behind the `SET`s
+/// already sent to it, so none of those stays until its TTL (60 s here)
+/// once the node resumes.
 #[test]
 fn releases_for_a_stalled_node_with_a_full_queue_are_not_lost() {
     let _turn = crate::harness::alone();

@@ -29,11 +29,10 @@ fn urls(proxies: &[Proxy]) -> Vec<String> {
 }
 
 /// 15 ms each way, a 5 s TTL, default settings: the derived timeout would
-/// be 25 ms, below the 30 ms round trip, so every lock used to fail, however
-/// long it waited. The client measures the round trip and waits for it.
-/// (Each lock may wait 10 s: on a loaded machine a proxy's reply now and
-/// then comes later than the measured need, and `lock`'s default second of
-/// retries ran out once in a BUSY=2 run.)
+/// be 25 ms, below the 30 ms round trip, and no lock could succeed. The
+/// client measures the round trip and waits for it. (Each lock may wait
+/// 10 s: on a loaded machine a proxy's reply now and then comes later than
+/// the measured need.)
 #[test]
 fn every_lock_succeeds_with_nodes_15_ms_away_each_way() {
     let _turn = crate::harness::alone();

@@ -193,8 +193,8 @@ fn a_new_cluster_starts_quarantined_until_its_nodes_have_been_up_for_the_period(
 }
 
 /// A `redlock:admitted` marker that is not UTF-8 is no marker: the node is
-/// quarantined like any other new process (it once failed the connection
-/// with a conversion error, reported as "not a Redis server").
+/// quarantined like any other new process, and its connection does not
+/// fail as "not a Redis server".
 #[test]
 fn a_marker_that_is_not_text_is_no_marker() {
     let cluster = Cluster::start(3);

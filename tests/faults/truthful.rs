@@ -114,7 +114,8 @@ fn a_semaphore_pass_finds_the_permit_free_on_its_majority() {
 
 /// A `try_write` that finds a reader and gives up leaves nothing that
 /// makes others wait: a reader in a third client gets in right after the
-/// reader released (a writer's mark used to turn readers away for ~2 s).
+/// reader released, not ~2 s later (a waiting writer's mark would turn
+/// readers away that long).
 #[test]
 fn a_failed_try_write_leaves_no_mark() {
     let cluster = Cluster::start(3);

@@ -70,8 +70,10 @@ pub fn logs() -> std::sync::MutexGuard<'static, Vec<String>> {
 }
 
 /// Where the captured log stands now. The log is the whole test binary's:
-/// a test that counts or looks for lines reads only those logged since its
-/// own mark ([`logs_since`]), never an earlier test's.
+/// a test that counts or looks for lines reads those logged since its own
+/// mark ([`logs_since`]) and filters them by what is its own (a node's
+/// address, a resource): a test running beside it, or a client an earlier
+/// test dropped, may log meanwhile.
 pub fn log_mark() -> usize {
     logs().len()
 }

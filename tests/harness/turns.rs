@@ -5,8 +5,9 @@
 //! - [`alone`]: no other test holding a turn runs meanwhile. For tests that
 //!   count what the whole process has (its threads, a global recorder:
 //!   every test of `process`, through its `turn`), tests whose bounds are
-//!   timed (`faults.rs`, `latency.rs`, partitions' targeted scenarios) and
-//!   soaks that ran alone in their own binaries (chaos, exclusion).
+//!   timed (`faults.rs`, `latency.rs`, `availability.rs`, partitions'
+//!   targeted scenarios) and soaks that load both cores on their own
+//!   (chaos, exclusion).
 //! - [`heavy`]: tests that load both cores (partitions' rotating scenarios,
 //!   `script_flush.rs`) run beside each other, never beside one that runs
 //!   alone.

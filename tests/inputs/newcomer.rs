@@ -120,7 +120,7 @@ fn a_port_that_is_not_redis_says_so_without_retrying() {
 /// A kept-alive lock whose renewals time out on a majority (two of three
 /// nodes paused) is lost when its validity runs out; `ensure_valid` then
 /// names the causes of the last failed renewal and says that renewals
-/// failed (it once listed no cause and "0 node(s) still held it").
+/// failed, not "0 node(s) still held it" with no cause.
 #[test]
 fn a_lock_lost_to_timeouts_keeps_its_causes() {
     let mut cluster = Cluster::start(3);
@@ -172,8 +172,8 @@ fn a_lock_lost_to_timeouts_keeps_its_causes() {
         "{err:?}"
     );
     // Its release after the resume says what was known when the lock was
-    // lost, whatever the removal of its keys finds (it once said "2
-    // node(s) still held it, 2 needed").
+    // lost, whatever the removal of its keys finds (not "2 node(s) still
+    // held it, 2 needed").
     let err = guard.release().unwrap_err();
     let text = err.to_string();
     assert!(
@@ -192,9 +192,9 @@ fn a_lock_lost_to_timeouts_keeps_its_causes() {
 }
 
 /// A lock without keep-alive whose validity simply ran out: no node is
-/// asked, and the message says so — not "0 node(s) still held it" (it
-/// once did, although the nodes still held it). A release afterwards asks
-/// the nodes, and says what they answered.
+/// asked, and the message says so — not "0 node(s) still held it", which
+/// nothing checked. A release afterwards asks the nodes, and says what
+/// they answered.
 #[test]
 fn a_lock_whose_validity_ran_out_says_so_and_nothing_it_did_not_check() {
     let cluster = Cluster::start(3);
@@ -279,7 +279,7 @@ fn retry_count_is_the_rounds_after_the_first() {
 
 /// A resource name whose key holds another type (a list) is held, for a
 /// single lock as for several (`SET … NX GET` answers WRONGTYPE there,
-/// which once read as a node failure).
+/// which is a no, not a node failure).
 #[test]
 fn a_key_of_another_type_is_held() {
     let cluster = Cluster::start(3);
@@ -409,8 +409,8 @@ fn a_two_node_list_is_warned_about_once_at_build() {
 }
 
 /// After `shutdown()`, `verify()` and `node_health()` ask nothing and say
-/// so: every node down and not counting, "the client was shut down" (they
-/// once showed the health last seen: "up, admitted").
+/// so: every node down and not counting, "the client was shut down", not
+/// the health last seen ("up, admitted").
 #[test]
 fn verify_after_shutdown_reports_the_shutdown_not_stale_health() {
     let cluster = Cluster::start(3);

@@ -538,8 +538,8 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
     let holder = fenced_client(&cluster.urls(), false);
     // (A round whose gate node answers slower than a few usual round trips
     // goes on to the others; the gate node's "others queued first" still
-    // counts when it comes within the round's time. Before it did not, and
-    // on a loaded machine this waiter once went first.)
+    // counts when it comes within the round's time, so on a loaded machine
+    // this waiter does not go first either.)
     let waiter = Redlock::builder(cluster.urls())
         .fencing(true)
         .retry_delay(Duration::from_millis(250))

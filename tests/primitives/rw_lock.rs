@@ -492,12 +492,11 @@ fn the_marking_writer_goes_before_a_reader_queued_ahead_of_it() {
             drop(guard);
         });
         queued(2);
-        // The marking writer's rounds keep its mark alive on every node:
-        // they used to stop at the gate node behind the reader queued ahead
-        // of it, the mark lapsed on the others, and the reader at the head
-        // of the queue, told "held" by the gate node, took them and went
-        // first (on a loaded machine the first mark lapsed before the
-        // release). Shortened here to 500 ms, it must be renewed (to 2 s).
+        // The marking writer's rounds keep its mark alive on every node,
+        // not only up to the gate node behind the reader queued ahead of
+        // it: were the mark to lapse on the others, the reader at the head
+        // of the queue, told "held" by the gate node, would take them and
+        // go first. Shortened here to 500 ms, it must be renewed (to 2 s).
         let pttl = |n: &Node| -> i64 {
             redis::cmd("PTTL")
                 .arg("redlock-rw:order#wait")
@@ -578,10 +577,9 @@ fn waiting_writers_go_in_the_order_they_queued() {
 /// The gate node granted the first waiting writer, whose round is still on
 /// its way to the other nodes (held back here). The writer that queued
 /// second is the head of the queue now, and finds the key held on the gate
-/// node: that used to count as one no among three, so it asked the other
-/// nodes, which let it in first (seen as `[1, 0]` in the test above on a
-/// loaded machine). A key the gate node just granted is the queue's for
-/// the granted round's per-node timeout: the second writer waits.
+/// node. A key the gate node just granted is the queue's for the granted
+/// round's per-node timeout, not one no among three: the second writer
+/// waits, and does not get in first through the other nodes.
 #[test]
 fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
     use crate::harness::partition::Net;
@@ -662,15 +660,12 @@ fn a_granted_writer_keeps_its_turn_while_its_round_reaches_the_others() {
 /// Readers across processes never stall a writer: a waiting writer's first
 /// round is plain (in no queue), so the mark it leaves holds its token, not
 /// its place in the gate node's queue; its next round, at once, marks with
-/// its place — unless the readers left in between (they hold 1 ms in the
-/// benchmark). Then the gate node kept the token's mark (only a writer
-/// refused by readers marked again): the reader queued meanwhile was
-/// refused by the mark, the writer was told that reader queued first, and
-/// both sat out the mark (2 s) — a reload waited 1.03 s and 11 reads failed
-/// `Busy`. That race's outcome is planted here: the gate node's mark holds
-/// a token, a reader is queued ahead of the writer, the last reader leaves.
-/// The waiting writer now takes over a mark nobody in the queue owns and
-/// writes first (before: the reader got in when the mark lapsed, first).
+/// its place — unless the readers left in between. Then the gate node keeps
+/// the token's mark, and a reader queued meanwhile and the writer must not
+/// both sit out the mark (2 s). That race's outcome is planted here: the
+/// gate node's mark holds a token, a reader is queued ahead of the writer,
+/// the last reader leaves. The waiting writer takes over a mark nobody in
+/// the queue owns and writes first.
 #[test]
 fn a_writer_takes_over_a_mark_nobody_queued_owns() {
     let cluster = Cluster::start(3);
@@ -745,15 +740,13 @@ fn a_writer_takes_over_a_mark_nobody_queued_owns() {
     });
 }
 
-/// Readers across processes never stall a writer, the rest: a writer that won
-/// on the other nodes without the gate node (the gate node still saw a
-/// reader) left its mark there, naming its place in a queue it had left.
-/// The gate node kept turning readers away by that mark: each queued
-/// reader got in through the other nodes only, the gate node let none in,
-/// so none woke the next, and the readers behind waited for their timers
-/// (S7: reads up to 200 ms, some failed `Busy`). A mark naming a member
-/// that no longer waits is now dropped by a queued round at the gate node:
-/// the queued readers are let in there, and wake the next.
+/// A mark whose writer left the queue turns no reader away: a writer that
+/// won on the other nodes without the gate node (the gate node still saw a
+/// reader) leaves its mark there, naming its place in a queue it has left.
+/// A queued round at the gate node drops a mark naming a member that no
+/// longer waits, so the queued readers are let in there and wake the next,
+/// rather than each getting in through the other nodes only while the
+/// readers behind wait for their timers.
 #[test]
 fn a_mark_whose_writer_left_the_queue_turns_no_reader_away() {
     let cluster = Cluster::start(3);

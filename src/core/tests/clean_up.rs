@@ -68,16 +68,13 @@ fn slow_node_core() -> (Vec<FakeNode>, std::sync::Arc<Core>) {
 /// (Busy, decided by the two refusals) and sends its clean-up. With an
 /// hour's TTL, no clean-up is dropped by expiry while the test runs.
 ///
-/// Each failed round used to queue its clean-up on node 0 whatever became
-/// of its acquisition there; acquisitions beyond the queue's capacity are
-/// refused, but clean-ups never are, so node 0's queue grew with every
-/// failed round (526 requests after 2,000 rounds in 0.57 s with a 50 ms
-/// timeout in this test's first version, draining 128 per answer, and
-/// growing for as long as the stream lasts). A round
-/// now cleans up only where its request was queued: one clean-up per
-/// acquisition accepted, and acquisitions are accepted only below the
-/// capacity, so with one caller the queue never holds more than
-/// `capacity + 1`.
+/// Acquisitions beyond the queue's capacity are refused, but clean-ups
+/// never are: were every failed round to queue its clean-up on node 0
+/// whatever became of its acquisition there, node 0's queue would grow for
+/// as long as the stream lasts. A round cleans up only where its request
+/// was queued: one clean-up per acquisition accepted, and acquisitions are
+/// accepted only below the capacity, so with one caller the queue never
+/// holds more than `capacity + 1`.
 #[test]
 fn a_slow_nodes_queue_stays_bounded_under_a_stream_of_failed_rounds() {
     let (nodes, core) = slow_node_core();

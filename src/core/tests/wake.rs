@@ -269,7 +269,7 @@ fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
 
 /// A caller whose very first round went to the gate node (it let the
 /// waiters go first) and was queued there listens for its turn like any
-/// other waiter (it once did not, and slept its retry delay every time).
+/// other waiter, rather than sleeping its retry delay every time.
 #[test]
 fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());

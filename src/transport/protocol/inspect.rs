@@ -43,7 +43,7 @@ pub(crate) fn vote(req: &Request, value: redis::Value, node: &Arc<str>) -> Answe
                 _ => Err(unexpected(node)),
             };
         }
-        (_, kind) if kind.shared() => 1,
+        (_, kind) if kind.reader_writer() => 1,
         _ => u32::MAX,
     };
     let parts = match value {

@@ -12,8 +12,7 @@ pub(crate) type Keys = Arc<[Arc<str>]>;
 
 /// What a call asks for: the kind of hold, whose, and the kind's own data.
 /// Every key a request touches is derived from it (`kind/`, `keys.rs`);
-/// nothing
-/// reads a kind back from a key's name.
+/// nothing reads a kind back from a key's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Kind {
     /// A lock on these resources: one, or several at once.

@@ -92,9 +92,9 @@ impl Kind {
         matches!(self, Kind::Read { .. } | Kind::Write { .. })
     }
 
-    /// Whether several holders share it: a reader-writer lock's readers
-    /// (an inspection reports them apart from its writer).
-    pub(crate) fn shared(&self) -> bool {
+    /// Whether it is a side of a reader-writer lock, whose readers share
+    /// it: an inspection reports the readers apart from the writer.
+    pub(crate) fn reader_writer(&self) -> bool {
         matches!(self, Kind::Read { .. } | Kind::Write { .. })
     }
 
@@ -346,7 +346,7 @@ mod tests {
         let [one, slot, read, write, leader] = kinds("n");
         let two = lock(&["a", "b"]);
         // (kind, queues, renews, may be called, fenced on a fencing client,
-        // fenced on one that does not fence, holders share it)
+        // fenced on one that does not fence, a reader-writer lock's side)
         let table = [
             (&one, true, false, true, true, false, false),
             (&two, false, false, true, true, false, false),
@@ -355,13 +355,13 @@ mod tests {
             (&write, true, true, false, true, false, true),
             (&leader, true, false, true, true, true, false),
         ];
-        for (kind, queues, renews, called, fenced, always, shared) in table {
+        for (kind, queues, renews, called, fenced, always, rw) in table {
             assert_eq!(kind.queues(), queues, "{kind:?} queues");
             assert_eq!(kind.renews(), renews, "{kind:?} renews");
             assert_eq!(kind.may_be_called(), called, "{kind:?} may be called");
             assert_eq!(kind.fenced(true), fenced, "{kind:?} fenced");
             assert_eq!(kind.fenced(false), always, "{kind:?} fenced anyway");
-            assert_eq!(kind.shared(), shared, "{kind:?} shared");
+            assert_eq!(kind.reader_writer(), rw, "{kind:?} reader-writer");
         }
     }
 
@@ -392,35 +392,58 @@ mod tests {
         }
     }
 
-    /// How a reply reads, per kind and copy: a slot's acquisition off the
-    /// gate node reports the slots held; a plain lock on one key, not
-    /// queued, is `SET … NX GET`; everything else is a script's.
+    /// How a reply to an acquisition reads, per kind and copy, and that it
+    /// matches what was sent: a slot's acquisition off the gate node reports
+    /// the slots held; a plain lock on one key, not queued, is `SET … NX
+    /// GET`, everything else a script. (An election's acquisition is always
+    /// fenced, a script whose reply reads the same whatever the shape.)
     #[test]
     fn each_kinds_reply_reads_as_its_command_was_sent() {
-        let [one, slot, read, write, leader] = kinds("n");
-        let shape = |kind: &Kind, op: Op, queued: bool| {
+        let [one, slot, read, write, _] = kinds("n");
+        let two = lock(&["a", "b"]);
+        let request = |kind: &Kind, queued: bool| {
             let timeout = crate::settings::NodeTimeout::fixed(std::time::Duration::from_millis(5));
+            let now = std::time::Instant::now();
             let mut req = Request::new(
-                op,
+                Op::Acquire { ttl_ms: 1 },
                 kind.clone(),
                 Arc::from("t"),
                 timeout,
-                std::time::Instant::now(),
+                now,
             );
             req.queue = queued.then(|| Arc::from("m"));
-            reply_shape(&req)
+            req
         };
-        let acquire = || Op::Acquire { ttl_ms: 1 };
-        assert_eq!(shape(&one, acquire(), false), (false, false));
-        assert_eq!(shape(&one, acquire(), true), (false, true));
-        assert_eq!(shape(&lock(&["a", "b"]), acquire(), false), (false, true));
-        assert_eq!(shape(&slot, acquire(), false), (true, true));
-        assert_eq!(shape(&slot, acquire(), true), (false, true));
-        assert_eq!(shape(&slot, Op::Extend { ttl_ms: 1 }, false), (false, true));
-        assert_eq!(shape(&read, acquire(), false), (false, true));
-        assert_eq!(shape(&write, acquire(), false), (false, true));
-        assert_eq!(shape(&leader, acquire(), false), (false, false));
-        assert_eq!(shape(&leader, acquire(), true), (false, true));
+        // The command's name, as encoded: `SET`, `EVAL` or `EVALSHA`.
+        let sent = |req: &Request| {
+            let mut out = Vec::new();
+            let mut sent = super::super::scripts::Sent::none();
+            super::super::codec::encode(req, Layout::Plain, &mut sent, &mut out);
+            let text = String::from_utf8_lossy(&out).into_owned();
+            text.split("\r\n").nth(2).unwrap_or_default().to_owned()
+        };
+        let table = [
+            (&one, false, (false, false)),
+            (&one, true, (false, true)),
+            (&two, false, (false, true)),
+            (&slot, false, (true, true)),
+            (&slot, true, (false, true)),
+            (&read, false, (false, true)),
+            (&read, true, (false, true)),
+            (&write, false, (false, true)),
+            (&write, true, (false, true)),
+        ];
+        for (kind, queued, shape) in table {
+            let req = request(kind, queued);
+            assert_eq!(reply_shape(&req), shape, "{kind:?} queued {queued}");
+            let name = sent(&req);
+            assert_eq!(
+                name != "SET",
+                shape.1,
+                "{kind:?} queued {queued} sends {name}"
+            );
+            assert!(["SET", "EVAL"].contains(&name.as_str()), "{name}");
+        }
     }
 
     #[test]
