@@ -325,8 +325,11 @@ impl Node {
     }
 
     /// Starts the (killed) node again on its port, waiting for the port.
+    /// One try can take 10 s (a server that does not answer, seen beside
+    /// busy loops with the machine's I/O stalled, is killed and tried
+    /// again): the tries go on for 30 s, as the harness's connections do.
     fn respawn(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         while !self.spawn() {
             assert!(
                 Instant::now() < deadline,
