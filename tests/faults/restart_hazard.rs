@@ -109,9 +109,16 @@ fn with_the_restart_quarantine_an_empty_restart_never_lets_a_second_client_in() 
         std::thread::sleep(Duration::from_millis(50)); // B's retry pace
     }
     assert!(refused > 0);
-    crate::harness::settles("B gets in once the quarantine is over", || {
-        matches!(b_client.try_lock("hazard", TTL), Ok(Some(_)))
-    });
+    // A failure shows B's last answer and what it knew of each node.
+    crate::harness::settles_at(
+        "B gets in once the quarantine is over",
+        String::from("in"),
+        || match b_client.try_lock("hazard", TTL) {
+            Ok(Some(_)) => String::from("in"),
+            Ok(None) => format!("busy; {:?}", b_client.node_health()),
+            Err(err) => format!("{err}; {:?}", b_client.node_health()),
+        },
+    );
 }
 
 /// A node that came back with an old marker and
