@@ -29,7 +29,8 @@ pub use witness::{Contention, Inside, contend, contend_counting, contend_while, 
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// The per-node timeout of clients in tests that are not about it. Derived
@@ -716,24 +717,64 @@ pub fn settles(what: &str, cond: impl FnMut() -> bool) {
 }
 
 /// Polls `read` until it returns `want`, failing loudly after 10 s with the
-/// last value read: [`settles`] for a value whose last reading explains a
-/// failure.
+/// last value read, how long that read took, and the longest time this
+/// process was not scheduled meanwhile ([`stalls`]): [`settles`] for a
+/// value whose last reading explains a failure.
 pub fn settles_at<T: PartialEq + std::fmt::Debug>(
     what: &str,
     want: T,
     mut read: impl FnMut() -> T,
 ) {
+    let stalls = stalls();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        let began = Instant::now();
         let got = read();
         if got == want {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "timed out after 10 s waiting for {what} to be {want:?}: last {got:?}"
+            "timed out after 10 s waiting for {what} to be {want:?}: last {got:?} (read in \
+             {:?}; the longest stall of this process meanwhile: {:?})",
+            began.elapsed(),
+            stalls.longest()
         );
         std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Watches, from now on, for moments when this process is not scheduled:
+/// a thread that sleeps 5 ms at a time notes how much longer each sleep
+/// took. Diagnostic only: a failure's message says whether the machine
+/// stood still.
+pub fn stalls() -> Stalls {
+    let longest = Arc::new(AtomicU64::new(0));
+    let watched = Arc::downgrade(&longest);
+    std::thread::Builder::new()
+        .name("harness-stalls".into())
+        .spawn(move || {
+            let tick = Duration::from_millis(5);
+            while let Some(longest) = watched.upgrade() {
+                let start = Instant::now();
+                std::thread::sleep(tick);
+                let late = start.elapsed().saturating_sub(tick);
+                longest.fetch_max(late.as_micros() as u64, Ordering::Relaxed);
+            }
+        })
+        .expect("the stall watcher starts");
+    Stalls { longest }
+}
+
+/// See [`stalls`]; the watcher ends when this is dropped.
+pub struct Stalls {
+    longest: Arc<AtomicU64>,
+}
+
+impl Stalls {
+    /// The longest a 5 ms sleep overran so far.
+    pub fn longest(&self) -> Duration {
+        Duration::from_micros(self.longest.load(Ordering::Relaxed))
     }
 }
 
