@@ -5,13 +5,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Core;
 use super::acquisition::{Acquisition, Failed, Next, Pacing, Patience, Route};
 use super::handoff::{Ticket, Woken};
 use super::lease::Lease;
+use super::session::Core;
 use super::slots::Slots;
 use super::verdict::{answer_by, millis, no_quorum};
-use crate::algorithm::{self, Outcome, Verdict, Vote};
+use crate::algorithm::{Outcome, Verdict, Vote};
 use crate::error::{Error, Wanted};
 use crate::metrics;
 use crate::transport::{
@@ -208,10 +208,10 @@ impl Core {
     ) -> Result<Arc<Lease>, Error> {
         let _busy = self.enter()?;
         let lease = Arc::new(self.rounds(target, ttl, patience)?);
-        if self.life.adopt(&lease) {
+        if self.adopt(&lease) {
             Ok(lease)
         } else {
-            lease.abandon(self);
+            lease.abandon(self.nodes());
             Err(Error::Shutdown)
         }
     }
@@ -229,17 +229,20 @@ impl Core {
         }
         // A caller that may retry sleeps on a ticket between rounds; with
         // queues on, the ticket is also its place in the gate node's queue.
-        let gate = self.transport.gate_index(call.kind());
-        let mut ticket = call.patience().waits().then(|| self.waiters.enter(gate));
+        let gate = self.nodes().transport().gate_index(call.kind());
+        let mut ticket = call
+            .patience()
+            .waits()
+            .then(|| self.nodes().waiters().enter(gate));
         // After this client's release woke a waiter, it queues behind.
         let gate_name = call.kind().gate_name().into_owned();
-        call.queue_behind(|| self.waiters.yields(&gate_name));
+        call.queue_behind(|| self.nodes().waiters().yields(&gate_name));
         let mut watch = None;
         loop {
             let end = |ending, call: &Acquisition, ticket: Option<&Ticket<'_>>| {
                 Err(self.end(ending, call, &asked, ticket, &started))
             };
-            if self.life.is_closed() {
+            if self.is_closed() {
                 // Woken by the shutdown (or shut between rounds).
                 return end(Ending::Shutdown, &call, ticket.as_ref());
             }
@@ -248,7 +251,7 @@ impl Core {
                 // What a round took as it was cancelled is released like
                 // the partial lock of any failed round.
                 if let Ok(lease) = round {
-                    lease.abandon(self);
+                    lease.abandon(self.nodes());
                 }
                 return end(Ending::Cancelled, &call, ticket.as_ref());
             }
@@ -260,10 +263,10 @@ impl Core {
                 }
                 Err(failed) => failed,
             };
-            let next = call.after(failed, || self.hopeless(asked.ttl));
+            let next = call.after(failed, || self.nodes().hopeless(asked.ttl));
             if call.watching() {
                 // Held (or queued): hear the gate node when the turn comes.
-                watch.get_or_insert_with(|| self.transport.watch());
+                watch.get_or_insert_with(|| self.nodes().transport().watch());
             }
             let ending = match next {
                 Next::Round => None,
@@ -323,7 +326,7 @@ impl Core {
                 metrics::acquired(failed.kind(), attempts, started);
                 let kind = call.kind();
                 let held_here =
-                    failed.is_busy() && self.life.holds(|lease| kind.waits_for(lease.kind()));
+                    failed.is_busy() && self.holds(|lease| kind.waits_for(lease.kind()));
                 into_error(failed, &resource, tries, (asked.wanted, held_here))
             }
         }
@@ -349,14 +352,14 @@ impl Core {
         };
         let slot = slots.as_ref().map_or(0, Slots::current);
         let kind = target.kind(slot, patience.waits());
-        if let Some(problem) = self.transport.key_problem(&kind) {
+        if let Some(problem) = self.nodes().transport().key_problem(&kind) {
             return Err(Error::argument(problem));
         }
-        let ttl = self.whole_ttl(ttl)?;
+        let ttl = self.nodes().whole_ttl(ttl)?;
         let pacing = Pacing {
-            retry: (self.settings.retry_delay, self.settings.retry_jitter),
-            queue_refresh: self.settings.queue_refresh,
-            notifications: self.settings.notifications,
+            retry: (self.settings().retry_delay, self.settings().retry_jitter),
+            queue_refresh: self.settings().queue_refresh,
+            notifications: self.settings().notifications,
         };
         let name = match &kind {
             Kind::Lock(keys) => Arc::from(display_name(keys)),
@@ -370,7 +373,7 @@ impl Core {
     /// waiting); the node wakes the next waiter if the resource is free.
     fn leave(&self, kind: &Kind, ticket: Option<&Ticket<'_>>) {
         if let Some(ticket) = ticket
-            && self.settings.notifications
+            && self.settings().notifications
         {
             self.leave_as(kind, ticket.member().clone());
         }
@@ -382,10 +385,10 @@ impl Core {
         // Sent however long the gate node's connection is busy: until the
         // member would have dropped out of the queue by itself.
         let expires = Instant::now() + QUEUE_ALIVE;
-        let timeout = self.node_timeout(ttl);
+        let timeout = self.nodes().node_timeout(ttl);
         let mut request = Request::new(Op::Leave, kind.clone(), Arc::from(""), timeout, expires);
         request.queue = Some(member);
-        self.transport.broadcast(request, &[]);
+        self.nodes().transport().broadcast(request, &[]);
     }
 
     /// One acquisition round, sent as `round.route` says. On failure the
@@ -417,7 +420,8 @@ impl Core {
         // elsewhere, and a queued waiter keeps its turn (see `clean_up`).
         let keep = (round.member.clone())
             .filter(|_| matches!(failed, Failed::Busy { .. } | Failed::Stale { .. }));
-        self.clean_up(round.kind, &token, (start, round.ttl), keep, &unsent);
+        self.nodes()
+            .clean_up(round.kind, &token, (start, round.ttl), keep, &unsent);
         log::debug!("redlock: round for {:?} failed", round.kind);
         Err(failed)
     }
@@ -425,16 +429,16 @@ impl Core {
     /// Builds the round's request and sends it as its route says; the gate
     /// node's refusal of a gated round is `Busy` at once.
     fn send_round(&self, round: &Round<'_>, start: Instant) -> Result<Sent, Failed> {
-        let timeout = self.node_timeout(round.ttl);
+        let timeout = self.nodes().node_timeout(round.ttl);
         let by = answer_by(start, timeout, None);
         let ttl_ms = millis(round.ttl);
-        let fenced = round.kind.fenced(self.settings.fencing);
+        let fenced = round.kind.fenced(self.settings().fencing);
         let proposed = fenced.then(|| self.propose_fence(round.seen));
         let op = match proposed {
             Some(proposed) => Op::AcquireFenced {
                 ttl_ms,
                 proposed,
-                idle_ms: millis(self.settings.fencing_idle),
+                idle_ms: millis(self.settings().fencing_idle),
             },
             None => Op::Acquire { ttl_ms },
         };
@@ -444,11 +448,12 @@ impl Core {
         let pending = match round.route {
             // Nothing was set anywhere, and a waiter keeps its place.
             Route::Gated => self
-                .transport
+                .nodes()
+                .transport()
                 .start_gated_round(request, by)
                 .ok_or_else(Failed::behind)?,
-            Route::Called => self.transport.start_called_round(request, by),
-            Route::Plain => self.transport.start_round(request),
+            Route::Called => self.nodes().transport().start_called_round(request, by),
+            Route::Plain => self.nodes().transport().start_round(request),
         };
         Ok(Sent {
             pending,
@@ -467,12 +472,14 @@ impl Core {
         gate: Option<Vote>,
         start: Instant,
     ) -> Result<Vec<usize>, Failed> {
-        let valid_until = algorithm::valid_until(start, round.ttl, self.settings.drift_factor);
+        let valid_until = self.nodes().valid_until(start, round.ttl);
         // Less what a voter's clock jump learnt during the round took.
-        let cut_until =
-            self.transport
-                .clocks()
-                .holds_until(&outcome.voters, start, valid_until, self.quorum());
+        let cut_until = self.nodes().transport().clocks().holds_until(
+            &outcome.voters,
+            start,
+            valid_until,
+            self.quorum(),
+        );
         // The gate node's word that others queued first outweighs a
         // majority of the other nodes: the resource is theirs next.
         let behind = gate.as_ref().is_some_and(|vote| vote.queued && !vote.yes);
@@ -533,11 +540,11 @@ impl Core {
         voters: Vec<usize>,
     ) -> Lease {
         let ttl = round.ttl;
-        let valid_until = algorithm::valid_until(start, ttl, self.settings.drift_factor);
-        let gone_by = self.keys_gone_by(start, ttl);
+        let valid_until = self.nodes().valid_until(start, ttl);
+        let gone_by = self.nodes().keys_gone_by(start, ttl);
         let (kind, name) = (round.kind.clone(), round.name.clone());
         let lease = Lease::new(kind, name, token, ttl, valid_until, gone_by);
-        let clocks = self.transport.clocks().clone();
+        let clocks = self.nodes().transport().clocks().clone();
         lease.with_fence(proposed).with_unsent(unsent).with_voters(
             clocks,
             self.quorum(),
@@ -556,7 +563,7 @@ impl Core {
     /// stored on a majority, and any later one's majority meets that
     /// majority in a node that grants only a larger token.
     fn propose_fence(&self, seen: u64) -> u64 {
-        let floor = if self.settings.fencing_floor {
+        let floor = if self.settings().fencing_floor {
             wall_clock_micros()
         } else {
             0

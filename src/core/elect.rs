@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Core;
 use super::handoff::Woken;
 use super::lease::Lease;
+use super::session::Core;
 use super::verdict::{READ_TTL, answer_by, no_quorum};
 use crate::algorithm::{self, Outcome, Proclaimed, Read, Verdict};
 use crate::error::Error;
@@ -77,7 +77,7 @@ impl Core {
                 Verdict::Confirmed => return Ok(()),
                 Verdict::Refused => return Err(lease.lose_not_held(name, outcome)),
                 Verdict::Unreachable
-                    if outcome.permanent || retries == self.settings.retry_count =>
+                    if outcome.permanent || retries == self.settings().retry_count =>
                 {
                     return Err(no_quorum(name, outcome));
                 }
@@ -87,7 +87,7 @@ impl Core {
                 }
             }
             let pause =
-                algorithm::retry_delay(self.settings.retry_delay, self.settings.retry_jitter);
+                algorithm::retry_delay(self.settings().retry_delay, self.settings().retry_jitter);
             std::thread::sleep(pause.min(lease.remaining()));
         }
     }
@@ -107,11 +107,11 @@ impl Core {
     fn elect_round(&self, lease: &Lease, name: &str, op: Op) -> Outcome {
         let ttl = lease.ttl();
         let start = Instant::now();
-        let timeout = self.node_timeout(ttl);
+        let timeout = self.nodes().node_timeout(ttl);
         let by = answer_by(start, timeout, Some(lease.valid_until()));
         let token = lease.token().clone();
         let request = Request::new(op, leadership(name), token, timeout, by);
-        self.transport.start_round(request).collect(by)
+        self.nodes().transport().start_round(request).collect(by)
     }
 
     /// Who leads the election `name`, as a majority of the nodes says.
@@ -135,16 +135,20 @@ impl Core {
     ) -> Result<(Seen, bool), Error> {
         super::acquire::checked_election(name)?;
         let kind = leadership(name);
-        if let Some(problem) = self.transport.key_problem(&kind) {
+        if let Some(problem) = self.nodes().transport().key_problem(&kind) {
             return Err(Error::argument(problem));
         }
         let start = Instant::now();
-        let timeout = self.node_timeout(READ_TTL);
+        let timeout = self.nodes().node_timeout(READ_TTL);
         let by = answer_by(start, timeout, None);
         let token: Arc<str> = Arc::from("");
         let mut request = Request::new(Op::ReadLeader, kind, token, timeout, by);
         request.queue = observer.cloned();
-        let (read, gate) = self.transport.start_round(request).collect_with_gate(by);
+        let (read, gate) = self
+            .nodes()
+            .transport()
+            .start_round(request)
+            .collect_with_gate(by);
         let reading = leader_of(&read).ok_or_else(|| no_quorum(name, read))?;
         let at_gate = gate.now().map(|vote| {
             vote.read
@@ -196,15 +200,18 @@ impl Core {
         super::acquire::checked_election(name)?;
         let _busy = self.enter()?;
         let kind = leadership(name);
-        if let Some(problem) = self.transport.key_problem(&kind) {
+        if let Some(problem) = self.nodes().transport().key_problem(&kind) {
             return Err(Error::argument(problem));
         }
-        let notified = self.settings.notifications;
+        let notified = self.settings().notifications;
         // The subscribers run while someone observes.
-        let _watch = notified.then(|| self.transport.watch());
-        let mut ticket = self.waiters.enter(self.transport.gate_index(&kind));
+        let _watch = notified.then(|| self.nodes().transport().watch());
+        let mut ticket = self
+            .nodes()
+            .waiters()
+            .enter(self.nodes().transport().gate_index(&kind));
         // A shutdown that woke the tickets before this one existed.
-        if self.life.is_closed() {
+        if self.is_closed() {
             return Err(Error::Shutdown);
         }
         // When a wake-up came: the gate node applied a change that the other
@@ -230,12 +237,12 @@ impl Core {
             let now = Instant::now();
             let next = match woken {
                 Some(at) if now < at + CHANGE_LANDS => now + CHANGE_POLL,
-                _ => now + self.settings.queue_refresh,
+                _ => now + self.settings().queue_refresh,
             };
             let until = deadline.map_or(next, |d| d.min(next));
             match ticket.wait(until, None) {
                 // Woken by the shutdown.
-                _ if self.life.is_closed() => return Err(Error::Shutdown),
+                _ if self.is_closed() => return Err(Error::Shutdown),
                 Woken::Turn | Woken::Resubscribed => woken = Some(Instant::now()),
                 _ if deadline.is_some_and(|d| Instant::now() >= d) => return Ok(None),
                 _ => {}

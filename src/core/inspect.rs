@@ -9,25 +9,53 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::acquire::Target;
-use super::verdict::{answer_by, no_quorum};
+use super::nodes::Nodes;
+use super::session::Core;
+use super::verdict::{READ_TTL, answer_by, no_quorum};
 use crate::algorithm::{self, Held, Read, Verdict};
 use crate::error::Error;
 use crate::holding::Holding;
 use crate::settings::NodeTimeout;
 use crate::transport::{Kind, OTHER_TYPE, Op, QUEUE_ALIVE, Request, Transport};
 
+impl Core {
+    /// What holds `target` on a majority of the nodes (see [`holders`]).
+    pub(crate) fn inspect(&self, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
+        let _busy = self.enter()?;
+        holders(&Ask::of(self.nodes()), target)
+    }
+
+    /// Releases the holder of `resource` that a majority agrees on,
+    /// whoever it is; whether there was one (see [`release`]).
+    pub(crate) fn force_release(&self, resource: &str) -> Result<bool, Error> {
+        let _busy = self.enter()?;
+        release(&Ask::of(self.nodes()), resource)
+    }
+}
+
 /// What a read asks of the nodes: how long to wait for each, and how the
 /// client counts drift.
-pub(super) struct Ask<'a> {
-    pub(super) transport: &'a Transport,
-    pub(super) timeout: NodeTimeout,
-    pub(super) drift_factor: f64,
+struct Ask<'a> {
+    transport: &'a Transport,
+    timeout: NodeTimeout,
+    drift_factor: f64,
+}
+
+impl Ask<'_> {
+    /// An operator's read of `nodes`.
+    fn of(nodes: &Nodes) -> Ask<'_> {
+        Ask {
+            transport: nodes.transport(),
+            timeout: nodes.node_timeout(READ_TTL),
+            drift_factor: nodes.settings().drift_factor,
+        }
+    }
 }
 
 /// What holds `target` on a majority of the nodes, each with its place: a
 /// semaphore's slot, a reader-writer lock's writer (`0`) or a reader
 /// (`1`), else `0`.
-pub(super) fn holders(ask: &Ask<'_>, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
+fn holders(ask: &Ask<'_>, target: Target) -> Result<Vec<(u32, Holding)>, Error> {
     let (found, took) = read(ask, kind_of(ask, target)?)?;
     Ok(found
         .into_iter()
@@ -52,7 +80,7 @@ pub(super) fn holders(ask: &Ask<'_>, target: Target) -> Result<Vec<(u32, Holding
 /// holder that came after holds another and is never touched — and returns
 /// once the holder is gone from a majority; then the gate node wakes the
 /// next waiter, if the key is free there.
-pub(super) fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
+fn release(ask: &Ask<'_>, resource: &str) -> Result<bool, Error> {
     let kind = kind_of(ask, Target::Resources(Arc::from([Arc::from(resource)])))?;
     let Some(holder) = read(ask, kind.clone())?.0.first().map(|h| h.holder) else {
         return Ok(false);
@@ -175,7 +203,7 @@ mod tests {
     fn an_operators_release_deletes_the_majoritys_holder_only_and_wakes_the_head() {
         let (nodes, core) = core_with(3, settings());
         let kind = Kind::Lock(Arc::from([Arc::from("r")]));
-        let gate = core.transport.gate_index(&kind);
+        let gate = core.nodes().transport().gate_index(&kind);
         for (i, node) in nodes.iter().enumerate() {
             let token = if i == (gate + 1) % 3 { "later" } else { "gone" };
             node.put("r", token, Duration::from_secs(60));

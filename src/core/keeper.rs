@@ -30,20 +30,41 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, select};
+use parking_lot::Mutex;
 
-use super::Core;
 use super::lease::{Lease, Who};
+use super::nodes::Nodes;
 use crate::cancel::CancelToken;
 use crate::error::Error;
 use crate::metrics;
 
-impl Core {
-    /// Registers a lease with the keeper thread, starting it if needed.
-    pub(crate) fn keep(self: &Arc<Self>, lease: &Arc<Lease>) -> Result<(), Error> {
+/// A client's keeper: the registration channel of its thread, started on
+/// the first lease it is asked to keep or watch.
+///
+/// Touched by callers (`keep_alive`, `lost_token`, an extension or a
+/// release that changed a scheduled lease) and the shutdown ([`stop`]);
+/// the mutex is held for a send, never across I/O.
+///
+/// [`stop`]: Keeper::stop
+#[derive(Default)]
+pub(crate) struct Keeper {
+    sender: Mutex<Option<Sender<Weak<Lease>>>>,
+}
+
+impl Keeper {
+    /// Keeps `lease` alive, starting the thread if needed — unless
+    /// `closed()` says the client is shutting down (read under the same
+    /// lock as [`stop`](Self::stop) takes, so no thread starts after it).
+    pub(crate) fn keep(
+        &self,
+        nodes: &Arc<Nodes>,
+        lease: &Arc<Lease>,
+        closed: impl Fn() -> bool,
+    ) -> Result<(), Error> {
         if !lease.set_kept(true) {
             return Ok(());
         }
-        if let Err(err) = self.start_keeper() {
+        if let Err(err) = self.start(nodes, closed) {
             lease.set_kept(false);
             return Err(err);
         }
@@ -54,10 +75,15 @@ impl Core {
     /// `lease`'s lost token: the keeper cancels it when the validity runs
     /// out (a kept lease's, when it is lost); a release or a refused
     /// renewal cancels it at once.
-    pub(crate) fn lost_token(self: &Arc<Self>, lease: &Arc<Lease>) -> CancelToken {
+    pub(crate) fn lost_token(
+        &self,
+        nodes: &Arc<Nodes>,
+        lease: &Arc<Lease>,
+        closed: impl Fn() -> bool,
+    ) -> CancelToken {
         let (token, first) = lease.lost_token();
         if first && !token.is_cancelled() {
-            match self.start_keeper() {
+            match self.start(nodes, closed) {
                 Ok(()) => self.reschedule(lease),
                 Err(err) => log::error!(
                     "redlock: the lost token of {:?} will not fire when its validity runs out: {err}",
@@ -69,52 +95,58 @@ impl Core {
     }
 
     /// Starts the keeper thread if it is not running.
-    fn start_keeper(self: &Arc<Self>) -> Result<(), Error> {
-        let mut keeper = self.keeper.lock();
-        if keeper.is_none() {
-            if self.life.is_closed() {
+    fn start(&self, nodes: &Arc<Nodes>, closed: impl Fn() -> bool) -> Result<(), Error> {
+        let mut sender = self.sender.lock();
+        if sender.is_none() {
+            if closed() {
                 return Err(Error::Shutdown);
             }
-            let jumps = self.transport.clocks().jumps();
-            let started = start(Arc::downgrade(self), jumps).map_err(|e| Error::System {
+            let jumps = nodes.transport().clocks().jumps();
+            let started = start(Arc::downgrade(nodes), jumps).map_err(|e| Error::System {
                 reason: format!("could not start the keeper thread: {e}"),
             })?;
-            *keeper = Some(started);
+            *sender = Some(started);
         }
         Ok(())
     }
 
-    /// Tells the keeper that a `lease` it schedules was released: it
-    /// forgets it now rather than when it would have been due.
-    pub(crate) fn forget(&self, lease: &Arc<Lease>) {
+    /// Tells the keeper that `lease` changed (a caller's extension, a
+    /// release), if it has it in its schedule.
+    pub(crate) fn changed(&self, lease: &Arc<Lease>) {
         if lease.is_scheduled() {
             self.reschedule(lease);
         }
     }
 
     /// Tells the keeper (if running) that `lease` changed.
-    pub(crate) fn reschedule(&self, lease: &Arc<Lease>) {
-        let mut keeper = self.keeper.lock();
-        let sent = keeper.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
+    fn reschedule(&self, lease: &Arc<Lease>) {
+        let mut sender = self.sender.lock();
+        let sent = sender.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
         if let Some(Err(_)) = sent {
             // The keeper thread is gone (it never returns while the client
             // lives, so it panicked). Say so; the next keep_alive restarts it.
-            *keeper = None;
+            *sender = None;
             log::error!(
                 "redlock: the keeper thread has stopped; {:?} is no longer kept alive",
                 lease.name()
             );
         }
     }
+
+    /// Stops the thread (it ends once it sees its channel closed) and
+    /// starts no other: for a shutdown, after it closed the client.
+    pub(crate) fn stop(&self) {
+        drop(self.sender.lock().take());
+    }
 }
 
 /// Starts the keeper thread for a client; it stops when the client is gone
 /// (its registration sender is dropped).
-fn start(core: Weak<Core>, jumps: Receiver<()>) -> std::io::Result<Sender<Weak<Lease>>> {
+fn start(nodes: Weak<Nodes>, jumps: Receiver<()>) -> std::io::Result<Sender<Weak<Lease>>> {
     let (tx, rx) = crossbeam_channel::unbounded();
     std::thread::Builder::new()
         .name("redlock-keeper".into())
-        .spawn(move || run(&core, &rx, &jumps))?;
+        .spawn(move || run(&nodes, &rx, &jumps))?;
     Ok(tx)
 }
 
@@ -239,7 +271,7 @@ impl Schedule {
     }
 }
 
-fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>, jumps: &Receiver<()>) {
+fn run(nodes: &Weak<Nodes>, changes: &Receiver<Weak<Lease>>, jumps: &Receiver<()>) {
     let mut schedule = Schedule::default();
     loop {
         let timer = match schedule.next() {
@@ -265,18 +297,18 @@ fn run(core: &Weak<Core>, changes: &Receiver<Weak<Lease>>, jumps: &Receiver<()>)
         if due.is_empty() {
             continue;
         }
-        let Some(core) = core.upgrade() else {
+        let Some(nodes) = nodes.upgrade() else {
             return;
         };
-        renew(&core, &due);
+        renew(&nodes, &due, &mut schedule);
     }
 }
 
 /// Renews every due lease in parallel, each as it was at the epoch it was
-/// scheduled for. Each finished extension reschedules its lease through the
-/// keeper's channel; a lease whose validity ran out, or whose token the
-/// nodes no longer hold, is lost.
-fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
+/// scheduled for, and puts each back in `schedule` as its extension left
+/// it; a lease whose validity ran out, or whose token the nodes no longer
+/// hold, is lost.
+fn renew(nodes: &Nodes, due: &[(Arc<Lease>, u64)], schedule: &mut Schedule) {
     let mut pending = Vec::with_capacity(due.len());
     for (lease, epoch) in due {
         if !lease.is_kept() {
@@ -284,10 +316,10 @@ fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
             lease.signal();
             continue;
         }
-        match lease.begin_extend(core, Who::Keeper { epoch: *epoch }) {
+        match lease.begin_extend(nodes, Who::Keeper { epoch: *epoch }) {
             Ok(Some(extension)) => pending.push((lease, extension)),
             // A caller's extension is in flight, or changed the lease since it
-            // was scheduled; it rescheduled (or will) when done.
+            // was scheduled; the caller reschedules it when done.
             Ok(None) => {}
             // Validity ran out before the renewal could start.
             Err(_) => lease.mark_lost(),
@@ -304,6 +336,7 @@ fn renew(core: &Core, due: &[(Arc<Lease>, u64)]) {
                 lease.name()
             ),
         }
+        schedule.update(Arc::downgrade(lease));
     }
 }
 
@@ -337,7 +370,7 @@ mod tests {
         assert!(heap <= 2 * 10 + 16, "{heap} heap entries for 10 leases");
         // Released or dropped: gone from the schedule.
         for lease in &leases[..5] {
-            lease.release(&core).unwrap();
+            lease.release(core.nodes()).unwrap();
             schedule.update(Arc::downgrade(lease));
         }
         leases.truncate(5);

@@ -1,5 +1,8 @@
 //! A held lock's state, and the two network operations on it: extend and
-//! release. Used by the guard (through [`Core`]) and by the keeper.
+//! release, over the client's [`Nodes`]. Used by the guard (through the
+//! session, `Core`) and by the keeper. A lease knows neither: whoever
+//! changes a kept or watched lease tells the keeper (the session after a
+//! caller's extension or release; the keeper itself after a renewal).
 //!
 //! # Orderings
 //!
@@ -13,8 +16,9 @@
 //!   extension to a shorter TTL shortens only the validity the guard claims
 //!   (the keys outlive it, which is safe).
 //! * **Every change reschedules.** Each change of TTL, validity or retry time
-//!   bumps `epoch` and tells the keeper (if kept), which drops entries of
-//!   older epochs: renewal always follows the last change, whoever made it.
+//!   bumps `epoch`, and whoever made it tells the keeper (if it schedules
+//!   the lease), which drops entries of older epochs: renewal always
+//!   follows the last change, whoever made it.
 //! * **Release beats renewal.** `released` is set before the delete is
 //!   queued; an extension decided afterwards reports the lease lost, and a
 //!   compare-and-pexpire cannot recreate a deleted key.
@@ -26,9 +30,9 @@ use std::sync::OnceLock;
 
 use parking_lot::{Condvar, Mutex};
 
-use super::Core;
+use super::nodes::Nodes;
 use super::verdict::{answer_by, lock_lost, millis, no_quorum};
-use crate::algorithm::{self, Outcome, Verdict};
+use crate::algorithm::{Outcome, Verdict};
 use crate::cancel::CancelToken;
 use crate::error::{Error, LostCause, NodeFailure};
 use crate::metrics;
@@ -374,11 +378,11 @@ impl Lease {
     /// extension was in flight.
     pub(crate) fn begin_extend<'a>(
         self: &'a Arc<Self>,
-        core: &'a Core,
+        nodes: &'a Nodes,
         who: Who,
     ) -> Result<Option<PendingExtend<'a>>, Error> {
         let asked = match who {
-            Who::Caller(ttl) => Some(core.whole_ttl(ttl)?),
+            Who::Caller(ttl) => Some(nodes.whole_ttl(ttl)?),
             Who::Keeper { .. } => None,
         };
         let mut state = self.state.lock();
@@ -401,7 +405,7 @@ impl Lease {
             self.queued_extensions
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             if timed_out && state.extending {
-                return Err(lost_error(&self.name, &state, core.quorum()));
+                return Err(lost_error(&self.name, &state, nodes.quorum()));
             }
         }
         if let Who::Keeper { epoch } = who
@@ -410,17 +414,17 @@ impl Lease {
             return Ok(None);
         }
         if state.lost || state.released || self.left(&state).is_zero() {
-            return Err(lost_error(&self.name, &state, core.quorum()));
+            return Err(lost_error(&self.name, &state, nodes.quorum()));
         }
         let ttl = asked.unwrap_or(state.ttl);
         let start = Instant::now();
         // Counted before the requests go out: a release queued meanwhile must
         // outlive a key this extension may lengthen.
-        state.keys_gone_by = state.keys_gone_by.max(core.keys_gone_by(start, ttl));
+        state.keys_gone_by = state.keys_gone_by.max(nodes.keys_gone_by(start, ttl));
         state.extending = true;
         let cap = self.until(&state);
         drop(state);
-        let timeout = core.node_timeout(ttl);
+        let timeout = nodes.node_timeout(ttl);
         let by = answer_by(start, timeout, Some(cap));
         let extend = Op::Extend {
             ttl_ms: millis(ttl),
@@ -428,12 +432,12 @@ impl Lease {
         let request = Request::new(extend, self.kind.clone(), self.token.clone(), timeout, by);
         // The keeper starts every due renewal before it collects any.
         let round = match who {
-            Who::Caller(_) => core.transport.start_round(request),
-            Who::Keeper { .. } => core.transport.start_queued_round(request),
+            Who::Caller(_) => nodes.transport().start_round(request),
+            Who::Keeper { .. } => nodes.transport().start_queued_round(request),
         };
         Ok(Some(PendingExtend {
             lease: self,
-            core,
+            nodes,
             round: Some(round),
             start,
             ttl,
@@ -444,23 +448,23 @@ impl Lease {
 
     /// Releases on every node without waiting for any answer: for a lease
     /// acquired by a round whose caller no longer wants it (cancelled).
-    pub(crate) fn abandon(&self, core: &Core) {
+    pub(crate) fn abandon(&self, nodes: &Nodes) {
         let (ttl, keys_gone_by) = {
             let mut state = self.state.lock();
             state.released = true;
             (state.ttl, state.keys_gone_by)
         };
         self.signal();
-        core.release_unawaited(&self.kind, &self.token, ttl, keys_gone_by, &self.unsent);
+        nodes.release_unawaited(&self.kind, &self.token, ttl, keys_gone_by, &self.unsent);
     }
 
     /// Compare-and-delete on every node; `Ok` once a majority confirmed.
     /// Stops any keep-alive. If the gate node woke the next waiter, this
     /// client lets the waiters go first (see `handoff.rs`). `Shutdown` if
     /// it was released already (by a shutdown).
-    pub(crate) fn release(&self, core: &Core) -> Result<(), Error> {
-        match self.begin_release(core, false) {
-            Some(pending) => pending.finish(core, None),
+    pub(crate) fn release(&self, nodes: &Nodes) -> Result<(), Error> {
+        match self.begin_release(nodes, false) {
+            Some(pending) => pending.finish(nodes, None),
             None => Err(Error::Shutdown),
         }
     }
@@ -469,7 +473,7 @@ impl Lease {
     /// collects the answers. `None` if it was released already. `queued`:
     /// never on the caller's thread, for a caller that sends many before it
     /// collects any (a shutdown; a single node then pipelines them).
-    pub(crate) fn begin_release(&self, core: &Core, queued: bool) -> Option<PendingRelease<'_>> {
+    pub(crate) fn begin_release(&self, nodes: &Nodes, queued: bool) -> Option<PendingRelease<'_>> {
         let (ttl, keys_gone_by, was_lost) = {
             let mut state = self.state.lock();
             // A kept-alive lease whose validity ran out is lost, whether or
@@ -482,10 +486,12 @@ impl Lease {
         };
         self.signal();
         let start = Instant::now();
-        let timeout = core.node_timeout(ttl);
+        let timeout = nodes.node_timeout(ttl);
         let by = answer_by(start, timeout, None);
-        let request = core.release_request(&self.kind, &self.token, timeout, keys_gone_by.max(by));
-        let round = core.transport.start_release(request, queued, &self.unsent);
+        let request = nodes.release_request(&self.kind, &self.token, timeout, keys_gone_by.max(by));
+        let round = nodes
+            .transport()
+            .start_release(request, queued, &self.unsent);
         Some(PendingRelease {
             lease: self,
             round,
@@ -509,16 +515,16 @@ pub(crate) struct PendingRelease<'a> {
 impl PendingRelease<'_> {
     /// Counts the answers, until one per-node timeout after the start (or
     /// `cap`, if sooner).
-    pub(crate) fn finish(self, core: &Core, cap: Option<Instant>) -> Result<(), Error> {
+    pub(crate) fn finish(self, nodes: &Nodes, cap: Option<Instant>) -> Result<(), Error> {
         let lease = self.lease;
         let by = cap.map_or(self.by, |cap| cap.min(self.by));
         let (outcome, gate) = self.round.collect_with_gate(by);
         metrics::round(metrics::RoundOp::Release, self.start);
-        core.waiters.released(&lease.kind.gate_name(), gate, by);
+        nodes.waiters().released(&lease.kind.gate_name(), gate, by);
         if self.was_lost {
             // What was known when it was lost, not what its keys' removal
             // found.
-            return Err(lease.lost_error(core.quorum()));
+            return Err(lease.lost_error(nodes.quorum()));
         }
         match outcome.verdict {
             Verdict::Confirmed => {
@@ -550,10 +556,10 @@ fn lost_error(resource: &str, state: &LeaseState, quorum: usize) -> Error {
 
 /// An extension whose requests are out; its answers are still to be collected.
 /// Dropping it unfinished still ends the extension, so none can be stuck
-/// "in flight".
+/// "in flight". Whoever began it tells the keeper of the change.
 pub(crate) struct PendingExtend<'a> {
     lease: &'a Arc<Lease>,
-    core: &'a Core,
+    nodes: &'a Nodes,
     round: Option<PendingRound>,
     start: Instant,
     ttl: Duration,
@@ -566,14 +572,14 @@ impl PendingExtend<'_> {
     /// validity moves to `start + ttl - drift`.
     pub(crate) fn finish(mut self) -> Result<(), Error> {
         let Some(round) = self.round.take() else {
-            return Err(self.lease.lost_error(self.core.quorum()));
+            return Err(self.lease.lost_error(self.nodes.quorum()));
         };
         let outcome = round.collect(self.answer_by);
         metrics::round(metrics::RoundOp::Extend, self.start);
         #[cfg(test)]
-        self.core.hooks.before_extension_applies();
-        let (lease, core) = (self.lease, self.core);
-        let new_until = algorithm::valid_until(self.start, self.ttl, core.settings.drift_factor);
+        self.nodes.hooks().before_extension_applies();
+        let (lease, nodes) = (self.lease, self.nodes);
+        let new_until = nodes.valid_until(self.start, self.ttl);
         let mut state = lease.state.lock();
         // A clock jump learnt during the round cut the validity it started
         // with short of the round's deadline, and it ran out: a majority may
@@ -583,7 +589,7 @@ impl PendingExtend<'_> {
         let result = match outcome.verdict {
             Verdict::Confirmed if cut_out && !state.lost && !state.released => {
                 lease.lose(&mut state);
-                Err(lost_error(&lease.name, &state, core.quorum()))
+                Err(lost_error(&lease.name, &state, nodes.quorum()))
             }
             Verdict::Confirmed if !state.lost && !state.released => {
                 state.ttl = self.ttl;
@@ -595,7 +601,7 @@ impl PendingExtend<'_> {
                 state.confirmed = 0;
                 Ok(())
             }
-            Verdict::Confirmed => Err(lost_error(&lease.name, &state, core.quorum())),
+            Verdict::Confirmed => Err(lost_error(&lease.name, &state, nodes.quorum())),
             Verdict::Refused => {
                 lease.not_held(&mut state, &outcome);
                 Err(lock_lost(&lease.name, outcome))
@@ -606,7 +612,7 @@ impl PendingExtend<'_> {
                 state.failures = outcome.failures.clone();
                 state.confirmed = outcome.confirmed;
                 if let Who::Keeper { .. } = self.who {
-                    let retry = (self.ttl / 10).max(core.node_timeout(self.ttl).value);
+                    let retry = (self.ttl / 10).max(nodes.node_timeout(self.ttl).value);
                     state.retry_at = Instant::now().checked_add(retry);
                 }
                 Err(no_quorum(&lease.name, outcome))
@@ -614,13 +620,9 @@ impl PendingExtend<'_> {
         };
         state.epoch += 1;
         state.extending = false;
-        let scheduled = state.kept || state.watched;
         drop(state);
         lease.extension_ended.notify_all();
         lease.signal();
-        if scheduled {
-            core.reschedule(lease);
-        }
         result
     }
 }
@@ -629,21 +631,15 @@ impl Drop for PendingExtend<'_> {
     /// Ends an extension that was never finished (its round is still here).
     fn drop(&mut self) {
         if self.round.is_some() {
-            let scheduled = {
+            {
                 let mut state = self.lease.state.lock();
                 state.extending = false;
                 // Whatever it applied, no key was shortened: the validity
                 // stands.
                 state.epoch += 1;
-                state.kept || state.watched
-            };
+            }
             self.lease.extension_ended.notify_all();
             self.lease.signal();
-            if scheduled {
-                // The keeper skipped this lease while the extension was in
-                // flight: schedule it again.
-                self.core.reschedule(self.lease);
-            }
         }
     }
 }

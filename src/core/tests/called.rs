@@ -19,7 +19,7 @@ use crate::transport::fake::Behaviour;
 #[test]
 fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
     let (nodes, cores) = clients(5, 3, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let head = waiting_acquire(s, &cores[1]);
@@ -42,7 +42,11 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
         // The gate node answers last (it applies at once): its refusal
         // must be awaited to count.
         nodes[gate].set_delay(Duration::from_millis(100));
-        cores[2].transport.hub().fake_wake(ticket(&order[1]));
+        cores[2]
+            .nodes()
+            .transport()
+            .hub()
+            .fake_wake(ticket(&order[1]));
         eventually("the called round reached every other node", || {
             others
                 .iter()
@@ -62,14 +66,14 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
         // The hand-off goes on in order (the holder's key is on the gate
         // node alone: its release reports the lock lost, and wakes the
         // head there).
-        assert!(held.release(&cores[0]).is_err());
+        assert!(held.release(cores[0].nodes()).is_err());
         let lease = head.recv_timeout(LONG_WAIT).unwrap().expect("the head");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
         let lease = second
             .recv_timeout(LONG_WAIT)
             .unwrap()
             .expect("then the second");
-        lease.release(&cores[2]).unwrap();
+        lease.release(cores[2].nodes()).unwrap();
     });
 }
 
@@ -80,7 +84,7 @@ fn a_called_waiter_behind_the_head_hands_back_what_the_others_granted() {
 #[test]
 fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
@@ -89,8 +93,12 @@ fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
         nodes[gate].set(Behaviour::Hold);
         // Released on the others; the gate node holds it (and so cannot
         // call the waiter): the call is played here.
-        held.release(&cores[0]).unwrap();
-        cores[1].transport.hub().fake_wake(ticket(&order[0]));
+        held.release(cores[0].nodes()).unwrap();
+        cores[1]
+            .nodes()
+            .transport()
+            .hub()
+            .fake_wake(ticket(&order[0]));
         let lease = waits
             .recv_timeout(LONG_WAIT)
             .unwrap()
@@ -100,6 +108,6 @@ fn a_called_waiter_does_not_wait_for_a_silent_gate_node() {
             "the gate node applied nothing yet"
         );
         nodes[gate].set(Behaviour::Normal);
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }

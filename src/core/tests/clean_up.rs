@@ -24,7 +24,7 @@ fn most_queued(nodes: &[FakeNode], core: &Core, round: impl Fn()) -> usize {
     let start = Instant::now();
     for _ in 0..ROUNDS {
         round();
-        most = most.max(core.transport.queued(0));
+        most = most.max(core.nodes().transport().queued(0));
     }
     let reached = nodes[0]
         .received()
@@ -42,7 +42,9 @@ fn most_queued(nodes: &[FakeNode], core: &Core, round: impl Fn()) -> usize {
     );
     // Whatever reached node 0 was cleaned up there.
     nodes[0].set_delay(Duration::ZERO);
-    super::eventually("node 0's queue drained", || core.transport.queued(0) == 0);
+    super::eventually("node 0's queue drained", || {
+        core.nodes().transport().queued(0) == 0
+    });
     most
 }
 
@@ -109,7 +111,9 @@ fn a_slow_nodes_queue_stays_bounded_under_a_stream_of_released_locks() {
         let lease = core
             .acquire(&["free"], ttl, Patience::attempts(0))
             .expect("granted by nodes 1 and 2");
-        lease.release(&core).expect("released on nodes 1 and 2");
+        lease
+            .release(core.nodes())
+            .expect("released on nodes 1 and 2");
     });
     assert!(
         most <= CAPACITY + 1,

@@ -128,7 +128,7 @@ fn a_resigned_leaders_value_is_gone_and_never_read_as_the_next_ones() {
         None,
         "held, nothing proclaimed"
     );
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
     // A vanished leader's value stays; the next leader's lock does not
     // make it the next leader's.
     for node in &nodes {
@@ -190,7 +190,7 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
     let (leader, watcher) = (&cores[0], &cores[1]);
     let [lock, _, observers] = elect_keys("e");
-    let gate = leader.transport.gate_of_name(&lock);
+    let gate = leader.nodes().transport().gate_of_name(&lock);
     let deadline = || Some(std::time::Instant::now() + Duration::from_secs(20));
     std::thread::scope(|s| {
         let first = watcher.next_leader("e", None, deadline()).unwrap();
@@ -229,7 +229,7 @@ fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
     let (nodes, cores) = clients(5, 2, &sleeps_30_s());
     let (leader, watcher) = (&cores[0], &cores[1]);
     let [lock, _, observers] = elect_keys("e");
-    let gate = leader.transport.gate_of_name(&lock);
+    let gate = leader.nodes().transport().gate_of_name(&lock);
     std::thread::scope(|s| {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
@@ -270,7 +270,7 @@ fn an_observer_reads_again_when_its_gate_nodes_subscription_comes_back() {
     let (nodes, cores) = clients(5, 1, &sleeps_30_s());
     let watcher = &cores[0];
     let [lock, _, observers] = elect_keys("e");
-    let gate = watcher.transport.gate_of_name(&lock);
+    let gate = watcher.nodes().transport().gate_of_name(&lock);
     std::thread::scope(|s| {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(20));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
@@ -281,7 +281,7 @@ fn an_observer_reads_again_when_its_gate_nodes_subscription_comes_back() {
         for node in &nodes {
             seed(node, "e", "other", 3, Some("x"));
         }
-        crate::transport::Sink::subscribed(&*watcher.waiters, gate);
+        crate::transport::Sink::subscribed(&**watcher.nodes().waiters(), gate);
         let seen = observing.join().unwrap().unwrap().expect("a change");
         assert_eq!(term_and_value(&seen), Some((3, Arc::from("x"))));
     });
@@ -296,7 +296,7 @@ fn an_observer_whose_gate_node_lags_follows_it_once_not_all_along() {
     let (nodes, cores) = clients(5, 1, &sleeps_30_s());
     let watcher = &cores[0];
     let [lock, ..] = elect_keys("e");
-    let gate = watcher.transport.gate_of_name(&lock);
+    let gate = watcher.nodes().transport().gate_of_name(&lock);
     for node in nodes.iter().enumerate().filter(|(i, _)| *i != gate) {
         seed(node.1, "e", "other", 3, Some("x"));
     }

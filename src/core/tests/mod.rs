@@ -77,10 +77,10 @@ pub(super) fn wire(nodes: &[FakeNode], cores: &[&Arc<Core>]) {
                 return;
             };
             for core in cores.iter().filter_map(std::sync::Weak::upgrade) {
-                if **core.transport.client_id() == *client
+                if **core.nodes().transport().client_id() == *client
                     && let Ok(ticket) = ticket.parse()
                 {
-                    core.transport.hub().fake_wake(ticket);
+                    core.nodes().transport().hub().fake_wake(ticket);
                 }
             }
         });
@@ -158,7 +158,7 @@ pub(super) fn acquired_and_released(
     why: &str,
 ) {
     let lease = rx.recv_timeout(LONG_WAIT).expect(why).expect("acquired");
-    lease.release(core).unwrap();
+    lease.release(core.nodes()).unwrap();
 }
 
 /// `count` clients over the same `n` fake nodes, wired for wake-ups.
@@ -196,15 +196,15 @@ pub(super) fn members(wakes: &Wakes) -> Vec<String> {
 /// wake-ups to `cores`).
 pub(super) fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
     let woken = Arc::new(Mutex::new(Vec::new()));
-    let gate = &nodes[cores[0].transport.gate_of_name("r")];
+    let gate = &nodes[cores[0].nodes().transport().gate_of_name("r")];
     let weak: Vec<_> = cores.iter().map(Arc::downgrade).collect();
     let log = woken.clone();
     gate.on_wake(move |member, op| {
         log.lock().push((member.to_owned(), op));
         let (client, _) = member.rsplit_once(':').expect("client:ticket");
         for core in weak.iter().filter_map(std::sync::Weak::upgrade) {
-            if **core.transport.client_id() == *client {
-                core.transport.hub().fake_wake(ticket(member));
+            if **core.nodes().transport().client_id() == *client {
+                core.nodes().transport().hub().fake_wake(ticket(member));
             }
         }
     });
@@ -213,7 +213,7 @@ pub(super) fn record_wakes(nodes: &[FakeNode], cores: &[Arc<Core>]) -> Wakes {
 
 /// Waits until `count` members are queued for "r" on its gate node.
 pub(super) fn queued(nodes: &[FakeNode], core: &Core, count: usize) -> Vec<String> {
-    let gate = &nodes[core.transport.gate_of_name("r")];
+    let gate = &nodes[core.nodes().transport().gate_of_name("r")];
     eventually("waiters queued on the gate node", || {
         gate.queue("r").len() == count
     });
@@ -226,7 +226,7 @@ pub(super) fn asleep(cores: &[Arc<Core>], count: usize) {
     eventually("the waiters asleep", || {
         cores
             .iter()
-            .map(|core| core.waiters.asleep())
+            .map(|core| core.nodes().waiters().asleep())
             .sum::<usize>()
             == count
     });

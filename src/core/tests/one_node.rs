@@ -24,7 +24,7 @@ fn this_thread() -> String {
 fn an_idle_single_nodes_rounds_run_on_the_callers_thread() {
     let (nodes, core) = core_with(1, settings());
     let lease = lock(&core, "k", TTL);
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
     let me = this_thread();
     assert_ne!(me, "redlock-node-0");
     assert_eq!(nodes[0].served_on(), [me.clone(), me], "lock and release");
@@ -59,7 +59,7 @@ fn a_round_for_a_busy_single_node_is_served_by_its_worker_after_the_first() {
 #[test]
 fn rounds_on_several_nodes_never_run_on_the_callers_thread() {
     let (nodes, core) = core_with(3, settings());
-    lock(&core, "k", TTL).release(&core).unwrap();
+    lock(&core, "k", TTL).release(core.nodes()).unwrap();
     for (i, node) in nodes.iter().enumerate() {
         // The lock and the release each return at a majority: a node may
         // not have had its share yet (once, under load).

@@ -35,7 +35,7 @@ fn a_round_is_decided_by_the_majority_without_waiting_for_held_nodes() {
     assert_eq!(nodes.iter().filter(|n| n.holder("r").is_some()).count(), 3);
     nodes[3].set(Behaviour::Normal);
     nodes[4].set(Behaviour::Normal);
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
 }
 
 #[test]
@@ -177,7 +177,7 @@ fn a_kept_alive_lease_shortened_by_extend_is_renewed_on_the_new_schedule() {
     );
     assert!(!lease.is_lost());
     assert!(!lease.remaining().is_zero());
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
 }
 
 /// Defect 3 of the hardening review: a caller's `extend` and another
@@ -193,7 +193,7 @@ fn a_second_extension_waits_for_the_first_so_the_shorter_newer_ttl_wins() {
     let (entered_tx, entered) = crossbeam_channel::bounded(1);
     let (resume_tx, resume) = crossbeam_channel::bounded::<()>(1);
     let mut first = true;
-    *core.hooks.before_extension_applies.lock() = Some(Box::new(move || {
+    *core.nodes().hooks().before_extension_applies.lock() = Some(Box::new(move || {
         if std::mem::take(&mut first) {
             entered_tx.send(()).unwrap();
             resume.recv_timeout(LONG_WAIT).expect("resumed");
@@ -290,7 +290,7 @@ fn a_callers_extend_waits_for_a_renewal_in_flight() {
         caller.join().unwrap().unwrap();
     });
     assert!(lease.remaining() > Duration::from_secs(4));
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
 }
 
 #[test]
@@ -316,7 +316,10 @@ fn a_renewal_that_cannot_reach_a_majority_loses_the_lease_at_the_end_of_its_vali
         nodes[0].received()
     );
     assert!(lease.remaining().is_zero());
-    assert!(matches!(lease.release(&core), Err(Error::LockLost { .. })));
+    assert!(matches!(
+        lease.release(core.nodes()),
+        Err(Error::LockLost { .. })
+    ));
 }
 
 #[test]
@@ -339,7 +342,7 @@ fn nodes_saying_the_token_is_gone_lose_the_lease_at_once() {
 fn a_release_during_a_renewal_leaves_no_key_and_is_never_undone() {
     let (nodes, core, lease) = renewal_in_flight();
     std::thread::scope(|s| {
-        let release = s.spawn(|| lease.release(&core));
+        let release = s.spawn(|| lease.release(core.nodes()));
         // Marked released (so no longer scheduled) before its delete is queued.
         eventually("release started", || lease.schedule().is_none());
         for node in &nodes {
@@ -370,13 +373,15 @@ fn a_release_by_another_thread_wakes_a_waiting_thread_long_before_its_retry_dela
     std::thread::scope(|s| {
         let core = &core;
         let rx = waiting_acquire(s, core);
-        eventually("the second thread waits", || core.waiters.count() == 1);
+        eventually("the second thread waits", || {
+            core.nodes().waiters().count() == 1
+        });
         // Its rounds so far were refused (a plain one, then one at the
         // gate node): it sleeps.
         eventually("refused", || {
             nodes.iter().map(acquisitions).sum::<usize>() > 3 + 3
         });
-        held.release(core).unwrap();
+        held.release(core.nodes()).unwrap();
         acquired_and_released(&rx, core, "woken by the release, not after its 30 s pause");
     });
 }
@@ -406,7 +411,7 @@ fn a_release_during_the_first_round_is_not_missed() {
                     == 2
             }));
         }
-        held.release(core).unwrap();
+        held.release(core.nodes()).unwrap();
         let lease = rx
             .recv_timeout(LONG_WAIT)
             .expect("woken by the release, not after its 30 s pause")
@@ -414,7 +419,7 @@ fn a_release_during_the_first_round_is_not_missed() {
         for node in &nodes {
             node.set_delay(Duration::ZERO);
         }
-        lease.release(core).unwrap();
+        lease.release(core.nodes()).unwrap();
     });
 }
 
@@ -469,7 +474,7 @@ fn a_multi_lease_extends_and_releases_every_key_and_is_lost_if_any_key_is() {
                 .all(|k| n.pttl(k).is_some_and(|t| t > Duration::from_secs(15)))
         })
     });
-    lease.release(&core).unwrap();
+    lease.release(core.nodes()).unwrap();
     eventually("both keys released", || {
         nodes
             .iter()
@@ -546,7 +551,7 @@ fn a_cancel_ends_the_pause_at_once_and_one_token_cancels_many_waits() {
             assert!(node.wait_for(LONG_WAIT, |ops| ops.len() >= 3));
         }
         eventually("all three registered as waiters", || {
-            core.waiters.count() == 3
+            core.nodes().waiters().count() == 3
         });
         let cancelled_at = Instant::now();
         token.cancel();
@@ -610,7 +615,7 @@ fn fencing_tokens_grow_across_clients_and_survive_extend() {
     let a = first.fence().expect("a token on a fencing client");
     core.extend(&first, Duration::from_secs(20)).unwrap();
     assert_eq!(first.fence(), Some(a), "extend keeps the token");
-    first.release(&core).unwrap();
+    first.release(core.nodes()).unwrap();
     let second = lock(&core, "r", Duration::from_secs(10));
     let b = second.fence().unwrap();
     assert!(b > a, "{b} > {a}");
@@ -618,7 +623,7 @@ fn fencing_tokens_grow_across_clients_and_survive_extend() {
     eventually("the token written back", || {
         nodes.iter().filter(|n| n.fence("r") == Some(b)).count() >= 3
     });
-    second.release(&core).unwrap();
+    second.release(core.nodes()).unwrap();
     // A non-fencing client sends no fence round and gets no token.
     let (_, transport) = fake::cluster(3);
     let plain = Core::new(transport, settings());
@@ -638,7 +643,7 @@ fn a_token_written_to_a_bare_majority_survives_one_of_it_restarting_empty() {
     }
     let first = lock(&core, "r", Duration::from_secs(10));
     let a = first.fence().unwrap();
-    first.release(&core).unwrap();
+    first.release(core.nodes()).unwrap();
     assert_eq!(nodes.iter().filter(|n| n.fence("r") == Some(a)).count(), 3);
     // Node 2 restarts empty; nodes 0 and 1 go down; 2, 3, 4 form a majority
     // in which nobody remembers `a`.
@@ -753,7 +758,7 @@ fn without_the_floor_the_majority_protocol_alone_orders_tokens() {
         for node in &nodes {
             node.set(Behaviour::Normal);
         }
-        lease.release(core).unwrap();
+        lease.release(core.nodes()).unwrap();
         eventually("released everywhere", || {
             nodes.iter().all(|n| n.holder("r").is_none())
         });
@@ -778,7 +783,9 @@ fn releases_reach_a_node_whose_queue_is_full() {
         .map(|key| lock(&core, key, Duration::from_secs(60)))
         .collect();
     for lease in leases {
-        lease.release(&core).expect("released on the other two");
+        lease
+            .release(core.nodes())
+            .expect("released on the other two");
     }
     nodes[0].set(Behaviour::Normal);
     let releases = || {
@@ -794,10 +801,10 @@ fn releases_reach_a_node_whose_queue_is_full() {
     // waiters there).
     let gated = keys[3..]
         .iter()
-        .filter(|key| core.transport.gate_of_name(key) == 0)
+        .filter(|key| core.nodes().transport().gate_of_name(key) == 0)
         .count();
     eventually("node 0 ran the releases of the locks queued for it", || {
-        core.transport.queued(0) == 0 && releases() == 3 + gated
+        core.nodes().transport().queued(0) == 0 && releases() == 3 + gated
     });
     for key in &keys {
         assert_eq!(nodes[0].holder(key), None, "{key} left on node 0");

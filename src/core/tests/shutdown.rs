@@ -45,7 +45,7 @@ fn a_lease_won_as_the_client_shuts_down_is_released_before_the_workers_stop() {
         let core = core.clone();
         std::thread::spawn(move || core.shutdown(LONG_WAIT))
     };
-    eventually("the shutdown began", || core.life.is_closed());
+    eventually("the shutdown began", || core.is_closed());
     assert!(!shutting.is_finished(), "it waits for the acquisition");
     for node in &nodes {
         node.set(Behaviour::Normal);
@@ -70,7 +70,7 @@ fn a_lease_released_before_the_shutdown_is_not_released_again() {
     let (nodes, core) = core_with(3, settings());
     let kept = lock(&core, "kept", Duration::from_secs(30));
     let gone = lock(&core, "gone", Duration::from_secs(30));
-    gone.release(&core).unwrap();
+    gone.release(core.nodes()).unwrap();
     core.shutdown(LONG_WAIT).unwrap();
     for node in &nodes {
         let releases = node
@@ -145,7 +145,7 @@ fn a_second_shutdown_waits_for_the_first() {
         let core = core.clone();
         std::thread::spawn(move || core.shutdown(LONG_WAIT))
     };
-    eventually("the first shutdown began", || core.life.is_closed());
+    eventually("the first shutdown began", || core.is_closed());
     let second = {
         let (core, nodes) = (core.clone(), nodes.clone());
         std::thread::spawn(move || {
@@ -205,7 +205,7 @@ fn a_caller_asleep_between_rounds_wakes_at_the_shutdown() {
         })
     };
     eventually("the caller sleeps between rounds", || {
-        core.waiters.asleep() == 1
+        core.nodes().waiters().asleep() == 1
     });
     core.shutdown(LONG_WAIT).unwrap();
     let deadline = std::time::Instant::now() + LONG_WAIT;

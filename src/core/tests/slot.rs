@@ -126,7 +126,7 @@ fn the_release_of_any_slot_wakes_the_first_waiter() {
         held.sort_by_key(|lease| lease.resource().to_owned());
         landed(&nodes, &[&held[0], &held[1]]);
         assert_eq!(held[0].resource(), slot_key("s", 0));
-        let gate = &nodes[cores[0].transport.gate_of_name("redlock-sem:s")];
+        let gate = &nodes[cores[0].nodes().transport().gate_of_name("redlock-sem:s")];
         std::thread::scope(|s| {
             let waiter = &cores[1];
             let (tx, rx) = crossbeam_channel::bounded(1);
@@ -145,7 +145,7 @@ fn the_release_of_any_slot_wakes_the_first_waiter() {
             } else {
                 (second, first)
             };
-            release.release(&cores[0]).unwrap();
+            release.release(cores[0].nodes()).unwrap();
             let lease = rx
                 .recv_timeout(LONG_WAIT)
                 .expect("woken by the release, not its 30 s pause")
@@ -169,7 +169,7 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
         permit(&cores[0], 2, Patience::attempts(0)).unwrap(),
     ];
     landed(&nodes, &[&held[0], &held[1]]);
-    let gate = &nodes[cores[0].transport.gate_of_name("redlock-sem:s")];
+    let gate = &nodes[cores[0].nodes().transport().gate_of_name("redlock-sem:s")];
     std::thread::scope(|s| {
         let (tx, rx) = crossbeam_channel::unbounded();
         for waiter in &cores[1..] {
@@ -192,7 +192,7 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
         for node in &nodes {
             node.put(kept.resource(), "expired", Duration::ZERO);
         }
-        released.release(&cores[0]).unwrap();
+        released.release(cores[0].nodes()).unwrap();
         let mut slots: Vec<String> = (0..2)
             .map(|_| {
                 rx.recv_timeout(LONG_WAIT)
@@ -218,7 +218,7 @@ fn a_grant_that_leaves_a_permit_free_wakes_the_next_waiter() {
 fn a_wake_up_during_a_pass_over_the_slots_is_kept_for_the_next_wait() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
     hold(&nodes, &[0, 1, 2]);
-    let gate_index = cores[0].transport.gate_of_name("redlock-sem:s");
+    let gate_index = cores[0].nodes().transport().gate_of_name("redlock-sem:s");
     let gate = &nodes[gate_index];
     let stalled = &nodes[(gate_index + 1) % 3];
     let waiter = &cores[1];
@@ -250,7 +250,7 @@ fn a_wake_up_during_a_pass_over_the_slots_is_kept_for_the_next_wait() {
         // at the gate node, then one on a second.
         gate.set(Behaviour::Hold);
         let before = rounds_at_gate();
-        waiter.transport.hub().fake_wake(id);
+        waiter.nodes().transport().hub().fake_wake(id);
         super::eventually("the first round", || rounds_at_gate() == before + 1);
         let first = gate.acquired_keys()[before].clone();
         gate.hold_next_acquisition();
@@ -262,7 +262,7 @@ fn a_wake_up_during_a_pass_over_the_slots_is_kept_for_the_next_wait() {
         for node in &nodes {
             node.put(&first, "expired", Duration::ZERO);
         }
-        waiter.transport.hub().fake_wake(id);
+        waiter.nodes().transport().hub().fake_wake(id);
         gate.set(Behaviour::Normal);
         let lease = rx.recv_timeout(LONG_WAIT);
         stalled.set(Behaviour::Normal);

@@ -29,7 +29,7 @@ fn refreshing() -> Config {
 #[test]
 fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
     let (nodes, cores) = clients(3, 2, &refreshing());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let _held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
@@ -45,7 +45,7 @@ fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
             .expect("not held up by the key left on the gate node")
             .expect("acquired");
         assert!(nodes[gate].holder("r").is_some(), "the key left behind");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }
 
@@ -55,7 +55,7 @@ fn a_key_left_behind_on_the_gate_node_alone_does_not_stop_the_queue() {
 #[test]
 fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(60));
     nodes[gate].put("r", "missed", Duration::ZERO);
     std::thread::scope(|s| {
@@ -68,12 +68,12 @@ fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
         eventually("the waiter's clean-up ran on the gate node", || {
             nodes[gate].holder("r").is_none()
         });
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         let lease = waits
             .recv_timeout(LONG_WAIT)
             .expect("woken by the release, not after 30 s")
             .expect("acquired");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }
 
@@ -85,7 +85,7 @@ fn a_release_on_a_gate_node_that_missed_the_set_still_wakes_the_head() {
 #[test]
 fn a_head_refused_by_a_majority_keeps_its_turn() {
     let (nodes, cores) = clients(3, 1, &refreshing());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let woken = record_wakes(&nodes, &cores);
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
@@ -123,7 +123,7 @@ fn a_head_refused_by_a_majority_keeps_its_turn() {
 #[test]
 fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
     let (nodes, cores) = clients(3, 2, &refreshing());
-    let gate = cores[0].transport.gate_of_name("a");
+    let gate = cores[0].nodes().transport().gate_of_name("a");
     for node in &nodes {
         node.put("a", "x", Duration::from_secs(60));
         node.put("b", "x", Duration::from_secs(60));
@@ -142,7 +142,7 @@ fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
             let patience = Patience::until(Some(Instant::now() + Duration::from_secs(60)));
             cores[1].acquire(&["a"], Duration::from_secs(10), patience)
         });
-        let single = format!("{}:", cores[1].transport.client_id());
+        let single = format!("{}:", cores[1].nodes().transport().client_id());
         eventually("only the single waiter queued", || {
             let queue = nodes[gate].queue("a");
             queue.len() == 1 && queue[0].starts_with(&single)
@@ -151,7 +151,7 @@ fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
             node.put("a", "x", Duration::ZERO);
         }
         let lease = one.join().unwrap().expect("\"a\" for the single waiter");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
         cancel.cancel();
         assert!(matches!(both.join().unwrap(), Err(Error::Cancelled { .. })));
     });
@@ -164,7 +164,7 @@ fn a_lock_on_several_keys_does_not_queue_ahead_of_single_waiters() {
 #[test]
 fn a_leave_waits_for_a_busy_gate_node() {
     let (nodes, cores) = clients(3, 1, &refreshing());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     for node in &nodes {
         node.put("r", "x", Duration::from_secs(60));
     }
@@ -186,7 +186,7 @@ fn a_leave_waits_for_a_busy_gate_node() {
             nodes[gate].wait_for(LONG_WAIT, |ops| ops.contains(&Op::Leave)),
             "the leave reached the gate node"
         );
-        lease.release(&cores[0]).unwrap();
+        lease.release(cores[0].nodes()).unwrap();
     });
 }
 
@@ -204,7 +204,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
         ..refreshing()
     };
     let (nodes, cores) = clients(3, 1, &settings);
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
     }
@@ -243,7 +243,7 @@ fn a_stale_token_does_not_let_a_waiter_past_the_head_of_the_queue() {
 #[test]
 fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     for node in &nodes {
         node.put("r", "another client", Duration::from_secs(60));
     }
@@ -267,7 +267,7 @@ fn a_gate_nodes_late_others_first_still_outweighs_the_others() {
             node.put("r", "gone", Duration::ZERO);
         }
         // Its subscription to the gate node came back: one more round.
-        core.waiters.subscribed(gate);
+        core.nodes().waiters().subscribed(gate);
         let err = waits
             .join()
             .unwrap()

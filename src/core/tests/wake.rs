@@ -32,7 +32,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
         }
         let order = queued(&nodes, &cores[0], WAITERS);
         asleep(&cores, WAITERS);
-        holder.release(&cores[0]).unwrap();
+        holder.release(cores[0].nodes()).unwrap();
         eventually("the release woke a waiter", || !woken.lock().is_empty());
         assert_eq!(members(&woken)[0], order[0], "the head");
         let (head, core) = &waits[0];
@@ -41,7 +41,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
             .unwrap()
             .expect("the head acquired");
         assert_eq!(woken.lock().len(), 1, "one wake-up: {:?}", woken.lock());
-        lease.release(core).unwrap();
+        lease.release(core.nodes()).unwrap();
         // Every waiter gets its turn, each release waking one (a round that
         // found a node still holding the key hands on once more).
         let mut releases = 2;
@@ -57,7 +57,7 @@ fn a_release_wakes_only_the_head_of_the_queue() {
             let index = ready.index();
             let (rx, core) = pending.remove(index);
             let lease = ready.recv(rx).unwrap().expect("acquired");
-            lease.release(core).unwrap();
+            lease.release(core.nodes()).unwrap();
             releases += 1;
         }
         let wakes = woken.lock().len();
@@ -104,7 +104,7 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
         for node in &nodes[..2] {
             node.lose_fenced_grants(true);
         }
-        held.release(&holder).unwrap();
+        held.release(holder.nodes()).unwrap();
         let lease = b_wait
             .recv_timeout(LONG_WAIT)
             .expect("B acquired")
@@ -121,12 +121,12 @@ fn a_winner_whose_round_fails_hands_the_resource_on() {
         for node in &nodes[..2] {
             node.lose_fenced_grants(false);
         }
-        lease.release(&b).unwrap();
+        lease.release(b.nodes()).unwrap();
         let lease = a_wait
             .recv_timeout(LONG_WAIT)
             .unwrap()
             .expect("A in the end");
-        lease.release(&a).unwrap();
+        lease.release(a.nodes()).unwrap();
     });
 }
 
@@ -156,10 +156,10 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
             Err(Error::Cancelled { .. })
         ));
         assert_eq!(queued(&nodes, &cores[0], 1), order[1..]);
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         let lease = stays.recv_timeout(LONG_WAIT).unwrap().unwrap();
         assert_eq!(members(&woken), order[1..], "the one still waiting");
-        lease.release(&cores[2]).unwrap();
+        lease.release(cores[2].nodes()).unwrap();
     });
 }
 
@@ -169,7 +169,7 @@ fn a_waiter_that_gives_up_leaves_the_queue() {
 #[test]
 fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
@@ -177,7 +177,7 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         asleep(&cores, 1);
         // Its wake-up is on its way when the newcomer comes.
         nodes[gate].on_wake(|_, _| {});
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         eventually("released everywhere", || {
             nodes.iter().all(|n| n.holder("r").is_none())
         });
@@ -185,7 +185,11 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         // The waiter's next round (here: woken by hand, as by its refresh
         // pause) is refused at the gate node, and it keeps its place.
         let asked = acquisitions(&nodes[gate]);
-        cores[1].transport.hub().fake_wake(ticket(&order[0]));
+        cores[1]
+            .nodes()
+            .transport()
+            .hub()
+            .fake_wake(ticket(&order[0]));
         eventually("the waiter's next round", || {
             acquisitions(&nodes[gate]) > asked
         });
@@ -195,10 +199,10 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
         asleep(&cores, 1);
         assert_eq!(nodes[gate].queue("r"), order, "still first");
         let woken = record_wakes(&nodes, &cores);
-        newcomer.release(&cores[2]).unwrap();
+        newcomer.release(cores[2].nodes()).unwrap();
         let lease = waits.recv_timeout(LONG_WAIT).unwrap().expect("its turn");
         assert_eq!(members(&woken), order, "woken by the newcomer's release");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }
 
@@ -207,11 +211,11 @@ fn a_waiter_whose_turn_a_newcomer_took_keeps_its_place() {
 /// goes elsewhere). Returns what counts the acquisitions each node but the
 /// gate saw, once each saw the first round's.
 fn released_waking_another<'a>(core: &Core, nodes: &'a [FakeNode]) -> impl Fn() -> Vec<usize> + 'a {
-    let gate = core.transport.gate_of_name("r");
+    let gate = core.nodes().transport().gate_of_name("r");
     let held = lock_landed(core, nodes, "r", Duration::from_secs(10));
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
-    held.release(core).unwrap();
+    held.release(core.nodes()).unwrap();
     let others: Vec<usize> = (0..nodes.len()).filter(|&i| i != gate).collect();
     let asked = move || -> Vec<usize> { others.iter().map(|&i| acquisitions(&nodes[i])).collect() };
     // The first lock's round was decided at two answers: its last request
@@ -274,11 +278,11 @@ fn a_call_cancelled_before_it_starts_keeps_the_turn_to_queue_behind() {
 fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
     let (nodes, cores) = clients(3, 1, &sleeps_30_s());
     let core = &cores[0];
-    let gate = core.transport.gate_of_name("r");
+    let gate = core.nodes().transport().gate_of_name("r");
     let held = lock_landed(core, &nodes, "r", Duration::from_secs(10));
     nodes[gate].enqueue("r", "elsewhere:1");
     nodes[gate].on_wake(|_, _| {});
-    held.release(core).unwrap();
+    held.release(core.nodes()).unwrap();
     std::thread::scope(|s| {
         let waits = s.spawn(|| {
             let patience = Patience::until(Some(Instant::now() + Duration::from_secs(2)));
@@ -287,7 +291,7 @@ fn a_caller_queued_by_its_first_round_listens_for_its_turn() {
         eventually("queued behind the other waiter", || {
             nodes[gate].queue("r").len() == 2
         });
-        eventually("listening", || core.transport.hub().watched());
+        eventually("listening", || core.nodes().transport().hub().watched());
         assert!(matches!(waits.join().unwrap(), Err(Error::Busy { .. })));
     });
 }
@@ -309,7 +313,7 @@ fn releases_nobody_waits_for_wake_nobody() {
             let patience = Patience::until(Some(Instant::now() + Duration::from_millis(300)));
             let _ = tx.send(core.acquire(&["other"], Duration::from_secs(10), patience));
         });
-        let gate = &nodes[core.transport.gate_of_name("other")];
+        let gate = &nodes[core.nodes().transport().gate_of_name("other")];
         eventually("the other waiter queued", || gate.queue("other").len() == 1);
         // The waiter's rounds, counted by their key (the 100 locks below
         // return at a majority: the gate node may not have had each yet,
@@ -323,7 +327,7 @@ fn releases_nobody_waits_for_wake_nobody() {
         let before = waiters_rounds();
         for _ in 0..100 {
             lock(core, "r", Duration::from_secs(10))
-                .release(core)
+                .release(core.nodes())
                 .unwrap();
         }
         assert!(woken.lock().is_empty(), "{:?}", woken.lock());
@@ -341,21 +345,21 @@ fn releases_nobody_waits_for_wake_nobody() {
 #[test]
 fn a_wake_up_lost_before_the_subscription_is_caught_when_it_comes() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
-    let gate = cores[0].transport.gate_of_name("r");
+    let gate = cores[0].nodes().transport().gate_of_name("r");
     nodes[gate].on_wake(|_, _| {}); // lost
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
         asleep(&cores, 1);
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         assert!(waits.recv_timeout(Duration::from_millis(50)).is_err());
-        cores[1].transport.hub().fake_subscribed(gate);
+        cores[1].nodes().transport().hub().fake_subscribed(gate);
         let lease = waits
             .recv_timeout(LONG_WAIT)
             .expect("one more round when the subscription came")
             .expect("acquired");
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }
 
@@ -369,19 +373,19 @@ fn a_release_wakes_the_head_although_the_gate_node_keeps_a_stray_key() {
     let (nodes, cores) = clients(3, 2, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
-    let gate = &nodes[cores[0].transport.gate_of_name("r")];
+    let gate = &nodes[cores[0].nodes().transport().gate_of_name("r")];
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         let order = queued(&nodes, &cores[0], 1);
         asleep(&cores, 1);
         gate.put("r", "a stray key", Duration::from_secs(60));
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         let lease = waits
             .recv_timeout(LONG_WAIT)
             .unwrap()
             .expect("woken by the release, not the 30 s timer");
         assert_eq!(members(&woken), order);
-        lease.release(&cores[1]).unwrap();
+        lease.release(cores[1].nodes()).unwrap();
     });
 }
 
@@ -393,7 +397,7 @@ fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {
     let (nodes, cores) = clients(3, 3, &sleeps_30_s());
     let woken = record_wakes(&nodes, &cores);
     let held = lock_landed(&cores[0], &nodes, "r", Duration::from_secs(10));
-    let gate = &nodes[cores[0].transport.gate_of_name("r")];
+    let gate = &nodes[cores[0].nodes().transport().gate_of_name("r")];
     std::thread::scope(|s| {
         let waits = waiting_acquire(s, &cores[1]);
         queued(&nodes, &cores[0], 1);
@@ -413,12 +417,12 @@ fn a_failed_rounds_clean_up_wakes_nobody_while_the_key_is_held() {
             releases() >= before + 5
         });
         assert!(woken.lock().is_empty(), "{:?}", woken.lock());
-        held.release(&cores[0]).unwrap();
+        held.release(cores[0].nodes()).unwrap();
         waits
             .recv_timeout(LONG_WAIT)
             .unwrap()
             .unwrap()
-            .release(&cores[1])
+            .release(cores[1].nodes())
             .unwrap();
     });
 }
