@@ -1,5 +1,7 @@
 //! Every command the client sends, pinned: each kind × operation × queue
-//! membership × layout, encoded and compared with `testdata/encodings.txt`.
+//! membership × layout, encoded and compared with `testdata/encodings.txt`
+//! (each script's hash followed by its name, so the file says which script
+//! goes out, and a changed script changes its line).
 //! A change on the wire fails here; if it is meant, regenerate the file
 //! with `REDLOCK_BLESS=1 cargo test --lib protocol::tests` and say why in
 //! the commit.
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::codec::encode;
 use super::keys::Layout;
 use super::request::{Kind, Op, Request, Value};
-use super::scripts::Sent;
+use super::scripts::{ALL, Sent};
 use crate::settings::NodeTimeout;
 
 const PINNED: &str = include_str!("testdata/encodings.txt");
@@ -95,7 +97,7 @@ fn table() -> String {
                 for layout in [Layout::Plain, Layout::Cluster] {
                     let mut resp = Vec::new();
                     encode(&req, layout, &mut Sent::all(), &mut resp);
-                    let resp = String::from_utf8_lossy(&resp).replace("\r\n", " ");
+                    let resp = named(&String::from_utf8_lossy(&resp).replace("\r\n", " "));
                     let queued = member.map_or("-", |_| "queued");
                     let _ = writeln!(out, "{kind_name} {op_name} {queued} {layout:?}: {resp}");
                 }
@@ -103,6 +105,16 @@ fn table() -> String {
         }
     }
     out
+}
+
+/// `resp` with each script's hash followed by its name in brackets.
+fn named(resp: &str) -> String {
+    ALL.iter().fold(resp.to_owned(), |resp, script| {
+        resp.replace(
+            script.hash(),
+            &format!("{} [{}]", script.hash(), script.name()),
+        )
+    })
 }
 
 #[test]
