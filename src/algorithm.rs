@@ -657,9 +657,8 @@ mod tests {
     }
 
     /// A refusal is a split only when no holder can have a majority, with
-    /// the unanswered nodes counted for it (issue 24's review: with 4 nodes
-    /// a refusal is decided at 2 no's, and a single holder was read as a
-    /// split).
+    /// the unanswered nodes counted for it: with 4 nodes a refusal is
+    /// decided at 2 no's, and a single holder is still a holder.
     #[test]
     fn a_split_is_told_from_a_holder() {
         let tally = |n: usize, answers: &[Answer]| {
@@ -832,11 +831,9 @@ mod tests {
         // stale token, refusals by two holders, failure), checked after
         // each answer: decided early, the
         // verdict agrees with the outcome, and the caller's decision is
-        // what it would be with every answer in (issue 36's review: a
-        // round decided while a majority could still answer said NoQuorum
-        // where the last answer made it Busy; a review: a round decided
-        // before a grant that made it a split vote said Busy); once every
-        // node answered, it is decided.
+        // what it would be with every answer in (never NoQuorum where the
+        // last answer makes it Busy, never Busy where a late grant makes it
+        // a split vote); once every node answered, it is decided.
         let answer = |a: usize| match a {
             0 => Ok(Vote::YES),
             1 => Ok(Vote::NO),
@@ -887,7 +884,7 @@ mod tests {
         }
     }
 
-    /// Issue 48: two refusals, a node down, a grant and a stalled node: no
+    /// Two refusals, a node down, a grant and a stalled node: no
     /// answer of the stalled node makes a majority, and an acquisition is
     /// held whatever it says: the round does not wait for it.
     #[test]
@@ -956,7 +953,7 @@ mod tests {
         assert_eq!(refused.outcome().verdict, Verdict::Refused);
     }
 
-    /// Issue 36: an acquisition that a majority answered and holders
+    /// An acquisition that a majority answered and holders
     /// refused is held, whatever failed; with fewer than a majority
     /// answering it failed for want of nodes.
     #[test]

@@ -455,8 +455,8 @@ mod tests {
         assert_eq!(redact("redis://:secret@h:1"), "redis://***@h:1");
         assert_eq!(redact("redis://h:1/2"), "redis://h:1/…");
         assert_eq!(redact("secret"), "<unparsable URL>");
-        // Defect 1 of the hardening review: the authority was cut at the
-        // first `/`, so these showed the password.
+        // The authority ends at the last `@`, not at the first `/`, `?`
+        // or `#`: the password may hold them.
         assert_eq!(redact("redis://user:pa/ss@host:1"), "redis://***/…");
         assert_eq!(redact("redis://user:pa?ss@host:1"), "redis://***/…");
         assert_eq!(redact("redis://user:pa#ss@host:1"), "redis://***/…");
@@ -467,7 +467,7 @@ mod tests {
             "unix:///tmp/r.sock/…"
         );
         assert_eq!(redact("secret://h"), "<unknown scheme>://h");
-        // Secrets in the query or fragment, after the host (review finding).
+        // Secrets in the query or fragment, after the host.
         assert_eq!(
             redact("unix:///tmp/r.sock?pass=hunter@SECRET"),
             "unix://***/…"
@@ -589,7 +589,7 @@ mod tests {
         }
 
         /// A password made of marker words joined by the characters that
-        /// used to cut redaction short.
+        /// end a URL's parts (`/?#@:%=&`).
         fn password() -> impl Strategy<Value = (String, Vec<String>)> {
             prop::collection::vec(("[A-Za-z]{5,9}", "[/?#@:%=&]{0,2}"), 1..4).prop_map(|parts| {
                 let words = parts.iter().map(|(w, _)| w.clone()).collect();
@@ -616,8 +616,8 @@ mod tests {
         proptest! {
             #![proptest_config(ProptestConfig { cases: 2_000, failure_persistence: None, ..ProptestConfig::default() })]
 
-            /// Defect 1 of the hardening review: any string with secrets in
-            /// the password (or user) position, parsable or not, never shows
+            /// Any string with secrets in the password (or user) position,
+            /// parsable or not, never shows
             /// any part of them in an error's `Display` or `Debug`, nor in
             /// the parsed node's name.
             #[test]

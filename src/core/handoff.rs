@@ -12,9 +12,9 @@
 //! A wake-up counts until a wait consumes it: one that comes at any moment
 //! after the last wait ended — during a round, a pause, or rounds that
 //! moved on to other slots of a semaphore — ends the next wait at once
-//! instead of being missed. (Each round used to forget the wake-ups before
-//! it, which lost one that came while a semaphore's pass moved on to a slot
-//! other than the one that came free.) A wake-up whose news a round
+//! instead of being missed, including one that comes while a semaphore's
+//! pass moved on to a slot other than the one that came free. A wake-up
+//! whose news a round
 //! already saw still ends the next wait: for a lock, one more round, sent
 //! to every node at once, plus the quick retries a call allows; for a
 //! semaphore, a pass over the untried slots at the gate node.
@@ -74,8 +74,7 @@ const YIELDED_CAP: usize = 1024;
 /// The resources this client yields, and the order they expire in (the
 /// order of their releases: each counts for [`YIELD_FOR`]), so that a
 /// release drops what expired, or the oldest past [`YIELDED_CAP`], in
-/// constant time on average. (A full map used to be scanned whole on every
-/// release once 1,024 entries were younger than a second.)
+/// constant time on average, never by scanning the whole map.
 #[derive(Default)]
 struct Yielded {
     by_key: HashMap<Arc<str>, (Yield, Instant)>,
@@ -368,9 +367,9 @@ mod tests {
         Waiters::new(Arc::from("c"))
     }
 
-    /// Issue 48: releases that woke waiters, more than the cap within a
-    /// second, keep the memory bounded, and each release drops what expired
-    /// or the oldest (the map used to be scanned whole on every release).
+    /// Releases that woke waiters, more than the cap within a second, keep
+    /// the memory bounded, and each release drops what expired or the
+    /// oldest.
     #[test]
     fn remembered_releases_stay_bounded_and_expire_in_order() {
         let mut yielded = Yielded::default();

@@ -7,9 +7,9 @@
 //! which replaces its entry; a release or a loss removes it. Heap entries of
 //! older epochs are skipped when they come up, and the heap is rebuilt from
 //! the entries once it holds more than twice as many: memory follows the
-//! live kept leases, not the number of changes (review finding: with a
-//! heap entry per change kept until its due time, `with_lock` at 100/s with
-//! a 1 h TTL held ~240 k entries).
+//! live kept leases, not the number of changes (a heap entry per change,
+//! kept until its due time, would hold ~240 k entries for `with_lock` at
+//! 100/s with a 1 h TTL).
 //!
 //! The thread sleeps in `select!` on its registration channel and on
 //! `at(next due)`, so an idle keeper costs nothing and a change is noticed at
@@ -345,9 +345,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    /// Review finding 3: every reschedule stayed in the heap until its due
-    /// time. Now the schedule holds one entry per kept lease, and the heap
-    /// at most about twice as many, however often they change.
+    /// The schedule holds one entry per kept lease, and the heap at most
+    /// about twice as many, however often they change.
     #[test]
     fn the_schedule_follows_the_live_leases_not_the_changes() {
         let (_nodes, core) = super::super::tests::core_with(3, super::super::tests::settings());

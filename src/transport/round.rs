@@ -260,11 +260,10 @@ mod tests {
         }
     }
 
-    /// Review finding: a single node's round runs on the caller's thread,
-    /// so its answer is in before the caller collects, however late it
-    /// came; an extension answered after the lease's validity ran out
-    /// brought the lease back to life. A confirmation decided after the
-    /// deadline counts as no answer.
+    /// A single node's round runs on the caller's thread, so its answer
+    /// is in before the caller collects, however late it came: a
+    /// confirmation decided after the deadline counts as no answer (an
+    /// extension answered after the validity ran out never revives it).
     #[test]
     fn a_confirmation_decided_after_the_deadline_is_not_counted() {
         let pending = round(1);

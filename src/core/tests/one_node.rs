@@ -76,9 +76,9 @@ fn rounds_on_several_nodes_never_run_on_the_callers_thread() {
     }
 }
 
-/// Review finding: the keeper starts every due renewal before it collects
-/// any; run on its own thread, each waited for the one before (one round
-/// trip each, instead of one pipelined batch). Its rounds go to the worker.
+/// The keeper starts every due renewal before it collects any, so on a
+/// single node its rounds go to the worker, one pipelined batch, never run
+/// one by one on the keeper's thread (a round trip each).
 #[test]
 fn the_keepers_renewals_on_a_single_node_are_left_to_its_worker() {
     let (nodes, core) = core_with(1, settings());

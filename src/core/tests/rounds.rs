@@ -159,9 +159,9 @@ fn a_busy_resource_is_busy_with_the_attempt_count() {
     );
 }
 
-/// Defect 2 of the hardening review: the keeper kept the renewal time of the
-/// old, longer TTL after `extend` shortened it, woke after the new validity
-/// had ended and lost the lock.
+/// After `extend` shortens a kept lease's TTL, the keeper renews on the new
+/// TTL's schedule, not the old, longer one's (which would wake it after the
+/// new validity ended, and lose the lock).
 #[test]
 fn a_kept_alive_lease_shortened_by_extend_is_renewed_on_the_new_schedule() {
     let (nodes, core) = core_with(3, settings());
@@ -180,10 +180,10 @@ fn a_kept_alive_lease_shortened_by_extend_is_renewed_on_the_new_schedule() {
     lease.release(core.nodes()).unwrap();
 }
 
-/// Defect 3 of the hardening review: a caller's `extend` and another
-/// extension in flight were applied in the order their answers were
-/// collected, so an older, longer result could overwrite a newer, shorter
-/// one and claim validity the guard no longer asked for.
+/// A caller's `extend` waits for another extension in flight, so the
+/// results apply in the order the extensions were asked for: an older,
+/// longer result never overwrites a newer, shorter one (which would claim
+/// validity the guard no longer asked for).
 #[test]
 fn a_second_extension_waits_for_the_first_so_the_shorter_newer_ttl_wins() {
     let (nodes, core) = core_with(3, settings());
@@ -386,8 +386,8 @@ fn a_release_by_another_thread_wakes_a_waiting_thread_long_before_its_retry_dela
     });
 }
 
-/// Review finding: a release that lands while the waiter's *first* round is
-/// in flight must end its pause at once.
+/// A release that lands while the waiter's *first* round is in flight ends
+/// its pause at once.
 #[test]
 fn a_release_during_the_first_round_is_not_missed() {
     let (nodes, core) = core_with(3, sleeps_30_s());

@@ -877,7 +877,7 @@ mod tests {
         )
     }
 
-    /// Issue 48: an acquisition refused by hash in the batch that also held
+    /// An acquisition refused by hash in the batch that also held
     /// its round's release is not sent again after that release (it set a
     /// key that stayed until its TTL); one on other keys still is, and so
     /// is the release itself when it was refused too.
@@ -915,7 +915,7 @@ mod tests {
         assert!(resendable(&[&gone], &[true], now).is_empty());
     }
 
-    /// Issue 48: a script a cluster master refused before running it
+    /// A script a cluster master refused before running it
     /// (`MOVED`, `ASK`, `TRYAGAIN`, `CLUSTERDOWN`) is not counted as sent
     /// on the connection: its next call goes with its source again, not by
     /// a hash the master never cached.

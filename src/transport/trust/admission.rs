@@ -1384,8 +1384,8 @@ mod tests {
         assert!(admitted(&fresh));
     }
 
-    /// Issue 35's second review: an examination that cannot identify the
-    /// node must not make this client forget what it saw replace what.
+    /// An examination that cannot identify the node does not make this
+    /// client forget what it saw replace what.
     #[test]
     fn an_unidentified_examination_keeps_a_quarantine_under_way() {
         let a = quarantined(60);
