@@ -94,12 +94,10 @@ fn mutual_exclusion_across_threads_and_processes() {
         total.overran
     );
     total.assert_exclusive(&witness, RESOURCE);
+    // Each of the three processes got in (how often in 5 s is the
+    // machine's speed, printed above, not asserted).
     assert!(parent.acquisitions > 0, "the parent made no progress");
     assert!(per_child.iter().all(|&n| n > 0), "a child made no progress");
-    assert!(
-        total.acquisitions >= 100,
-        "too little progress to mean anything"
-    );
 }
 
 /// The witness counts an overlap when the entering holder and one already
