@@ -3,8 +3,9 @@
 //! The keeper knows each kept lease once ([`Schedule`]: the lease's epoch
 //! and due time, by lease), and a min-heap of due times points into it.
 //! Every change of a lease's TTL, validity or retry time (a caller's
-//! `extend`, a renewal, a failure) bumps its epoch and sends it here again,
-//! which replaces its entry; a release or a loss removes it. Heap entries of
+//! `extend`, a renewal, a failure) bumps its epoch and replaces its entry:
+//! a caller's change comes here through [`Keeper::changed`], a renewal's is
+//! applied by the keeper itself; a release or a loss removes it. Heap entries of
 //! older epochs are skipped when they come up, and the heap is rebuilt from
 //! the entries once it holds more than twice as many: memory follows the
 //! live kept leases, not the number of changes (a heap entry per change,

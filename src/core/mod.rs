@@ -16,7 +16,10 @@
 //!   validity reads), the keeper thread (renewals, loss) and `Drop`. One
 //!   mutex; at most one extension in flight per lease (a second waits for
 //!   the first, the keeper skips), and every change of TTL or validity bumps
-//!   the lease's epoch; whoever changed it reschedules it with the keeper.
+//!   the lease's epoch, and the keeper follows the last: the session tells
+//!   it after a caller's extend or release, the keeper applies its own
+//!   renewals, and a loss needs no telling (the keeper drops the lease when
+//!   it next comes up).
 //! * The keeper's registration (`keeper::Keeper`): callers keeping or
 //!   watching a lease, or changing one the keeper schedules, and the
 //!   shutdown, which stops it after closing the client.

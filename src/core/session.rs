@@ -55,7 +55,7 @@ impl Core {
     }
 
     /// The nodes the operations' rounds go to, with their rules.
-    pub(crate) fn nodes(&self) -> &Nodes {
+    pub(super) fn nodes(&self) -> &Nodes {
         &self.nodes
     }
 

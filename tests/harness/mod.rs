@@ -766,7 +766,7 @@ pub fn stalls() -> Stalls {
     Stalls { longest }
 }
 
-/// See [`stalls`]; the watcher ends when this is dropped.
+/// See [`stalls`]; the watcher ends within a tick of this being dropped.
 pub struct Stalls {
     longest: Arc<AtomicU64>,
 }

@@ -319,8 +319,33 @@ fn circles(house: &House) -> Vec<String> {
 }
 
 #[test]
+fn no_module_depends_on_one_that_depends_on_it() {
+    let house = read(&sources());
+    assert!(house.deps.len() > 30, "the source was read: {house:?}");
+    assert!(
+        house.deps["transport::protocol::codec"].contains("transport::protocol::keys"),
+        "dependencies were found: {:?}",
+        house.deps["transport::protocol::codec"]
+    );
+    assert!(
+        house.deps["transport"].contains("transport::connect::conn"),
+        "a parent's paths into its children were read: {:?}",
+        house.deps["transport"]
+    );
+    assert!(
+        house.deps["core"].contains("transport")
+            && house.deps["core::acquire"].contains("transport"),
+        "a mod.rs past its `mod tests;` line and groups over several lines were read: {:?} {:?}",
+        house.deps["core"],
+        house.deps["core::acquire"]
+    );
+    assert_eq!(circles(&house), Vec::<String>::new());
+}
+
+#[test]
 fn no_module_reaches_up() {
     let house = read(&sources());
+    assert!(house.deps.len() > 30, "the source was read: {house:?}");
     assert!(house.up.is_empty(), "paths that reach up: {:#?}", house.up);
 }
 
