@@ -88,7 +88,9 @@ fn table() -> String {
             if op.elects() && !matches!(kind, Kind::Leadership { .. }) {
                 continue;
             }
-            for member in [None, Some("c:7")] {
+            // Not queued; queued without a place (a lease's release, a
+            // caller that does not wait); a waiter's place.
+            for member in [None, Some(""), Some("c:7")] {
                 let timeout = NodeTimeout::fixed(Duration::from_millis(5));
                 let token = Arc::from("tok");
                 let mut req =
@@ -98,7 +100,11 @@ fn table() -> String {
                     let mut resp = Vec::new();
                     encode(&req, layout, &mut Sent::all(), &mut resp);
                     let resp = named(&String::from_utf8_lossy(&resp).replace("\r\n", " "));
-                    let queued = member.map_or("-", |_| "queued");
+                    let queued = match member {
+                        None => "-",
+                        Some("") => "unplaced",
+                        Some(_) => "queued",
+                    };
                     let _ = writeln!(out, "{kind_name} {op_name} {queued} {layout:?}: {resp}");
                 }
             }
