@@ -2,7 +2,8 @@
 //! release, over the client's [`Nodes`]. Used by the guard (through the
 //! session, `Core`) and by the keeper. A lease knows neither: whoever
 //! changes a kept or watched lease tells the keeper (the session after a
-//! caller's extension or release; the keeper itself after a renewal).
+//! caller's extension or release; the keeper itself after a renewal). A
+//! loss needs no telling: the keeper drops the lease when it comes up.
 //!
 //! # Orderings
 //!
@@ -16,9 +17,9 @@
 //!   extension to a shorter TTL shortens only the validity the guard claims
 //!   (the keys outlive it, which is safe).
 //! * **Every change reschedules.** Each change of TTL, validity or retry time
-//!   bumps `epoch`, and whoever made it tells the keeper (if it schedules
-//!   the lease), which drops entries of older epochs: renewal always
-//!   follows the last change, whoever made it.
+//!   bumps `epoch`, and the keeper is told of every change but a loss (see
+//!   above); it drops entries of older epochs: renewal always follows the
+//!   last change, whoever made it.
 //! * **Release beats renewal.** `released` is set before the delete is
 //!   queued; an extension decided afterwards reports the lease lost, and a
 //!   compare-and-pexpire cannot recreate a deleted key.
