@@ -121,12 +121,18 @@ impl Keeper {
 
     /// Tells the keeper (if running) that `lease` changed.
     fn reschedule(&self, lease: &Arc<Lease>) {
-        let mut sender = self.sender.lock();
-        let sent = sender.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
-        if let Some(Err(_)) = sent {
+        let gone = {
+            let mut sender = self.sender.lock();
+            let sent = sender.as_ref().map(|tx| tx.send(Arc::downgrade(lease)));
             // The keeper thread is gone (it never returns while the client
-            // lives, so it panicked). Say so; the next keep_alive restarts it.
-            *sender = None;
+            // lives, so it panicked); the next keep_alive restarts it.
+            let gone = matches!(sent, Some(Err(_)));
+            if gone {
+                *sender = None;
+            }
+            gone
+        };
+        if gone {
             log::error!(
                 "redlock: the keeper thread has stopped; {:?} is no longer kept alive",
                 lease.name()

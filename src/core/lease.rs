@@ -269,24 +269,29 @@ impl Lease {
     /// gone (`outcome`), and returns that `LockLost`: what every later
     /// call on it reports too.
     pub(crate) fn lose_not_held(&self, name: &str, outcome: Outcome) -> Error {
-        self.not_held(&mut self.state.lock(), &outcome);
+        let lost_now = self.not_held(&mut self.state.lock(), &outcome);
+        if lost_now {
+            self.say_lost();
+        }
         self.signal();
         lock_lost(name, outcome)
     }
 
-    /// [`lose_not_held`](Self::lose_not_held), under the lease's lock.
-    fn not_held(&self, state: &mut LeaseState, outcome: &Outcome) {
+    /// [`lose_not_held`](Self::lose_not_held), under the lease's lock;
+    /// whether it was lost just now (see [`lose`](Self::lose)).
+    fn not_held(&self, state: &mut LeaseState, outcome: &Outcome) -> bool {
         state.failures = outcome.failures.clone();
         state.confirmed = outcome.confirmed;
         state.cause = LostCause::NotHeld;
-        self.lose(state);
+        self.lose(state)
     }
 
     /// Marks the lease lost (once) and says so in the log.
     pub(crate) fn mark_lost(&self) {
-        let mut state = self.state.lock();
-        self.lose(&mut state);
-        drop(state);
+        let lost_now = self.lose(&mut self.state.lock());
+        if lost_now {
+            self.say_lost();
+        }
         self.signal();
     }
 
@@ -318,17 +323,26 @@ impl Lease {
         }
     }
 
-    fn lose(&self, state: &mut LeaseState) {
-        if !state.lost && !state.released {
+    /// Marks the lease lost, under its lock; true if it was not lost (nor
+    /// released) before: the caller then says so with
+    /// [`say_lost`](Self::say_lost) once the lock is released.
+    fn lose(&self, state: &mut LeaseState) -> bool {
+        let now = !state.lost && !state.released;
+        if now {
             state.lost = true;
             state.epoch += 1;
-            metrics::lease_lost();
-            log::warn!(
-                "redlock: lost the lock on {:?}: its validity ran out or the nodes no longer \
-                 hold it",
-                self.name
-            );
         }
+        now
+    }
+
+    /// Counts and logs a loss, with no lock held: the logger and the
+    /// metrics recorder are the user's code.
+    fn say_lost(&self) {
+        metrics::lease_lost();
+        log::warn!(
+            "redlock: lost the lock on {:?}: its validity ran out or the nodes no longer hold it",
+            self.name
+        );
     }
 
     /// As if a change had moved the lease's schedule (a new epoch).
@@ -587,9 +601,10 @@ impl PendingExtend<'_> {
         // have lacked our keys meanwhile, so the renewal does not revive it.
         let old_until = lease.until(&state);
         let cut_out = old_until < self.answer_by && old_until <= Instant::now();
+        let mut lost_now = false;
         let result = match outcome.verdict {
             Verdict::Confirmed if cut_out && !state.lost && !state.released => {
-                lease.lose(&mut state);
+                lost_now = lease.lose(&mut state);
                 Err(lost_error(&lease.name, &state, nodes.quorum()))
             }
             Verdict::Confirmed if !state.lost && !state.released => {
@@ -604,7 +619,7 @@ impl PendingExtend<'_> {
             }
             Verdict::Confirmed => Err(lost_error(&lease.name, &state, nodes.quorum())),
             Verdict::Refused => {
-                lease.not_held(&mut state, &outcome);
+                lost_now = lease.not_held(&mut state, &outcome);
                 Err(lock_lost(&lease.name, outcome))
             }
             Verdict::Unreachable => {
@@ -622,6 +637,9 @@ impl PendingExtend<'_> {
         state.epoch += 1;
         state.extending = false;
         drop(state);
+        if lost_now {
+            lease.say_lost();
+        }
         lease.extension_ended.notify_all();
         lease.signal();
         result

@@ -588,13 +588,14 @@ fn an_unknown_service_is_named_and_no_password_shows() {
             .unwrap();
     let err_master = wrong_master.lock("sent:unknown", TTL).unwrap_err();
     assert_auth(&err_master);
-    let everything = format!(
-        "{text} {err} {err:?} {err_master} {err_master:?} {:?} {:?} {:?} {}",
+    let shown = format!(
+        "{text} {err} {err:?} {err_master} {err_master:?} {:?} {:?} {:?}",
         wrong,
         wrong_master,
         redlock.node_health(),
-        crate::harness::logs().join("\n")
     );
+    // The log last: formatting a client may log (a node's news).
+    let everything = format!("{shown} {}", crate::harness::logs().join("\n"));
     for secret in ["m-s3cret", "s-s3cret", "wr0ng-s3cret", "wr0ng-m-s3cret"] {
         assert!(!everything.contains(secret), "{secret} in {everything}");
     }

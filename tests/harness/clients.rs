@@ -57,16 +57,23 @@ impl log::Log for Capture {
     }
     fn log(&self, record: &log::Record<'_>) {
         let line = format!("{} {}", record.level(), record.args());
-        // Never panic here: a poisoned log would take every thread with it.
-        logs().push(line);
+        captured().push(line);
     }
     fn flush(&self) {}
 }
 
-/// The captured lines so far.
-pub fn logs() -> std::sync::MutexGuard<'static, Vec<String>> {
+/// The captured lines, locked: held only here, for a push or a copy, so
+/// that no caller can hold it while something it calls logs (a thread of
+/// the crate, or the caller itself: the lock is not reentrant).
+fn captured() -> std::sync::MutexGuard<'static, Vec<String>> {
+    // Never panic here: a poisoned log would take every thread with it.
     LOGS.lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A copy of the lines captured so far.
+pub fn logs() -> Vec<String> {
+    captured().clone()
 }
 
 /// Where the captured log stands now. The log is the whole test binary's:
@@ -75,12 +82,12 @@ pub fn logs() -> std::sync::MutexGuard<'static, Vec<String>> {
 /// address, a resource): a test running beside it, or a client an earlier
 /// test dropped, may log meanwhile.
 pub fn log_mark() -> usize {
-    logs().len()
+    captured().len()
 }
 
 /// The lines captured since `mark` (from [`log_mark`]).
 pub fn logs_since(mark: usize) -> Vec<String> {
-    logs().get(mark..).unwrap_or_default().to_vec()
+    captured().get(mark..).unwrap_or_default().to_vec()
 }
 
 /// Installs the capturing logger (once per test binary).

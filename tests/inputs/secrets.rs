@@ -6,7 +6,7 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-use crate::harness::{Cluster, NodeOptions, capture_logs, logs};
+use crate::harness::{Cluster, NodeOptions, capture_logs};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use redlock_sync::Redlock;
@@ -14,10 +14,9 @@ use redlock_sync::Redlock;
 /// The log lines recorded since `seen`, which moves past them. The log is
 /// the whole binary's and other tests read it too: nothing is taken out.
 fn logs_since(seen: &Cell<usize>) -> String {
-    let logs = logs();
-    let new = logs.get(seen.get()..).unwrap_or_default().join("\n");
-    seen.set(logs.len());
-    new
+    let new = crate::harness::logs_since(seen.get());
+    seen.set(seen.get() + new.len());
+    new.join("\n")
 }
 
 /// A password made of marker words joined by URL punctuation.

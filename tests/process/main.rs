@@ -23,6 +23,7 @@ pub(crate) fn turn() -> std::sync::RwLockWriteGuard<'static, ()> {
 
 mod bounds;
 mod keep_alive_many;
+mod logger;
 mod metrics;
 mod threads;
 mod wakeup_threads;

@@ -275,19 +275,20 @@ impl NodeShared {
 
     fn mark_down_for(&self, failure: NodeFailure) {
         *self.last_failure.lock() = Some((failure.clone(), Instant::now()));
-        let mut down = self.down.lock();
-        if down.is_none() {
+        // Logged once the lock is released: the logger is the user's code,
+        // and may ask for the nodes' health, which takes it.
+        let was_up = self.down.lock().replace(failure.clone()).is_none();
+        if was_up {
             log::warn!("redlock: node {} is down: {failure}", self.address);
         } else {
             log::debug!("redlock: node {} still down: {failure}", self.address);
         }
-        *down = Some(failure);
-        drop(down);
         self.admission.reachable(false);
     }
 
     pub(crate) fn mark_up(&self) {
-        if self.down.lock().take().is_some() {
+        let was_down = self.down.lock().take().is_some();
+        if was_down {
             log::info!("redlock: node {} is reachable again", self.address);
         }
         self.admission.reachable(true);

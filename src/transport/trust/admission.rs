@@ -42,7 +42,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use super::clock::{Clocks, FRESH, Judged, Reading, Step};
 use super::facts::{self, CLOCK_MARKER, Facts, MARKER, Marker};
@@ -333,6 +333,48 @@ struct State {
     said_marker: bool,
     /// A refused announcement of the TTLs in use was logged.
     said_in_use: bool,
+    /// What to log once the lock is released ([`Locked`]).
+    to_say: Vec<(log::Level, String)>,
+}
+
+impl State {
+    /// Logs `line` at `level` once the state is unlocked.
+    fn say(&mut self, level: log::Level, line: String) {
+        self.to_say.push((level, line));
+    }
+}
+
+/// The state, locked. What was decided under the lock is logged once it is
+/// released: the logger is the user's code, which may take its own locks
+/// or ask the client for its nodes' health (which takes this one), so it
+/// is never called under a lock of ours.
+struct Locked<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let said = self
+            .guard
+            .take()
+            .map(|mut state| std::mem::take(&mut state.to_say));
+        for (level, line) in said.into_iter().flatten() {
+            log::log!(level, "{line}");
+        }
+    }
 }
 
 /// The incarnation a master said it is, as [`Admission::judge`] met it.
@@ -372,6 +414,13 @@ impl Admission {
         self.index
     }
 
+    /// The state, locked (see [`Locked`]).
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            guard: Some(self.state.lock()),
+        }
+    }
+
     /// Keeps its marker at `key` from now on: a cluster's master keeps it in
     /// a hash slot it serves (it replicates with that slot's data, so a
     /// replica promoted in its place finds it), which changes when slots
@@ -384,7 +433,7 @@ impl Admission {
         }
         *marker = Arc::from(key);
         drop(marker);
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         state.marked = false;
         state.tried = false;
         true
@@ -408,7 +457,7 @@ impl Admission {
     /// Once examined, it is a quarantine from now (with the quarantine on):
     /// a master already known that takes over a lost master's slots.
     pub(crate) fn succeeds(&self) {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if state.seen.is_none() {
             state.successor = true;
             return;
@@ -434,7 +483,7 @@ impl Admission {
     /// so yet.
     pub(crate) fn examined(&self, facts: Option<&Facts>) -> Option<String> {
         let now = Instant::now();
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         state.examined = Some(now);
         state.current = facts.map(Facts::identity);
         let marker = match facts {
@@ -551,12 +600,13 @@ impl Admission {
     fn say_eviction(&self, state: &mut State, facts: &Facts) {
         if facts.evicts() && self.rules.allow_eviction && !state.said_eviction {
             state.said_eviction = true;
-            log::warn!(
-                "redlock: node {} may evict lock keys (maxmemory {}, maxmemory-policy {}); \
-                 admitted because of RedlockBuilder::allow_eviction(true)",
-                self.address,
-                facts.maxmemory,
-                facts.policy
+            state.say(
+                log::Level::Warn,
+                format!(
+                    "redlock: node {} may evict lock keys (maxmemory {}, maxmemory-policy {}); \
+                     admitted because of RedlockBuilder::allow_eviction(true)",
+                    self.address, facts.maxmemory, facts.policy
+                ),
             );
         }
     }
@@ -637,7 +687,7 @@ impl Admission {
 
     /// The marker for `identity` was written.
     fn marked(&self, identity: &str) {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if state.seen.as_deref() == Some(identity) {
             state.marked = true;
         }
@@ -645,10 +695,10 @@ impl Admission {
 
     /// A marker write was refused: said once.
     fn marker_refused(&self, err: &redis::RedisError) {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if !state.said_marker {
             state.said_marker = true;
-            log::warn!(
+            let line = format!(
                 "redlock: node {} refused to record its admission in {} ({}): clients \
                  started later judge it by its uptime alone: they wait out the rest of the \
                  period while it has been up for less, and admit it at once after (a replica \
@@ -660,6 +710,7 @@ impl Admission {
                 Human(RECHECK),
                 self.marker()
             );
+            state.say(log::Level::Warn, line);
         }
     }
 
@@ -667,7 +718,7 @@ impl Admission {
     /// for [`RECHECK`], or its quarantine ended and the marker is not
     /// written (nor tried) yet.
     pub(crate) fn due(&self) -> bool {
-        let state = self.state.lock();
+        let state = self.lock();
         state.examined.is_none_or(|at| at.elapsed() >= RECHECK)
             || (self.rules.quarantine.is_some()
                 && !state.marked
@@ -678,7 +729,7 @@ impl Admission {
 
     /// Whether the node is connected (for the gauge of nodes that count).
     pub(crate) fn reachable(&self, up: bool) {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         state.up = up;
         let counts = up && state.said.is_none();
         drop(state);
@@ -688,7 +739,7 @@ impl Admission {
     /// Why the node's votes do not count now, if they do not; said once in
     /// the log when that changes.
     pub(crate) fn refusal(&self) -> Option<NodeFailure> {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         self.refusal_locked(&mut state)
     }
 
@@ -701,7 +752,7 @@ impl Admission {
         &self,
         identity: Option<&str>,
     ) -> Result<Option<NodeFailure>, NodeFailure> {
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if state.current.as_deref() != identity {
             return Err(NodeFailure::new(
                 self.address.clone(),
@@ -776,19 +827,29 @@ impl Admission {
         if news == state.said {
             return;
         }
-        match refusal {
-            Some(r) => log::warn!(
-                "redlock: node {} does not count toward any quorum: {}: {}{}",
-                self.address,
-                r.kind,
-                r.why,
-                r.until
-                    .map(|until| format!("; for {}", Human(until.saturating_duration_since(now))))
-                    .unwrap_or_default()
+        let line = match refusal {
+            Some(r) => (
+                log::Level::Warn,
+                format!(
+                    "redlock: node {} does not count toward any quorum: {}: {}{}",
+                    self.address,
+                    r.kind,
+                    r.why,
+                    r.until
+                        .map(|until| format!(
+                            "; for {}",
+                            Human(until.saturating_duration_since(now))
+                        ))
+                        .unwrap_or_default()
+                ),
             ),
             // Good news: not a warning.
-            None => log::info!("redlock: node {} counts toward quorums again", self.address),
-        }
+            None => (
+                log::Level::Info,
+                format!("redlock: node {} counts toward quorums again", self.address),
+            ),
+        };
+        state.say(line.0, line.1);
         state.said = news;
         self.registry
             .counting(self.index, state.up && state.said.is_none());
@@ -809,7 +870,7 @@ impl Admission {
     fn clock(&self, reading: Reading, until: Instant) -> (Judged, Option<JumpMarker>) {
         let judged = self.registry.clocks().observe(self.index, reading, until);
         let now = Instant::now();
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if judged.disagreement.is_some() {
             match judged.beyond(self.rules.max_clock_offset) {
                 None => state.clock_off = None,
@@ -881,7 +942,7 @@ impl Admission {
         {
             let size = self.registry.clocks().confirm(self.index, &step);
             judged.jumped = Some(size);
-            let mut state = self.state.lock();
+            let mut state = self.lock();
             marker = Some(self.jumped(&mut state, size, Instant::now()));
         }
         let Some(marker) = marker else {
@@ -895,7 +956,7 @@ impl Admission {
             None => marker.write(conn, &self.address),
         };
         let now = Instant::now();
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if let Ok(Some(period)) = wrote
             && let Some(until) = now.checked_add(period)
         {
@@ -942,7 +1003,7 @@ impl Admission {
         let redis::Value::ServerError(err) = reply else {
             return;
         };
-        let mut state = self.state.lock();
+        let mut state = self.lock();
         if !state.said_in_use {
             state.said_in_use = true;
             let hint = if err.code() == "NOPERM" {
@@ -951,13 +1012,14 @@ impl Admission {
             } else {
                 ""
             };
-            log::warn!(
+            let line = format!(
                 "redlock: node {} refused the record of the TTLs in use {} ({}): other clients \
                  judge its clock's jumps by their own TTLs only{hint}",
                 self.address,
                 self.in_use_key(),
                 err.code()
             );
+            state.say(log::Level::Warn, line);
         }
     }
 
@@ -1043,7 +1105,7 @@ impl Admission {
     /// What keeps the node out for good, for `build` to refuse: its facts
     /// (too old, evicts, unidentified) or another node reaching its server.
     pub(crate) fn permanent_problem(&self) -> Option<String> {
-        let state = self.state.lock();
+        let state = self.lock();
         if let Some((_, why)) = &state.refused {
             return Some(format!("{}: {why}", self.registry.who(self.index)));
         }
