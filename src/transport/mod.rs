@@ -493,15 +493,16 @@ impl Transport {
     /// largest. A stalled or distant minority does not count. `None` before
     /// any node was measured.
     pub(crate) fn round_trips(&self) -> Option<RoundTrips> {
-        let mut cached = self.round_trips.lock();
         let now = Instant::now();
-        if let Some((at, trips)) = *cached
+        if let Some((at, trips)) = *self.round_trips.lock()
             && now.saturating_duration_since(at) < ROUND_TRIPS_FRESH
         {
             return trips;
         }
+        // Measured with no lock held: asking whether a node's round trips
+        // count may log news of it. Two callers may both measure.
         let trips = self.measure_round_trips();
-        *cached = Some((now, trips));
+        *self.round_trips.lock() = Some((now, trips));
         trips
     }
 

@@ -223,6 +223,9 @@ impl NodeShared {
 
     /// What `Redlock::node_health` reports for this node.
     pub(crate) fn health(&self) -> NodeHealth {
+        // A copy: a master's health may log (its standing changed), and the
+        // logger may ask for this node's health again.
+        let masters = self.masters.lock().clone();
         let down = self.down.lock().is_some();
         let last = self.last_failure.lock().clone();
         let latency = self.round_trip().smoothed();
@@ -235,7 +238,7 @@ impl NodeShared {
         )
         .with_resolved(self.resolved.lock().clone())
         .with_refusal(refusal)
-        .with_masters(self.masters.lock().iter().map(|m| m.health()).collect())
+        .with_masters(masters.iter().map(|m| m.health()).collect())
     }
 
     /// A cluster node's masters now.
