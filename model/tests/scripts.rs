@@ -52,8 +52,19 @@ const ALIVE_MS: u64 = 2000;
 const STALE_NOT_ERROR: &str =
     "2^53 is a number to the model, which answers stale where the script refuses it";
 
+/// A queue's scores as node times: the model keeps the queue as an order
+/// only, and reads no score but a plain number (its refusal says "a
+/// score").
+const SCORES: &str = "a score";
+
 /// Cases the model does not speak to, by script and case, and why.
 const OUTSIDE: &[(&str, &str, &str)] = &[
+    (
+        "gate_acquire",
+        "held, the last arrival not before now: a newcomer queued behind it",
+        SCORES,
+    ),
+    ("gate_acquire", "a waiter that asks again keeps its arrival", SCORES),
     (
         "release",
         "a key of another type is an error, and kept",

@@ -494,6 +494,43 @@ pub const GATE_ACQUIRE: &[Case] = &[
         ..CASE
     },
     Case {
+        // The last arrival's score is not before the node's time (it
+        // arrived in the same ms; here, later, so that the case does not
+        // depend on the node's clock moving on): a newcomer goes behind it,
+        // whatever the names, which order members of equal scores.
+        what: "held, the last arrival not before now: a newcomer queued behind it",
+        given: &[
+            "SET l other",
+            "ZADD q $now+50 c2:2",
+            "ZADD a $now+2000 c2:2",
+        ],
+        keys: &["l", "q", "a"],
+        argv: &["tok", "9000", "0", "50", "c1:1"],
+        reply: "2",
+        then: &[
+            ("ZRANGE q 0 -1", "['c2:2','c1:1']"),
+            ("ZSCORE q c1:1", ">$now+50"),
+            ("ZSCORE q c1:1", "<$now+52"),
+        ],
+        ..CASE
+    },
+    Case {
+        what: "a waiter that asks again keeps its arrival",
+        given: &[
+            "SET l other",
+            "ZADD q 1 c1:1 $now c2:2",
+            "ZADD a $now+2000 c1:1 $now+2000 c2:2",
+        ],
+        keys: &["l", "q", "a"],
+        argv: &["tok", "9000", "0", "50", "c1:1"],
+        reply: "0",
+        then: &[
+            ("ZSCORE q c1:1", "'1'"),
+            ("ZRANGE q 0 -1", "['c1:1','c2:2']"),
+        ],
+        ..CASE
+    },
+    Case {
         what: "held while a grant is the queue's: 2 (others first)",
         given: &["SET l other", "ZADD a $now+5000 granted"],
         keys: &["l", "q", "a"],

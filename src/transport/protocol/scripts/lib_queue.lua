@@ -53,9 +53,17 @@ local function head()
 end
 
 -- Queues member m at score (keeping a place it has) and refreshes its
--- alive time; both queue keys live at least ALIVE.
+-- alive time; both queue keys live at least ALIVE. A newcomer's arrival
+-- (score > 0) comes after the last member's: members that arrive in the
+-- same ms keep their order, which equal scores would leave to their names.
 local function place(m,score)
-  redis.call("zadd",q,"NX",score,m)
+  if not redis.call("zscore",q,m) then
+    if score>0 then
+      local last=redis.call("zrange",q,-1,-1,"withscores")[2]
+      if last and tonumber(last)>=score then score=tonumber(last)+1 end
+    end
+    redis.call("zadd",q,score,m)
+  end
   redis.call("zadd",a,now+ALIVE,m)
   for _,k in ipairs({q,a}) do
     if redis.call("pttl",k)<ALIVE then redis.call("pexpire",k,ALIVE) end
