@@ -4,10 +4,19 @@
 //! script change is proven first; the rest of the suite drives the scripts
 //! through the client. The tables, and how a case reads, are in
 //! `script_tables/mod.rs`.
+//!
+//! Every case also runs on the crate's second implementation of the
+//! scripts (`src/transport/fake/node/`, which the unit tests' fake node and
+//! the model checker's nodes are made of), and must give the same reply,
+//! the same answers after and the same wake-ups as the real Lua.
 
 #[path = "../../src/transport/protocol/scripts/mod.rs"]
 #[allow(dead_code)]
 mod scripts;
+
+#[path = "../../src/transport/fake/node/mod.rs"]
+#[allow(dead_code)]
+mod twin;
 
 #[path = "../harness/mod.rs"]
 mod harness;
@@ -89,11 +98,74 @@ fn check(script: &Script, table: &[Case]) {
             ));
         }
     }
+    wrong.extend(on_the_twin(script, table));
     assert!(
         wrong.is_empty(),
         "{}.lua:\n  {}",
         script.name(),
         wrong.join("\n  ")
+    );
+}
+
+/// The node's time while a case runs on the twin, in ms.
+const TWIN_NOW: i64 = 1_750_000_000_000;
+
+/// Every case of `script`'s table on the second implementation: what
+/// disagrees with the table.
+fn on_the_twin(script: &Script, table: &[Case]) -> Vec<String> {
+    let now = TWIN_NOW;
+    let at = u64::try_from(now).expect("positive");
+    let words = |line: &str| -> Vec<String> {
+        line.split_whitespace()
+            .map(|word| timed(word, now).replace('|', " "))
+            .collect()
+    };
+    let mut wrong = Vec::new();
+    for case in table {
+        let mut node = twin::Node::default();
+        for line in case.given {
+            let answer = node.command(at, &words(line));
+            assert!(
+                !matches!(answer, Value::ServerError(_)),
+                "the twin refuses `{line}`: {}",
+                show(&answer)
+            );
+        }
+        let keys: Vec<String> = case.keys.iter().map(|k| (*k).to_owned()).collect();
+        let argv: Vec<String> = case.argv.iter().map(|a| timed(a, now)).collect();
+        let reply = show(&node.eval(at, script.name(), &keys, &argv));
+        if !matches(&reply, case.reply, now) {
+            wrong.push(format!(
+                "the twin: {}: replied {reply}, not {}",
+                case.what, case.reply
+            ));
+        }
+        for (line, want) in case.then {
+            let got = show(&node.command(at, &words(line)));
+            if !matches(&got, want, now) {
+                wrong.push(format!(
+                    "the twin: {}: `{line}` gave {got}, not {want}",
+                    case.what
+                ));
+            }
+        }
+        let woken = node.take_wakes();
+        if woken != case.woken {
+            wrong.push(format!(
+                "the twin: {}: woke {woken:?}, not {:?}",
+                case.what, case.woken
+            ));
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_twin_keeps_a_place_as_long_as_the_scripts() {
+    assert_eq!(
+        scripts::queue_alive_ms(),
+        u64::try_from(twin::ALIVE).ok(),
+        "lib_queue.lua's ALIVE and the twin's"
     );
 }
 

@@ -198,10 +198,13 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
         let observing = s.spawn(|| watcher.next_leader("e", Some(&None), deadline()));
         // The first call's ticket, and this one's.
         eventually("the observer registered on the gate node", || {
-            nodes[gate].queue(&observers).len() == 2
+            nodes[gate].members(&observers).len() == 2
         });
         for (i, node) in nodes.iter().enumerate().filter(|(i, _)| *i != gate) {
-            assert!(node.queue(&observers).is_empty(), "registered on node {i}");
+            assert!(
+                node.members(&observers).is_empty(),
+                "registered on node {i}"
+            );
         }
         let lease = win(leader, "e", TTL);
         let term = lease.fence().unwrap();
@@ -211,7 +214,7 @@ fn an_observer_is_woken_by_proclamations_and_the_resignation() {
         let observing = s.spawn(move || watcher.next_leader("e", Some(&now), deadline()));
         // Registered under its new ticket (the first calls' linger).
         eventually("the observer registered again", || {
-            nodes[gate].queue(&observers).len() == 3
+            nodes[gate].members(&observers).len() == 3
         });
         leader.clear_proclamation(&lease, "e");
         let seen = observing.join().unwrap().unwrap().expect("a change");
@@ -234,7 +237,7 @@ fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
         eventually("the observer registered on the gate node", || {
-            nodes[gate].queue(&observers).len() == 1
+            nodes[gate].members(&observers).len() == 1
         });
         let lease = win(leader, "e", TTL);
         let term = lease.fence().unwrap();
@@ -251,7 +254,7 @@ fn an_observer_is_woken_by_a_proclamation_its_gate_node_missed() {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(10));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&seen), deadline));
         eventually("the observer registered again", || {
-            nodes[gate].queue(&observers).len() == 2
+            nodes[gate].members(&observers).len() == 2
         });
         leader.clear_proclamation(&lease, "e");
         let seen = observing
@@ -275,7 +278,7 @@ fn an_observer_reads_again_when_its_gate_nodes_subscription_comes_back() {
         let deadline = Some(std::time::Instant::now() + Duration::from_secs(20));
         let observing = s.spawn(move || watcher.next_leader("e", Some(&None), deadline));
         eventually("the observer registered", || {
-            nodes[gate].queue(&observers).len() == 1
+            nodes[gate].members(&observers).len() == 1
         });
         // A leader appears without any wake-up reaching this client.
         for node in &nodes {
@@ -346,7 +349,7 @@ fn an_observer_without_notifications_registers_nowhere() {
         let seen = observing.join().unwrap().unwrap().expect("a change");
         assert_eq!(term_and_value(&seen), Some((3, Arc::from("x"))));
     });
-    assert!(nodes.iter().all(|n| n.queue(&observers).is_empty()));
+    assert!(nodes.iter().all(|n| n.members(&observers).is_empty()));
 }
 
 /// A proclamation whose first round fails for want of nodes (two of three

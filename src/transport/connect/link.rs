@@ -2,7 +2,7 @@
 //!
 //! Everything a worker does that touches the network is behind [`Link`]: the
 //! real one speaks RESP over a pooled connection ([`RedisLink`](super::redis_link::RedisLink));
-//! tests plug in a scripted fake node (`fake.rs`) to drive answers, delays,
+//! tests plug in a fake node (`fake/`) to drive answers, delays,
 //! failures and interleavings deterministically, as r2d2 tests its pool with
 //! fake managers.
 

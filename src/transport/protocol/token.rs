@@ -39,13 +39,6 @@ pub(crate) fn fence_of(token: &[u8]) -> Option<u64> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
-/// A holder as `inspect.lua` names it: the first 16 hex digits of its
-/// token's SHA-1 (the fake node's naming).
-#[cfg(test)]
-pub(crate) fn holder_of(token: &str) -> u64 {
-    u64::from_str_radix(&redis::Script::new(token).get_hash()[..16], 16).unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
