@@ -1,5 +1,6 @@
 //! redlock-sync's protocol as a model for the [stateright] model checker:
-//! nodes that run each script's logic whole when a request arrives,
+//! nodes that run each script whole when a request arrives (the crate's
+//! scripts written again in Rust, which the unit tests' fake node runs too),
 //! clients that send each round to every node and decide it with the
 //! crate's own tally and validity arithmetic (`src/algorithm.rs`, included
 //! here, not copied), a network that delivers in any order, late or never,
@@ -27,7 +28,7 @@ mod node;
 mod system;
 
 pub use client::{Answer, Client, Phase};
-pub use node::{Broken, Entry, Node, Reply, Request, Token};
+pub use node::{Broken, Node, Reply, Request, Setting, Token};
 pub use system::{
     Action, Config, FENCES_GROW, K_HOLDERS, Kind, Message, Mutation, NO_WRITER_BESIDE_READERS,
     ONE_HOLDER, QUEUE_MOVES, READ, Redlock, SOMEONE_HOLDS, State,

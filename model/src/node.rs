@@ -1,14 +1,21 @@
 //! A Redis master as the scripts see it: each request runs whole, at the
-//! moment it is delivered, against the node's keys at that moment.
+//! moment it is delivered, on the crate's second implementation of the
+//! scripts (`src/transport/fake/node/`, what the unit tests' fake node runs,
+//! held to every script's table beside the real Lua). Here the model's
+//! requests become the commands the crate sends, with the model's key
+//! names, and the replies the model's answers.
 //!
-//! What each request does is what its script does (the script named
-//! beside it): a key per slot (a lock has one, slot 0; a semaphore of K
-//! has K), holding the token of the client that set it until it expires,
-//! and a fence value per slot, kept for the fencing idle time. The gate
-//! node (node 0, where a lock's waiters queue) also keeps the queue of
-//! waiters, each alive for a while after it last asked.
+//! A lock has one key (`k`), a semaphore of K a key per slot (`s0`..), a
+//! reader-writer lock a writer's key, a readers' set and the waiting
+//! writer's mark (`w`, `r`, `m`); a fenced key's fence value is `f{key}`.
+//! The gate node (node 0, where a lock's waiters queue) keeps the queue
+//! keys `q` and `a`.
 
-use std::collections::BTreeMap;
+#[path = "../../src/transport/fake/node/mod.rs"]
+#[allow(dead_code)]
+mod in_rust;
+
+use redis::Value;
 
 /// Who set a key: a client and its attempt (the crate's random token).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -17,15 +24,6 @@ pub struct Token {
     pub client: u8,
     /// The client's attempt: every round has a token of its own.
     pub attempt: u8,
-}
-
-/// A key: its token and when it expires (it exists while `now < expires`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Entry {
-    /// The holder's token.
-    pub token: Token,
-    /// The node time at which the key is gone.
-    pub expires: u64,
 }
 
 /// A request, as the client sends it.
@@ -46,8 +44,7 @@ pub enum Request {
         fence: Option<u64>,
     },
     /// `read_acquire.lua`: a reader joins the readers' set until
-    /// `now + ttl`, unless a writer holds. (The waiting writer's mark, which
-    /// only turns readers away, is left out: readers may join more often.)
+    /// `now + ttl`, unless a writer holds or waits (its mark).
     ReadAcquire {
         /// The round's token.
         token: Token,
@@ -55,7 +52,8 @@ pub enum Request {
         ttl: u64,
     },
     /// `write_acquire.lua`: the writer's key (slot 0) is set when nobody
-    /// holds it and no reader's time runs.
+    /// holds it and no reader's time runs; a writer readers refuse marks
+    /// that it waits.
     WriteAcquire {
         /// The round's token.
         token: Token,
@@ -77,8 +75,8 @@ pub enum Request {
     /// `gate_acquire.lua` on the gate node: the key is set only while it
     /// is free and nobody alive queued before `member`; otherwise `member`
     /// is queued (keeping its place, its alive time refreshed), and a free
-    /// key's head is woken. (The grant's grace note, which only spares the
-    /// next in line a round, is left out.)
+    /// key's head is woken. A grant is the queue's for the grace: the next
+    /// in line is told "others first" meanwhile.
     GateAcquire {
         /// The round's token.
         token: Token,
@@ -138,175 +136,188 @@ pub struct Broken {
     pub per_node_permits: Option<u8>,
     /// A writer gets in whatever readers hold.
     pub writer_ignores_readers: bool,
-    /// The gate node keeps a waiter's place however long ago it last
-    /// asked.
-    pub queue_without_alive_times: bool,
 }
 
-/// One node's keys.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// How a node runs the model's requests: the model's settings for what the
+/// crate passes as arguments, and the deliberate defect, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setting {
+    /// How long a fence value stays after its last use.
+    pub fence_idle: u64,
+    /// A semaphore's permits (its slot keys), if the clients take one.
+    pub permits: Option<u8>,
+    /// How long a gate node's grant is the queue's (the crate's per-node
+    /// timeout of the granted round).
+    pub grace: u64,
+    /// How long a refused writer marks that it waits.
+    pub mark: u64,
+    /// The deliberate defect.
+    pub broken: Broken,
+}
+
+/// One node: its keys, on the scripts in Rust, and since when its votes
+/// do not count.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Node {
-    /// The lock keys, by slot.
-    pub keys: BTreeMap<u8, Entry>,
-    /// The fence values by slot: the value and when it expires.
-    pub fences: BTreeMap<u8, (u64, u64)>,
-    /// A reader-writer lock's readers: until when each holds.
-    pub readers: BTreeMap<Token, u64>,
+    redis: in_rust::Node,
     /// When the node last came back empty or its clock last jumped: its
     /// votes do not count until the quarantine after it ran out.
     pub suspect_since: Option<u64>,
-    /// The gate node's waiters, in arrival order.
-    pub queue: Vec<u8>,
-    /// Until when each waiter counts as alive.
-    pub alive: BTreeMap<u8, u64>,
 }
 
+/// Every key name a request may touch, but the fence values and the queue
+/// (a clock jump expires these: the keys with a lock's TTL).
+const EXPIRING: [&str; 12] = [
+    "k", "w", "r", "m", "s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7",
+];
+
 impl Node {
-    /// Runs `request` at node time `now`; fence values written now live
-    /// `fence_idle`. (Not the gate node's requests: [`serve`](Self::serve)
-    /// them, with the queue's alive time.)
-    pub fn run(&mut self, request: Request, now: u64, fence_idle: u64, broken: Broken) -> Reply {
-        self.serve(request, now, fence_idle, 0, broken).0
+    /// An empty node whose queue places count `alive` after their
+    /// waiter last asked.
+    pub fn new(alive: u64) -> Node {
+        Node {
+            redis: in_rust::Node::with_alive(i64::try_from(alive).unwrap_or(i64::MAX)),
+            suspect_since: None,
+        }
     }
 
-    /// As [`run`](Self::run), on the gate node too: a place in the queue
-    /// counts `alive` after its waiter last asked. Also the waiter woken,
+    /// Runs `request` at node time `now`: the reply, and the waiter woken,
     /// if any.
-    pub fn serve(
-        &mut self,
-        request: Request,
-        now: u64,
-        fence_idle: u64,
-        alive: u64,
-        broken: Broken,
-    ) -> (Reply, Option<u8>) {
-        self.keys.retain(|_, e| e.expires > now);
-        self.fences.retain(|_, (_, expires)| *expires > now);
-        self.readers.retain(|_, until| *until > now);
-        if !broken.queue_without_alive_times {
-            self.alive.retain(|_, until| *until > now);
-            let alive = &self.alive;
-            self.queue.retain(|m| alive.contains_key(m));
-        }
-        let reply = match request {
-            Request::GateAcquire { token, ttl, member } => {
-                let head = self.queue.first().copied();
-                let held = self.keys.contains_key(&0);
-                if !held && head.is_none_or(|h| h == member) {
-                    self.queue.retain(|m| *m != member);
-                    self.alive.remove(&member);
-                    self.keys.insert(
-                        0,
-                        Entry {
-                            token,
-                            expires: now + ttl,
-                        },
-                    );
-                    return (Reply::Granted, None);
-                }
-                if !self.queue.contains(&member) {
-                    self.queue.push(member);
-                }
-                self.alive.insert(member, now + alive);
-                return match (held, head) {
-                    (true, Some(h)) if h != member => (Reply::Behind, None),
-                    (true, _) => (Reply::Refused, None),
-                    (false, h) => (Reply::Behind, h.filter(|h| *h != member)),
-                };
-            }
-            Request::GateRelease { token, lease } => {
-                let ours = self.keys.get(&0).is_some_and(|e| e.token == token);
-                if ours {
-                    self.keys.remove(&0);
-                }
-                let wake = (lease || !self.keys.contains_key(&0))
-                    .then(|| self.queue.first().copied())
-                    .flatten();
-                return (Reply::Released(ours), wake);
-            }
-            Request::Leave { member } => {
-                self.queue.retain(|m| *m != member);
-                self.alive.remove(&member);
-                let wake = (!self.keys.contains_key(&0))
-                    .then(|| self.queue.first().copied())
-                    .flatten();
-                return (Reply::Released(true), wake);
-            }
-            Request::Wake => Reply::Refused,
-            Request::ReadAcquire { token, ttl } => {
-                if let Some(writer) = self.keys.get(&0) {
-                    return (Reply::Held(writer.token), None);
-                }
-                self.readers.insert(token, now + ttl);
-                Reply::Granted
-            }
-            Request::WriteAcquire { token, ttl } => {
-                if let Some(writer) = self.keys.get(&0) {
-                    return (Reply::Held(writer.token), None);
-                }
-                if !self.readers.is_empty() && !broken.writer_ignores_readers {
-                    return (Reply::Refused, None);
-                }
-                let expires = now + ttl;
-                self.keys.insert(0, Entry { token, expires });
-                Reply::Granted
-            }
-            Request::ReadRelease { token } => {
-                Reply::Released(self.readers.remove(&token).is_some())
-            }
+    pub fn serve(&mut self, request: Request, now: u64, s: &Setting) -> (Reply, Option<u8>) {
+        let reply = reply(request, self.run(request, now, s));
+        let woken = self.redis.take_wakes().into_iter().next().and_then(|w| {
+            let (client, _) = w.split_once(':')?;
+            client.strip_prefix('c')?.parse().ok()
+        });
+        (reply, woken)
+    }
+
+    /// What the crate sends for `request`, run: the node's reply.
+    fn run(&mut self, request: Request, now: u64, s: &Setting) -> Value {
+        let b = s.broken;
+        match request {
             Request::Acquire {
                 slot,
                 token,
                 ttl,
-                fence,
+                fence: None,
+            } => match (s.permits, b.per_node_permits) {
+                (Some(_), Some(permits)) => self.per_node(slot, token, ttl, permits, now),
+                (Some(k), None) => {
+                    let mut keys = vec![slot_key(slot)];
+                    keys.extend((0..k).map(slot_key));
+                    let argv = [name(token), ms(ttl), k.to_string()];
+                    self.eval(now, "slot_acquire", &keys, &argv)
+                }
+                (None, _) => {
+                    let set = ["SET", "k", &name(token), "NX", "GET", "PX", &ms(ttl)];
+                    self.command(now, &set)
+                }
+            },
+            Request::Acquire {
+                token,
+                ttl,
+                fence: Some(proposed),
+                ..
             } => {
-                if let Some(permits) = broken.per_node_permits {
-                    if self.keys.len() >= usize::from(permits) {
-                        let holder = self.keys.values().next().map(|e| e.token);
-                        return (Reply::Held(holder.unwrap_or(token)), None);
-                    }
-                } else if let Some(held) = self.keys.get(&slot) {
-                    return (Reply::Held(held.token), None);
+                if b.no_stale_check {
+                    self.command(now, &["DEL", "fk"]);
                 }
-                if let Some(proposed) = fence {
-                    if let Some(&(value, _)) = self.fences.get(&slot)
-                        && value >= proposed
-                        && !broken.no_stale_check
-                    {
-                        return (Reply::Stale(value), None);
-                    }
-                    self.fences.insert(slot, (proposed, now + fence_idle));
-                }
-                let expires = now + ttl;
-                self.keys.insert(slot, Entry { token, expires });
-                Reply::Granted
+                let argv = [
+                    name(token),
+                    ms(ttl),
+                    "1".into(),
+                    ms(proposed),
+                    ms(s.fence_idle),
+                ];
+                self.eval(now, "acquire_fenced", &["k", "fk"], &argv)
+            }
+            Request::ReadAcquire { token, ttl } => self.eval(
+                now,
+                "read_acquire",
+                &["w", "r", "m"],
+                &[name(token), ms(ttl)],
+            ),
+            Request::WriteAcquire { token, ttl } if b.writer_ignores_readers => self.command(
+                now,
+                &["SET", "w", &name(token), "NX", "GET", "PX", &ms(ttl)],
+            ),
+            Request::WriteAcquire { token, ttl } => {
+                let argv = [name(token), ms(ttl), ms(s.mark)];
+                self.eval(now, "write_acquire", &["w", "r", "m"], &argv)
+            }
+            Request::ReadRelease { token } => {
+                self.eval(now, "read_release", &["r"], &[name(token)])
             }
             Request::Release { slot, token } => {
-                let ours = self.keys.get(&slot).is_some_and(|e| e.token == token);
-                if ours || (broken.release_without_token_check && self.keys.contains_key(&slot)) {
-                    self.keys.remove(&slot);
-                    return (Reply::Released(true), None);
+                let key = if s.permits.is_some() {
+                    slot_key(slot)
+                } else {
+                    "k".into()
+                };
+                if b.release_without_token_check {
+                    return self.command(now, &["DEL", &key]);
                 }
-                Reply::Released(false)
+                self.eval(now, "release", &[&key], &[name(token)])
             }
-        };
-        (reply, None)
+            Request::GateAcquire { token, ttl, member } => {
+                let argv = [
+                    name(token),
+                    ms(ttl),
+                    "0".into(),
+                    ms(s.grace),
+                    member_name(member),
+                ];
+                self.eval(now, "gate_acquire", &["k", "q", "a"], &argv)
+            }
+            Request::GateRelease { token, lease } => {
+                let argv = [name(token), String::new(), u8::from(lease).to_string()];
+                self.eval(now, "gate_release", &["k", "q", "a"], &argv)
+            }
+            Request::Leave { member } => {
+                self.eval(now, "leave", &["k", "q", "a"], &[member_name(member)])
+            }
+            Request::Wake => Value::Nil,
+        }
+    }
+
+    /// The semaphore that counts permits per node (a defect): the client's
+    /// own key is set while fewer keys than `permits` are held here, and
+    /// the first holder's token answered otherwise.
+    fn per_node(&mut self, slot: u8, token: Token, ttl: u64, permits: u8, now: u64) -> Value {
+        let held: Vec<String> = (0..8u8)
+            .map(slot_key)
+            .filter(|key| self.command(now, &["EXISTS", key]) == Value::Int(1))
+            .collect();
+        if held.len() >= usize::from(permits) {
+            return self.command(now, &["GET", &held[0]]);
+        }
+        self.command(now, &["SET", &slot_key(slot), &name(token), "PX", &ms(ttl)])
+    }
+
+    fn eval(&mut self, now: u64, script: &str, keys: &[impl AsRef<str>], argv: &[String]) -> Value {
+        let keys: Vec<String> = keys.iter().map(|k| k.as_ref().to_owned()).collect();
+        self.redis.eval(now, script, &keys, argv)
+    }
+
+    fn command(&mut self, now: u64, line: &[&str]) -> Value {
+        self.redis.command(now, &words(line))
     }
 
     /// The node restarts without persistence: every key and fence value is
     /// gone.
     pub fn restart(&mut self, now: u64) {
-        *self = Node {
-            suspect_since: Some(now),
-            ..Node::default()
-        };
+        self.redis.flush();
+        self.suspect_since = Some(now);
     }
 
     /// The node's wall clock steps ahead by more than any TTL: its keys
-    /// expire at once. (Its fence values, kept far longer, stay.)
+    /// expire at once. (Its fence values, kept far longer, stay, and so do
+    /// the queue's places, which the model times apart.)
     pub fn jump(&mut self, now: u64) {
-        self.keys.clear();
-        self.readers.clear();
+        let mut del = vec!["DEL"];
+        del.extend(EXPIRING);
+        self.command(now, &del);
         self.suspect_since = Some(now);
     }
 
@@ -316,5 +327,87 @@ impl Node {
     pub fn counts(&self, now: u64, quarantine: u64) -> bool {
         self.suspect_since
             .is_none_or(|since| now >= since + quarantine)
+    }
+
+    /// Queues `member` first on the gate node, alive until `until` (a
+    /// waiter that crashed there).
+    pub fn queue_first(&mut self, member: u8, until: u64) {
+        let name = member_name(member);
+        self.command(0, &["ZADD", "q", "0", &name]);
+        self.command(0, &["ZADD", "a", &ms(until), &name]);
+    }
+
+    /// The first waiter in the gate node's queue at `now`, if any.
+    pub fn head(&self, now: u64) -> Option<u8> {
+        let mut node = self.redis.clone();
+        match node.command(now, &words(&["ZRANGE", "q", "0", "0"])) {
+            Value::Array(first) => match first.first() {
+                Some(Value::BulkString(m)) => member_of(m),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+fn words(line: &[&str]) -> Vec<String> {
+    line.iter().map(|w| (*w).to_owned()).collect()
+}
+
+fn ms(n: u64) -> String {
+    n.to_string()
+}
+
+fn slot_key(slot: u8) -> String {
+    format!("s{slot}")
+}
+
+/// A token as the crate's: a string (here `t{client}.{attempt}`).
+fn name(token: Token) -> String {
+    format!("t{}.{}", token.client, token.attempt)
+}
+
+fn token_of(value: &[u8]) -> Option<Token> {
+    let text = std::str::from_utf8(value).ok()?;
+    let (client, attempt) = text.strip_prefix('t')?.split_once('.')?;
+    Some(Token {
+        client: client.parse().ok()?,
+        attempt: attempt.parse().ok()?,
+    })
+}
+
+/// A waiter's member as the crate's, `{client id}:{ticket}`.
+fn member_name(member: u8) -> String {
+    format!("c{member}:{member}")
+}
+
+fn member_of(value: &[u8]) -> Option<u8> {
+    let text = std::str::from_utf8(value).ok()?;
+    text.strip_prefix('c')?.split_once(':')?.0.parse().ok()
+}
+
+/// The node's reply to `request` as the model's answer. An acquisition:
+/// 1 (or `SET`'s nil or OK) granted; a token held; `{v}` stale; 0 (-1
+/// fenced) refused; 2 (-2 fenced) others queued first; a semaphore's
+/// `{r, held}` as `r`. A release: whether it deleted (1 or more).
+fn reply(request: Request, value: Value) -> Reply {
+    let acquires = matches!(
+        request,
+        Request::Acquire { .. }
+            | Request::ReadAcquire { .. }
+            | Request::WriteAcquire { .. }
+            | Request::GateAcquire { .. }
+    );
+    match value {
+        Value::Int(n) if !acquires => Reply::Released(n >= 1),
+        Value::Nil | Value::Okay | Value::Int(1) => Reply::Granted,
+        Value::Int(2 | -2) => Reply::Behind,
+        Value::BulkString(holder) => token_of(&holder).map_or(Reply::Refused, Reply::Held),
+        Value::Array(parts) => match parts.as_slice() {
+            [Value::Int(v)] => Reply::Stale(v.unsigned_abs()),
+            [first, _held] => reply(request, first.clone()),
+            _ => Reply::Refused,
+        },
+        _ => Reply::Refused,
     }
 }

@@ -7,7 +7,7 @@ use stateright::{Model, Property};
 
 use crate::algorithm::Verdict;
 use crate::client::{self, Answer, Client, Phase};
-use crate::node::{Broken, Node, Reply, Request, Token};
+use crate::node::{Broken, Node, Reply, Request, Setting, Token};
 
 /// Which primitive the clients use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,11 +137,36 @@ impl Config {
             release_without_token_check: self.mutation == Some(Mutation::ReleaseWithoutTokenCheck),
             no_stale_check: self.mutation == Some(Mutation::NoStaleCheck),
             writer_ignores_readers: self.mutation == Some(Mutation::WriterIgnoresReaders),
-            queue_without_alive_times: self.mutation == Some(Mutation::QueueWithoutAliveTimes),
             per_node_permits: match (self.mutation, self.kind) {
                 (Some(Mutation::PerNodeSemaphore), Kind::Semaphore(k)) => Some(k),
                 _ => None,
             },
+        }
+    }
+
+    /// What the nodes are told besides each request: the crate's
+    /// arguments in model time.
+    fn setting(&self) -> Setting {
+        Setting {
+            fence_idle: self.fence_idle,
+            permits: match self.kind {
+                Kind::Semaphore(k) => Some(k),
+                _ => None,
+            },
+            // The granted round's per-node timeout: one step.
+            grace: 1,
+            // A refused writer's mark lives as a place in the queue does.
+            mark: self.alive,
+            broken: self.broken(),
+        }
+    }
+
+    /// How long a node keeps a waiter's place after it last asked: `alive`,
+    /// or, in the defect, for ever (beyond any check's time).
+    fn node_alive(&self) -> u64 {
+        match self.mutation {
+            Some(Mutation::QueueWithoutAliveTimes) => u64::from(u32::MAX),
+            _ => self.alive,
         }
     }
 
@@ -488,13 +513,7 @@ impl Redlock {
         let counts = n.counts(state.now, self.config.quarantine())
             || self.config.mutation == Some(Mutation::CountQuarantined);
         let answer = if counts || acquisition.is_none() {
-            let (reply, woken) = n.serve(
-                request,
-                state.now,
-                self.config.fence_idle,
-                self.config.alive,
-                self.config.broken(),
-            );
+            let (reply, woken) = n.serve(request, state.now, &self.config.setting());
             // A crashed waiter's wake-up reaches nobody.
             if let Some(woken) = woken.filter(|w| usize::from(*w) < state.clients.len()) {
                 state.net.push(Message {
@@ -611,7 +630,7 @@ impl Model for Redlock {
     fn init_states(&self) -> Vec<State> {
         let empty = State {
             now: 0,
-            nodes: vec![Node::default(); self.config.nodes],
+            nodes: vec![Node::new(self.config.node_alive()); self.config.nodes],
             clients: vec![Client::new(); self.config.clients],
             net: Vec::new(),
             losses: 0,
@@ -627,8 +646,7 @@ impl Model for Redlock {
         }
         // And one where a waiter that crashed is the queue's head.
         let mut ghost = empty.clone();
-        ghost.nodes[0].queue.push(GHOST);
-        ghost.nodes[0].alive.insert(GHOST, self.config.alive);
+        ghost.nodes[0].queue_first(GHOST, self.config.alive);
         vec![empty, ghost]
     }
 

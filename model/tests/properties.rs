@@ -189,7 +189,7 @@ fn the_queue_of_waiters_cannot_wedge() {
         let live = |c: &&Client| c.phase != Phase::Crashed;
         let why = match defect {
             Mutation::QueueWithoutAliveTimes => {
-                let head = end.nodes[0].queue.first().map(|&m| usize::from(m));
+                let head = end.nodes[0].head(end.now).map(usize::from);
                 head.is_some_and(|h| end.clients.get(h).is_none_or(|c| c.phase == Phase::Crashed))
             }
             _ => {

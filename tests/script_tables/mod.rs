@@ -1,7 +1,7 @@
 //! The table of cases for every Lua script (see `tests/scripts/main.rs`, which
-//! runs them, `benches/scripts.rs`, which times each script on them, and
-//! `model/tests/scripts.rs`, which holds the model's node to them).
-//! Included by all three as `script_tables`, beside `scripts` (the crate's
+//! runs them on a real node and on the scripts written again in Rust, and
+//! `benches/scripts.rs`, which times each script on them).
+//! Included by both as `script_tables`, beside `scripts` (the crate's
 //! `src/transport/protocol/scripts/mod.rs`) at the crate's root.
 //!
 //! A case reads:

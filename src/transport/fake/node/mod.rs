@@ -7,11 +7,12 @@
 //! This is the crate's one second implementation of the scripts. The fake
 //! node of the unit tests runs it behind the real encoding and reply
 //! reading; `tests/scripts/` holds it to every script's table, case for
-//! case, beside the real Lua on a real `redis-server`.
+//! case, beside the real Lua on a real `redis-server`; the model checker's
+//! nodes are made of it.
 //!
 //! A leaf: it knows nothing of the rest of the crate (only `redis::Value`,
-//! the replies, and `redis::Script`'s SHA-1), so that the tests include
-//! this folder as it is.
+//! the replies, and `redis::Script`'s SHA-1), so that the tests and the
+//! model include this folder as it is.
 
 mod commands;
 mod data;
