@@ -21,19 +21,15 @@ impl Call<'_> {
     }
 
     fn proclaim(&mut self) -> Reply<Value> {
-        let (lock, value, observers) = (
-            self.key(1).to_owned(),
-            self.key(2).to_owned(),
-            self.key(3).to_owned(),
-        );
-        let h = self.k.get(&lock)?;
+        let (lock, value, observers) = (self.key(1), self.key(2), self.key(3));
+        let h = self.k.get(lock)?;
         if h.as_deref() != Some(self.arg(1)) {
             if h.is_none() {
-                self.notify(&observers)?;
+                self.notify(observers)?;
             }
             return Ok(Value::Int(0));
         }
-        if let Some(cur) = self.k.get(&value)?
+        if let Some(cur) = self.k.get(value)?
             && let Some((token, _, seq)) = proclamation(&cur)
             && token == self.arg(1)
             && seq >= self.arg(3).parse::<f64>().unwrap_or(f64::NAN)
@@ -47,20 +43,20 @@ impl Call<'_> {
             self.arg(3),
             self.arg(4)
         );
-        self.k.set(self.now, &value, &text, None);
-        let ttl = self.k.pttl(self.now, &lock).max(1);
-        self.k.pexpire(self.now, &value, ttl);
-        self.notify(&observers)?;
+        self.k.set(self.now, value, &text, None);
+        let ttl = self.k.pttl(self.now, lock).max(1);
+        self.k.pexpire(self.now, value, ttl);
+        self.notify(observers)?;
         Ok(Value::Int(1))
     }
 
     fn leader(&mut self) -> Reply<Value> {
         if !self.argv.is_empty() {
-            let observers = self.key(3).to_owned();
-            let (member, ms) = (self.arg(1).to_owned(), self.ms(2));
-            self.k.zrem_up_to(&observers, self.now())?;
-            self.k.zadd(&observers, None, self.now() + ms, &member)?;
-            self.k.pexpire(self.now, &observers, ms);
+            let observers = self.key(3);
+            let (member, ms) = (self.arg(1), self.ms(2));
+            self.k.zrem_up_to(observers, self.now())?;
+            self.k.zadd(observers, None, self.now() + ms, member)?;
+            self.k.pexpire(self.now, observers, ms);
         }
         let Some(t) = self.k.get(self.key(1))? else {
             return Ok(Value::Int(0));
@@ -75,40 +71,36 @@ impl Call<'_> {
     }
 
     fn resign(&mut self) -> Reply<Value> {
-        let (lock, value, observers) = (
-            self.key(1).to_owned(),
-            self.key(2).to_owned(),
-            self.key(3).to_owned(),
-        );
-        let h = self.k.get(&lock)?;
+        let (lock, value, observers) = (self.key(1), self.key(2), self.key(3));
+        let h = self.k.get(lock)?;
         if h.as_deref() != Some(self.arg(1)) {
             if h.is_none() {
-                self.notify(&observers)?;
+                self.notify(observers)?;
             }
             return Ok(Value::Int(0));
         }
-        let cur = self.k.get(&value)?;
+        let cur = self.k.get(value)?;
         if cur
             .as_deref()
             .and_then(first_word)
             .is_some_and(|(t, _)| t == self.arg(1))
         {
-            self.k.del(&value);
-            self.notify(&observers)?;
+            self.k.del(value);
+            self.notify(observers)?;
         }
         Ok(Value::Int(1))
     }
 
     fn elect_extend(&mut self) -> Reply<Value> {
-        let (lock, value) = (self.key(1).to_owned(), self.key(2).to_owned());
-        if self.k.get(&lock)?.as_deref() != Some(self.arg(1)) {
+        let (lock, value) = (self.key(1), self.key(2));
+        if self.k.get(lock)?.as_deref() != Some(self.arg(1)) {
             return Ok(Value::Int(0));
         }
-        self.live_at_least(&lock, self.ms(2));
+        self.live_at_least(lock, self.ms(2));
         let ours = format!("{} ", self.arg(1));
-        if self.string_at(&value).is_some_and(|v| v.starts_with(&ours)) {
-            let t = self.k.pttl(self.now, &lock);
-            self.live_at_least(&value, t);
+        if self.string_at(value).is_some_and(|v| v.starts_with(&ours)) {
+            let t = self.k.pttl(self.now, lock);
+            self.live_at_least(value, t);
         }
         Ok(Value::Int(1))
     }

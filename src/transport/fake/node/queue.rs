@@ -12,10 +12,10 @@ use super::scripts::Call;
 pub(crate) const ALIVE: i64 = 2000;
 
 /// lib_queue's globals: the queue keys, the caller's member and the grace.
-struct Queue {
-    q: String,
-    a: String,
-    me: String,
+struct Queue<'a> {
+    q: &'a str,
+    a: &'a str,
+    me: &'a str,
     grace: i64,
 }
 
@@ -24,13 +24,9 @@ impl Call<'_> {
     pub(super) fn run_queued(&mut self, script: &str) -> Reply<Value> {
         let n = self.keys.len();
         let queue = |me: usize, grace: usize| Queue {
-            q: self.key(n.saturating_sub(1)).to_owned(),
-            a: self.key(n).to_owned(),
-            me: if me == 0 {
-                String::new()
-            } else {
-                self.arg(me).to_owned()
-            },
+            q: self.key(n.saturating_sub(1)),
+            a: self.key(n),
+            me: if me == 0 { "" } else { self.arg(me) },
             grace: if grace == 0 { 0 } else { self.ms(grace) },
         };
         match script {
@@ -74,46 +70,46 @@ impl Call<'_> {
 
     /// `waits(m)`: whether member `m` still counts as alive.
     fn waits(&self, q: &Queue, m: &str) -> Reply<bool> {
-        Ok(self.k.zscore(&q.a, m)?.is_some_and(|s| s > self.now()))
+        Ok(self.k.zscore(q.a, m)?.is_some_and(|s| s > self.now()))
     }
 
     /// `head()`: drops the members past their alive time; the first left.
     fn head(&mut self, q: &Queue) -> Reply<Option<String>> {
         let dead = self
             .k
-            .zrangebyscore(&q.a, Bound::Below, Bound::At(self.now()))?;
+            .zrangebyscore(q.a, Bound::Below, Bound::At(self.now()))?;
         for (member, _) in &dead {
-            self.k.zrem(&q.q, member)?;
+            self.k.zrem(q.q, member)?;
         }
         for (member, _) in &dead {
-            self.k.zrem(&q.a, member)?;
+            self.k.zrem(q.a, member)?;
         }
-        self.k.zfirst(&q.q)
+        self.k.zfirst(q.q)
     }
 
     /// `place(m,score)`: queues `m` (keeping its place; a newcomer after
     /// the last member), refreshes its alive time; both keys live at least
     /// `ALIVE`.
     fn place(&mut self, q: &Queue, m: &str, score: i64) -> Reply<()> {
-        if self.k.zscore(&q.q, m)?.is_none() {
-            let last = self.k.zrange(&q.q)?.last().map(|(_, s)| *s);
+        if self.k.zscore(q.q, m)?.is_none() {
+            let last = self.k.zrange(q.q)?.last().map(|(_, s)| *s);
             let score = match last {
                 Some(last) if score > 0 && last >= score => last + 1,
                 _ => score,
             };
-            self.k.zadd(&q.q, None, score, m)?;
+            self.k.zadd(q.q, None, score, m)?;
         }
-        self.k.zadd(&q.a, None, self.now() + self.alive, m)?;
-        self.live_at_least(&q.q, self.alive);
-        self.live_at_least(&q.a, self.alive);
+        self.k.zadd(q.a, None, self.now() + self.alive, m)?;
+        self.live_at_least(q.q, self.alive);
+        self.live_at_least(q.a, self.alive);
         Ok(())
     }
 
     /// `grant()`: notes a grant for the grace.
     fn grant(&mut self, q: &Queue) -> Reply<()> {
         self.k
-            .zadd(&q.a, Some("GT"), self.now() + q.grace, "granted")?;
-        self.live_at_least(&q.a, q.grace);
+            .zadd(q.a, Some("GT"), self.now() + q.grace, "granted")?;
+        self.live_at_least(q.a, q.grace);
         Ok(())
     }
 
@@ -128,14 +124,14 @@ impl Call<'_> {
         let h = self.head(q)?;
         if !held && h.as_deref().is_none_or(|h| h == q.me) {
             if h.is_some() {
-                self.k.zrem(&q.q, &q.me)?;
-                self.k.zrem(&q.a, &q.me)?;
+                self.k.zrem(q.q, q.me)?;
+                self.k.zrem(q.a, q.me)?;
             }
             self.grant(q)?;
             return Ok(1);
         }
         if !q.me.is_empty() {
-            self.place(q, &q.me, self.now())?;
+            self.place(q, q.me, self.now())?;
         }
         if held {
             if h.as_deref().is_some_and(|h| h != q.me) || self.granting(q)? {
@@ -179,8 +175,8 @@ impl Call<'_> {
     /// Sets `KEYS[1..n]` to the token for `ARGV[2]` ms.
     fn set_all(&mut self, n: usize) {
         for i in 1..=n {
-            let key = self.key(i).to_owned();
-            self.set_px(&key, self.arg(1), self.ms(2));
+            let key = self.key(i);
+            self.set_px(key, self.arg(1), self.ms(2));
         }
     }
 
@@ -221,16 +217,16 @@ impl Call<'_> {
         let n = self.keys.len().saturating_sub(2);
         let mut ours = 0;
         for i in 1..=n {
-            let key = self.key(i).to_owned();
-            if self.k.get(&key)?.as_deref() == Some(self.arg(1)) {
-                self.k.del(&key);
+            let key = self.key(i);
+            if self.k.get(key)?.as_deref() == Some(self.arg(1)) {
+                self.k.del(key);
                 ours += 1;
             }
         }
         let mut woke = 0;
-        if !q.me.is_empty() || self.k.exists(&q.q) {
+        if !q.me.is_empty() || self.k.exists(q.q) {
             if ours > 0 && !q.me.is_empty() {
-                self.place(q, &q.me, 0)?;
+                self.place(q, q.me, 0)?;
             }
             if (self.arg(3) == "1" || !self.k.exists(self.key(1)))
                 && let Some(h) = self.head(q)?.filter(|h| *h != q.me)
@@ -243,24 +239,23 @@ impl Call<'_> {
     }
 
     fn leave(&mut self, q: &Queue) -> Reply<Value> {
-        let member = self.arg(1).to_owned();
-        self.k.zrem(&q.q, &member)?;
-        self.k.zrem(&q.a, &member)?;
+        let member = self.arg(1);
+        self.k.zrem(q.q, member)?;
+        self.k.zrem(q.a, member)?;
         self.pass_on(q, 1, self.keys.len().saturating_sub(2))?;
         Ok(Value::Int(1))
     }
 
     fn gate_read_release(&mut self, q: &Queue) -> Reply<Value> {
-        let (readers, token) = (self.key(1).to_owned(), self.arg(1).to_owned());
-        let until = self.k.zscore(&readers, &token)?;
-        self.k.zrem(&readers, &token)?;
-        self.k.zrem_up_to(&readers, self.now())?;
+        let (readers, token) = (self.key(1), self.arg(1));
+        let until = self.k.zscore(readers, token)?;
+        self.k.zrem(readers, token)?;
+        self.k.zrem_up_to(readers, self.now())?;
         if until.is_some() && !q.me.is_empty() {
-            self.place(q, &q.me, 0)?;
+            self.place(q, q.me, 0)?;
         }
         let mut woke = 0;
-        let emptied =
-            until.is_some() && self.k.zcard(&readers)? == 0 && !self.k.exists(self.key(2));
+        let emptied = until.is_some() && self.k.zcard(readers)? == 0 && !self.k.exists(self.key(2));
         if self.arg(3) == "1" || emptied {
             let mut h = self.k.get(self.key(3))?;
             if let Some(marked) = h.clone()
@@ -292,7 +287,7 @@ impl Call<'_> {
             held,
         } = self.look(q, reader)?;
         let h = self.head(q)?;
-        let mine = !reader && !held && !q.me.is_empty() && marked.as_deref() == Some(&q.me);
+        let mine = !reader && !held && !q.me.is_empty() && marked.as_deref() == Some(q.me);
         if fenced
             && !reader
             && !held
@@ -310,14 +305,14 @@ impl Call<'_> {
             self.wake(m);
         }
         let r = if mine {
-            self.k.zrem(&q.q, &q.me)?;
-            self.k.zrem(&q.a, &q.me)?;
+            self.k.zrem(q.q, q.me)?;
+            self.k.zrem(q.a, q.me)?;
             self.grant(q)?;
             1
         } else {
             let r = self.turn(q, held)?;
             let marked_mine =
-                !reader && writer.is_none() && !q.me.is_empty() && marked.as_deref() == Some(&q.me);
+                !reader && writer.is_none() && !q.me.is_empty() && marked.as_deref() == Some(q.me);
             if r == 2 && marked_mine { 0 } else { r }
         };
         match r {
@@ -360,7 +355,7 @@ impl Call<'_> {
             && self.arg(3) != "0"
             && !other_waits
         {
-            let by = if q.me.is_empty() { self.arg(1) } else { &q.me };
+            let by = if q.me.is_empty() { self.arg(1) } else { q.me };
             marked = Some(by.to_owned());
             self.set_px(mark, by, self.ms(3));
         }

@@ -102,8 +102,8 @@ impl<'a> Call<'a> {
         if self.k.get(self.key(1))?.as_deref() != Some(self.arg(1)) {
             return Ok(Value::Int(0));
         }
-        let key = self.key(1).to_owned();
-        self.live_at_least(&key, self.ms(2));
+        let key = self.key(1);
+        self.live_at_least(key, self.ms(2));
         Ok(Value::Int(1))
     }
 
@@ -181,9 +181,9 @@ impl<'a> Call<'a> {
     /// living `ARGV[idle]` ms.
     pub(super) fn fence(&mut self, first: usize, n: usize, p: usize, idle: usize) {
         for i in first..first + n {
-            let key = self.key(i).to_owned();
-            let token = self.arg(p).to_owned();
-            self.set_px(&key, &token, self.ms(idle));
+            let key = self.key(i);
+            let token = self.arg(p);
+            self.set_px(key, token, self.ms(idle));
         }
     }
 
@@ -198,8 +198,8 @@ impl<'a> Call<'a> {
             return Ok(no);
         }
         for i in 1..=n {
-            let key = self.key(i).to_owned();
-            self.set_px(&key, self.arg(1), self.ms(2));
+            let key = self.key(i);
+            self.set_px(key, self.arg(1), self.ms(2));
         }
         self.fence(n + 1, n, 4, 5);
         Ok(Value::Int(1))
@@ -241,31 +241,31 @@ impl<'a> Call<'a> {
             return Ok(self.holder_or(self.key(1), 0));
         }
         let ttl = self.ms(2);
-        let (readers, token) = (self.key(2).to_owned(), self.arg(1).to_owned());
-        self.k.zadd(&readers, None, self.now() + ttl, &token)?;
-        self.live_at_least(&readers, ttl);
+        let (readers, token) = (self.key(2), self.arg(1));
+        self.k.zadd(readers, None, self.now() + ttl, token)?;
+        self.live_at_least(readers, ttl);
         Ok(Value::Int(1))
     }
 
     fn read_extend(&mut self) -> Reply<Value> {
-        let (readers, token) = (self.key(1).to_owned(), self.arg(1).to_owned());
-        let until = self.k.zscore(&readers, &token)?;
+        let (readers, token) = (self.key(1), self.arg(1));
+        let until = self.k.zscore(readers, token)?;
         let Some(until) = until.filter(|u| *u > self.now()) else {
             return Ok(Value::Int(0));
         };
         let ttl = self.ms(2);
         if self.now() + ttl > until {
-            self.k.zadd(&readers, None, self.now() + ttl, &token)?;
+            self.k.zadd(readers, None, self.now() + ttl, token)?;
         }
-        self.live_at_least(&readers, ttl);
+        self.live_at_least(readers, ttl);
         Ok(Value::Int(1))
     }
 
     fn read_release(&mut self) -> Reply<Value> {
-        let (readers, token) = (self.key(1).to_owned(), self.arg(1).to_owned());
-        let until = self.k.zscore(&readers, &token)?;
-        self.k.zrem(&readers, &token)?;
-        self.k.zrem_up_to(&readers, self.now())?;
+        let (readers, token) = (self.key(1), self.arg(1));
+        let until = self.k.zscore(readers, token)?;
+        self.k.zrem(readers, token)?;
+        self.k.zrem_up_to(readers, self.now())?;
         Ok(Value::Int(i64::from(until.is_some_and(|u| u > self.now()))))
     }
 
@@ -275,25 +275,21 @@ impl<'a> Call<'a> {
         if self.k.exists(self.key(1)) {
             return Ok(self.holder_or(self.key(1), no));
         }
-        let readers = self.key(2).to_owned();
-        self.k.zrem_up_to(&readers, self.now())?;
-        if self.k.zcard(&readers)? > 0 {
-            let (mark, token, ms) = (self.key(3).to_owned(), self.arg(1), self.ms(3));
-            if self.arg(3) != "0"
-                && !self
-                    .k
-                    .set_nx(self.now, &mark, token, u64::try_from(ms).ok())
-            {
-                self.k.pexpire(self.now, &mark, ms);
+        let readers = self.key(2);
+        self.k.zrem_up_to(readers, self.now())?;
+        if self.k.zcard(readers)? > 0 {
+            let (mark, token, ms) = (self.key(3), self.arg(1), self.ms(3));
+            if self.arg(3) != "0" && !self.k.set_nx(self.now, mark, token, u64::try_from(ms).ok()) {
+                self.k.pexpire(self.now, mark, ms);
             }
             return Ok(Value::Int(no));
         }
         if fenced && let Some(stale) = self.refuse_stale(4, 1, 4)? {
             return Ok(stale);
         }
-        let (writer, mark) = (self.key(1).to_owned(), self.key(3).to_owned());
-        self.set_px(&writer, self.arg(1), self.ms(2));
-        self.k.del(&mark);
+        let (writer, mark) = (self.key(1), self.key(3));
+        self.set_px(writer, self.arg(1), self.ms(2));
+        self.k.del(mark);
         if fenced {
             self.fence(4, 1, 4, 5);
         }
@@ -330,11 +326,11 @@ impl<'a> Call<'a> {
     }
 
     fn force_release(&mut self) -> Reply<Value> {
-        let key = self.key(1).to_owned();
+        let key = self.key(1);
         let theirs = self
-            .string_at(&key)
+            .string_at(key)
             .is_some_and(|v| sha1hex(&v).get(..16) == Some(self.arg(1)));
-        Ok(Value::Int(i64::from(theirs && self.k.del(&key))))
+        Ok(Value::Int(i64::from(theirs && self.k.del(key))))
     }
 }
 
