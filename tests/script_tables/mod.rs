@@ -222,6 +222,14 @@ pub const ACQUIRE_ALL: &[Case] = &[
         ..CASE
     },
     Case {
+        what: "a time to live not above 0 is an error, nothing set",
+        keys: &["a"],
+        argv: &["tok", "-1"],
+        reply: "err:invalid expire time",
+        then: &[("EXISTS a", "0")],
+        ..CASE
+    },
+    Case {
         what: "one held: its holder, and nothing set",
         given: &["SET b other"],
         keys: &["a", "b"],
@@ -293,6 +301,15 @@ pub const ACQUIRE_FENCED: &[Case] = &[
         argv: &["tok", "9000", "1", "7", "60000"],
         reply: "1",
         then: &[("GET l", "'tok'"), ("GET f", "'7'"), ("PTTL f", ">50000")],
+        ..CASE
+    },
+    Case {
+        what: "a fence value written in hexadecimal is read as Lua reads it",
+        given: &["SET f 0x10"],
+        keys: &["l", "f"],
+        argv: &["tok", "9000", "1", "7", "60000"],
+        reply: "[16]",
+        then: &[("EXISTS l", "0")],
         ..CASE
     },
     Case {
@@ -382,6 +399,14 @@ pub const SLOT_ACQUIRE: &[Case] = &[
         keys: &["s#0", "s#0", "s#1"],
         argv: &["tok", "9000", "2"],
         reply: "[1,'10']",
+        then: &[("GET s#0", "'tok'")],
+        ..CASE
+    },
+    Case {
+        what: "more slots than keys: an error after the set, which stays",
+        keys: &["s#0"],
+        argv: &["tok", "9000", "3"],
+        reply: "err:must be strings or integers",
         then: &[("GET s#0", "'tok'")],
         ..CASE
     },

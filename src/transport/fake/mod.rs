@@ -89,7 +89,7 @@ impl FakeNode {
         FakeNode {
             shared: Arc::new(Shared {
                 inner: Mutex::new(Inner {
-                    node: node::Node::default(),
+                    node: node::Node::with_alive(ALIVE_MS),
                     started: Instant::now(),
                     behaviour: Behaviour::Normal,
                     delay: Duration::ZERO,
@@ -133,10 +133,9 @@ impl FakeNode {
 
     /// Runs one command on the node now, as a test's own connection would.
     fn command(&self, words: &[&str]) -> redis::Value {
-        let words: Vec<String> = words.iter().map(|w| (*w).to_owned()).collect();
         let mut inner = self.shared.inner.lock();
         let now = inner.now();
-        inner.node.command(now, &words)
+        run(&mut inner.node, now, words)
     }
 
     /// Queues `member` at the back of the queue of gate name `gate`
@@ -145,18 +144,20 @@ impl FakeNode {
     /// node's time, and members that arrive in the same ms go by name.)
     pub(crate) fn enqueue(&self, gate: &str, member: &str) {
         let (queue, alive) = queue_keys(gate);
-        let now = self.shared.inner.lock().now();
-        let last = match self.command(&["ZRANGE", &queue, "-1", "-1", "WITHSCORES"]) {
+        let mut inner = self.shared.inner.lock();
+        let now = inner.now();
+        let node = &mut inner.node;
+        let last = match run(node, now, &["ZRANGE", &queue, "-1", "-1", "WITHSCORES"]) {
             redis::Value::Array(found) => found.get(1).and_then(text),
             _ => None,
         };
         let last = last.and_then(|s| s.parse::<u64>().ok());
-        let arrival = last.map_or(now, |last| now.max(last + 1));
+        let arrival = last.map_or(now, |last| now.max(last + 1)).to_string();
         let until = (now + 60_000).to_string();
-        self.command(&["ZADD", &queue, "NX", &arrival.to_string(), member]);
-        self.command(&["ZADD", &alive, &until, member]);
-        self.command(&["PEXPIRE", &queue, "60000"]);
-        self.command(&["PEXPIRE", &alive, "60000"]);
+        run(node, now, &["ZADD", &queue, "NX", &arrival, member]);
+        run(node, now, &["ZADD", &alive, &until, member]);
+        run(node, now, &["PEXPIRE", &queue, "60000"]);
+        run(node, now, &["PEXPIRE", &alive, "60000"]);
     }
 
     /// The members queued in the queue of gate name `gate`, first first.
@@ -178,10 +179,14 @@ impl FakeNode {
         self.shared.inner.lock().delay = delay;
     }
 
-    /// Another client's key.
+    /// Another client's key, for `ttl` (zero: the key is gone).
     pub(crate) fn put(&self, key: &str, token: &str, ttl: Duration) {
         let ms = ttl.as_millis().to_string();
-        self.command(&["SET", key, token, "PX", &ms]);
+        let done = match ttl.is_zero() {
+            true => self.command(&["DEL", key]),
+            false => self.command(&["SET", key, token, "PX", &ms]),
+        };
+        assert!(!matches!(done, redis::Value::ServerError(_)), "{done:?}");
     }
 
     /// The fence value stored for `key`, if any.
@@ -256,6 +261,17 @@ impl FakeNode {
 
 /// The node's clock at its start, in ms: a wall clock's order of size.
 const EPOCH_MS: u64 = 1_750_000_000_000;
+
+/// How long a place in a fake node's queue counts without a refresh, ms:
+/// longer than any test (lib_queue.lua's is 2 s), so that a test that
+/// lengthens its waiters' queue refresh never sees one drop out.
+const ALIVE_MS: i64 = 60_000;
+
+/// Runs one command, given as its words, on `node` at `now`.
+fn run(node: &mut node::Node, now: u64, words: &[&str]) -> redis::Value {
+    let words: Vec<String> = words.iter().map(|w| (*w).to_owned()).collect();
+    node.command(now, &words)
+}
 
 impl Inner {
     /// The node's time, in ms.
@@ -389,6 +405,7 @@ impl Link for FakeLink {
                 break;
             }
         }
+        let mut woken = Vec::new();
         let answers: Vec<Answer> = match inner.behaviour {
             Behaviour::Fail(kind) => batch
                 .iter()
@@ -402,8 +419,7 @@ impl Link for FakeLink {
                 .collect(),
             _ => {
                 let lose = inner.lose_fenced_grants;
-                let mut woken = Vec::new();
-                let answers = batch
+                batch
                     .iter()
                     .map(|req| {
                         let answer = inner.serve(req, &self.address);
@@ -418,17 +434,17 @@ impl Link for FakeLink {
                             _ => answer,
                         }
                     })
-                    .collect();
-                if let Some(wake) = inner.on_wake.clone() {
-                    for (member, op) in woken {
-                        wake(&member, op);
-                    }
-                }
-                answers
+                    .collect()
             }
         };
-        let delay = inner.delay;
+        let (delay, on_wake) = (inner.delay, inner.on_wake.clone());
         drop(inner);
+        // Told outside the node's lock: a callback may use this node.
+        if let Some(wake) = on_wake {
+            for (member, op) in woken {
+                wake(&member, op);
+            }
+        }
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }

@@ -6,6 +6,7 @@ use redis::Value;
 
 use super::data::{Bound, Keys, Reply, score};
 use super::reply::{bulk, members, string};
+use super::scripts::expire_time;
 
 /// Runs the command `name` (upper case) with `args` at node time `now`;
 /// wake-ups it publishes go to `wakes`.
@@ -67,7 +68,7 @@ fn set(k: &mut Keys, now: u64, args: &[String]) -> Reply<Value> {
             "GET" => get = true,
             "PX" => {
                 let ms = score(options.next().map_or("", String::as_str))?;
-                px = Some(u64::try_from(ms).map_err(|_| "ERR invalid expire time")?);
+                px = Some(expire_time(ms)?);
             }
             _ => return Err("ERR syntax error".to_owned()),
         }

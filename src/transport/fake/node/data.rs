@@ -83,9 +83,10 @@ pub(super) struct Keys {
 }
 
 impl Keys {
-    /// Drops every key whose time has passed at `now`.
+    /// Drops every key whose time has passed at `now`: as Redis has it,
+    /// a key is still there in the very ms it expires at (`PTTL` 0).
     pub(super) fn expire(&mut self, now: u64) {
-        self.map.retain(|_, e| e.expires.is_none_or(|at| at > now));
+        self.map.retain(|_, e| e.expires.is_none_or(|at| at >= now));
     }
 
     pub(super) fn exists(&self, key: &str) -> bool {

@@ -55,7 +55,8 @@ impl Call<'_> {
             let observers = self.key(3);
             let (member, ms) = (self.arg(1), self.ms(2));
             self.k.zrem_up_to(observers, self.now())?;
-            self.k.zadd(observers, None, self.now() + ms, member)?;
+            self.k
+                .zadd(observers, None, self.now().saturating_add(ms), member)?;
             self.k.pexpire(self.now, observers, ms);
         }
         let Some(t) = self.k.get(self.key(1))? else {

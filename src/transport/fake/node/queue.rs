@@ -99,7 +99,8 @@ impl Call<'_> {
             };
             self.k.zadd(q.q, None, score, m)?;
         }
-        self.k.zadd(q.a, None, self.now() + self.alive, m)?;
+        self.k
+            .zadd(q.a, None, self.now().saturating_add(self.alive), m)?;
         self.live_at_least(q.q, self.alive);
         self.live_at_least(q.a, self.alive);
         Ok(())
@@ -107,8 +108,12 @@ impl Call<'_> {
 
     /// `grant()`: notes a grant for the grace.
     fn grant(&mut self, q: &Queue) -> Reply<()> {
-        self.k
-            .zadd(q.a, Some("GT"), self.now() + q.grace, "granted")?;
+        self.k.zadd(
+            q.a,
+            Some("GT"),
+            self.now().saturating_add(q.grace),
+            "granted",
+        )?;
         self.live_at_least(q.a, q.grace);
         Ok(())
     }
@@ -173,11 +178,12 @@ impl Call<'_> {
     }
 
     /// Sets `KEYS[1..n]` to the token for `ARGV[2]` ms.
-    fn set_all(&mut self, n: usize) {
+    fn set_all(&mut self, n: usize) -> Reply<()> {
         for i in 1..=n {
             let key = self.key(i);
-            self.set_px(key, self.arg(1), self.ms(2));
+            self.set_px(key, self.arg(1), self.ms(2))?;
         }
+        Ok(())
     }
 
     fn gate_acquire(&mut self, q: &Queue) -> Reply<Value> {
@@ -187,7 +193,7 @@ impl Call<'_> {
         if r != 1 {
             return Ok(Value::Int(r));
         }
-        self.set_all(n);
+        self.set_all(n)?;
         self.pass_on(q, n + 1, k)?;
         Ok(Value::Int(1))
     }
@@ -207,8 +213,8 @@ impl Call<'_> {
             2 => return Ok(Value::Int(-2)),
             _ => {}
         }
-        self.set_all(n);
-        self.fence(n + 1, n, 4, 5);
+        self.set_all(n)?;
+        self.fence(n + 1, n, 4, 5)?;
         self.pass_on(q, 2 * n + 1, self.number(6))?;
         Ok(Value::Int(1))
     }
@@ -357,7 +363,7 @@ impl Call<'_> {
         {
             let by = if q.me.is_empty() { self.arg(1) } else { q.me };
             marked = Some(by.to_owned());
-            self.set_px(mark, by, self.ms(3));
+            self.set_px(mark, by, self.ms(3))?;
         }
         Ok(Seen {
             writer,
@@ -373,18 +379,22 @@ impl Call<'_> {
         let (writer_key, readers_key, mark) = (self.key(1), self.key(2), self.key(3));
         if reader {
             let ttl = self.ms(2);
-            self.k
-                .zadd(readers_key, None, self.now() + ttl, self.arg(1))?;
+            self.k.zadd(
+                readers_key,
+                None,
+                self.now().saturating_add(ttl),
+                self.arg(1),
+            )?;
             self.live_at_least(readers_key, ttl);
             if let Some(next) = self.head(q)? {
                 self.wake(&next);
             }
             return Ok(Value::Int(1));
         }
-        self.set_px(writer_key, self.arg(1), self.ms(2));
+        self.set_px(writer_key, self.arg(1), self.ms(2))?;
         self.k.del(mark);
         if fenced {
-            self.fence(4, 1, 4, 5);
+            self.fence(4, 1, 4, 5)?;
         }
         Ok(Value::Int(1))
     }

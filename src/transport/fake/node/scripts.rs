@@ -47,32 +47,38 @@ impl<'a> Call<'a> {
 
     /// `KEYS[i]`.
     pub(super) fn key(&self, i: usize) -> &'a str {
-        self.keys.get(i - 1).map_or("", String::as_str)
+        let at = i.checked_sub(1).and_then(|i| self.keys.get(i));
+        at.map_or("", String::as_str)
     }
 
     /// `ARGV[i]` (`""` past the end).
     pub(super) fn arg(&self, i: usize) -> &'a str {
-        self.argv.get(i - 1).map_or("", String::as_str)
+        let at = i.checked_sub(1).and_then(|i| self.argv.get(i));
+        at.map_or("", String::as_str)
     }
 
-    /// `tonumber(ARGV[i])` as the integer the scripts use (0 if none).
+    /// `tonumber(ARGV[i])` as the count the scripts use (0 if none).
     pub(super) fn number(&self, i: usize) -> usize {
-        self.arg(i).parse().unwrap_or(0)
+        usize::try_from(self.ms(i)).unwrap_or(0)
     }
 
-    /// `tonumber(ARGV[i])` as a signed count of ms.
+    /// `tonumber(ARGV[i])` as a signed count of ms (0 if none; a fraction
+    /// cut off).
+    #[allow(clippy::cast_possible_truncation)]
     pub(super) fn ms(&self, i: usize) -> i64 {
-        self.arg(i).parse().unwrap_or(0)
+        lua_number(self.arg(i)).map_or(0, |n| n as i64)
     }
 
     pub(super) fn now(&self) -> i64 {
         i64::try_from(self.now).unwrap_or(i64::MAX)
     }
 
-    /// `redis.call("set",key,value,"PX",ms)`.
-    pub(super) fn set_px(&mut self, key: &str, value: &str, ms: i64) {
-        let ms = u64::try_from(ms).ok();
-        self.k.set(self.now, key, value, ms);
+    /// `redis.call("set",key,value,"PX",ms)`: a time not above 0 is
+    /// refused.
+    pub(super) fn set_px(&mut self, key: &str, value: &str, ms: i64) -> Reply<()> {
+        let ms = expire_time(ms)?;
+        self.k.set(self.now, key, value, Some(ms));
+        Ok(())
     }
 
     /// `if redis.call("pttl",key)<ms then redis.call("pexpire",key,ms) end`.
@@ -114,7 +120,7 @@ impl<'a> Call<'a> {
             }
         }
         for key in self.keys {
-            self.set_px(key, self.arg(1), self.ms(2));
+            self.set_px(key, self.arg(1), self.ms(2))?;
         }
         Ok(Value::Int(1))
     }
@@ -168,7 +174,9 @@ impl<'a> Call<'a> {
     /// lib_fence's `refuse_stale`: the reply that refuses the proposed
     /// token `ARGV[p]`, if it must be refused.
     pub(super) fn refuse_stale(&self, first: usize, n: usize, p: usize) -> Reply<Option<Value>> {
-        let proposed = lua_number(self.arg(p)).unwrap_or(f64::NAN);
+        // Lua cannot compare a number with nil.
+        let proposed =
+            lua_number(self.arg(p)).ok_or("ERR user_script: attempt to compare number with nil")?;
         Ok(match self.stale(first, n, proposed)? {
             Err(reply) => Some(reply),
             #[allow(clippy::cast_possible_truncation)]
@@ -179,12 +187,13 @@ impl<'a> Call<'a> {
 
     /// lib_fence's `fence`: the granted token `ARGV[p]` into the fence keys,
     /// living `ARGV[idle]` ms.
-    pub(super) fn fence(&mut self, first: usize, n: usize, p: usize, idle: usize) {
+    pub(super) fn fence(&mut self, first: usize, n: usize, p: usize, idle: usize) -> Reply<()> {
         for i in first..first + n {
             let key = self.key(i);
             let token = self.arg(p);
-            self.set_px(key, token, self.ms(idle));
+            self.set_px(key, token, self.ms(idle))?;
         }
+        Ok(())
     }
 
     /// lib_fence's `acquire_fenced(n)`.
@@ -199,33 +208,42 @@ impl<'a> Call<'a> {
         }
         for i in 1..=n {
             let key = self.key(i);
-            self.set_px(key, self.arg(1), self.ms(2));
+            self.set_px(key, self.arg(1), self.ms(2))?;
         }
-        self.fence(n + 1, n, 4, 5);
+        self.fence(n + 1, n, 4, 5)?;
         Ok(Value::Int(1))
     }
 
     /// lib_slots's `slots_held(k)`.
-    fn slots_held(&self, k: usize) -> Value {
-        let all = self.keys.len();
+    /// (More slots than `KEYS`: Lua's `KEYS[0]` is nil, which no command
+    /// takes.)
+    fn slots_held(&self, k: usize) -> Reply<Value> {
+        let first = self
+            .keys
+            .len()
+            .checked_sub(k)
+            .ok_or("ERR Lua redis lib command arguments must be strings or integers")?;
         let held: String = (1..=k)
-            .map(|i| match self.k.exists(self.key(all - k + i)) {
+            .map(|i| match self.k.exists(self.key(first + i)) {
                 true => '1',
                 false => '0',
             })
             .collect();
-        bulk(&held)
+        Ok(bulk(&held))
     }
 
     fn slot_acquire(&mut self) -> Reply<Value> {
-        let ttl = u64::try_from(self.ms(2)).ok();
+        let ttl = match expire_time(self.ms(2)) {
+            Ok(ttl) => Some(ttl),
+            Err(failed) => return Ok(error(&failed)),
+        };
         let r = match self.k.set_nx_get(self.now, self.key(1), self.arg(1), ttl) {
             Err(failed) if failed.contains("WRONGTYPE") => Value::Int(0),
             Err(failed) => return Ok(error(&failed)),
             Ok(None) => Value::Int(1),
             Ok(Some(holder)) => bulk(&holder),
         };
-        Ok(Value::Array(vec![r, self.slots_held(self.number(3))]))
+        Ok(Value::Array(vec![r, self.slots_held(self.number(3))?]))
     }
 
     fn slot_acquire_fenced(&mut self) -> Reply<Value> {
@@ -233,7 +251,7 @@ impl<'a> Call<'a> {
         if matches!(r, Value::ServerError(_)) {
             return Ok(r);
         }
-        Ok(Value::Array(vec![r, self.slots_held(self.number(6))]))
+        Ok(Value::Array(vec![r, self.slots_held(self.number(6))?]))
     }
 
     fn read_acquire(&mut self) -> Reply<Value> {
@@ -242,7 +260,8 @@ impl<'a> Call<'a> {
         }
         let ttl = self.ms(2);
         let (readers, token) = (self.key(2), self.arg(1));
-        self.k.zadd(readers, None, self.now() + ttl, token)?;
+        self.k
+            .zadd(readers, None, self.now().saturating_add(ttl), token)?;
         self.live_at_least(readers, ttl);
         Ok(Value::Int(1))
     }
@@ -254,8 +273,9 @@ impl<'a> Call<'a> {
             return Ok(Value::Int(0));
         };
         let ttl = self.ms(2);
-        if self.now() + ttl > until {
-            self.k.zadd(readers, None, self.now() + ttl, token)?;
+        if self.now().saturating_add(ttl) > until {
+            self.k
+                .zadd(readers, None, self.now().saturating_add(ttl), token)?;
         }
         self.live_at_least(readers, ttl);
         Ok(Value::Int(1))
@@ -288,10 +308,10 @@ impl<'a> Call<'a> {
             return Ok(stale);
         }
         let (writer, mark) = (self.key(1), self.key(3));
-        self.set_px(writer, self.arg(1), self.ms(2));
+        self.set_px(writer, self.arg(1), self.ms(2))?;
         self.k.del(mark);
         if fenced {
-            self.fence(4, 1, 4, 5);
+            self.fence(4, 1, 4, 5)?;
         }
         Ok(Value::Int(1))
     }
@@ -334,9 +354,23 @@ impl<'a> Call<'a> {
     }
 }
 
-/// Lua's `tonumber` of a string, for the decimal numbers the scripts read.
+/// Lua's `tonumber` of a string: a decimal number, or a hexadecimal one
+/// written `0x…`.
 pub(super) fn lua_number(s: &str) -> Option<f64> {
-    s.trim().parse::<f64>().ok().filter(|n| n.is_finite())
+    let s = s.trim();
+    if let Some(hex) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        #[allow(clippy::cast_precision_loss)]
+        return u64::from_str_radix(hex, 16).ok().map(|n| n as f64);
+    }
+    s.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// A `PX` time as Redis takes it: above 0.
+pub(super) fn expire_time(ms: i64) -> Reply<u64> {
+    u64::try_from(ms)
+        .ok()
+        .filter(|ms| *ms > 0)
+        .ok_or_else(|| "ERR invalid expire time in 'set' command".to_owned())
 }
 
 /// `redis.sha1hex`.
