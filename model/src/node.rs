@@ -146,6 +146,8 @@ pub struct Setting {
     pub fence_idle: u64,
     /// A semaphore's permits (its slot keys), if the clients take one.
     pub permits: Option<u8>,
+    /// The clients take a reader-writer lock: slot 0 is the writer's key.
+    pub rw: bool,
     /// How long a gate node's grant is the queue's (the crate's per-node
     /// timeout of the granted round).
     pub grace: u64,
@@ -220,7 +222,9 @@ impl Node {
                 fence: Some(proposed),
                 ..
             } => {
-                if b.no_stale_check {
+                // Where the key is free, the fence value is gone before the
+                // script compares it.
+                if b.no_stale_check && self.command(now, &["EXISTS", "k"]) == Value::Int(0) {
                     self.command(now, &["DEL", "fk"]);
                 }
                 let argv = [
@@ -250,10 +254,10 @@ impl Node {
                 self.eval(now, "read_release", &["r"], &[name(token)])
             }
             Request::Release { slot, token } => {
-                let key = if s.permits.is_some() {
-                    slot_key(slot)
-                } else {
-                    "k".into()
+                let key = match (s.permits, s.rw) {
+                    (Some(_), _) => slot_key(slot),
+                    (None, true) => "w".into(),
+                    (None, false) => "k".into(),
                 };
                 if b.release_without_token_check {
                     return self.command(now, &["DEL", &key]);
@@ -337,16 +341,23 @@ impl Node {
         self.command(0, &["ZADD", "a", &ms(until), &name]);
     }
 
-    /// The first waiter in the gate node's queue at `now`, if any.
+    /// The first waiter in the gate node's queue whose place still counts
+    /// at `now`, if any.
     pub fn head(&self, now: u64) -> Option<u8> {
         let mut node = self.redis.clone();
-        match node.command(now, &words(&["ZRANGE", "q", "0", "0"])) {
-            Value::Array(first) => match first.first() {
-                Some(Value::BulkString(m)) => member_of(m),
+        let Value::Array(queued) = node.command(now, &words(&["ZRANGE", "q", "0", "-1"])) else {
+            return None;
+        };
+        queued.iter().find_map(|m| {
+            let Value::BulkString(m) = m else { return None };
+            let name = String::from_utf8_lossy(m).into_owned();
+            let alive = node.command(now, &["ZSCORE".into(), "a".into(), name]);
+            let until = match alive {
+                Value::BulkString(s) => String::from_utf8_lossy(&s).parse::<u64>().ok(),
                 _ => None,
-            },
-            _ => None,
-        }
+            };
+            until.filter(|u| *u > now).and_then(|_| member_of(m))
+        })
     }
 }
 
@@ -408,6 +419,9 @@ fn reply(request: Request, value: Value) -> Reply {
             [first, _held] => reply(request, first.clone()),
             _ => Reply::Refused,
         },
+        Value::ServerError(err) => {
+            panic!("the node refuses the model's {request:?}: {err:?} (the mapping is wrong)")
+        }
         _ => Reply::Refused,
     }
 }

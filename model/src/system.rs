@@ -153,6 +153,7 @@ impl Config {
                 Kind::Semaphore(k) => Some(k),
                 _ => None,
             },
+            rw: self.kind == Kind::RwLock,
             // The granted round's per-node timeout: one step.
             grace: 1,
             // A refused writer's mark lives as a place in the queue does.
@@ -646,7 +647,7 @@ impl Model for Redlock {
         }
         // And one where a waiter that crashed is the queue's head.
         let mut ghost = empty.clone();
-        ghost.nodes[0].queue_first(GHOST, self.config.alive);
+        ghost.nodes[0].queue_first(GHOST, self.config.node_alive());
         vec![empty, ghost]
     }
 
