@@ -341,8 +341,9 @@ impl Node {
         self.command(0, &["ZADD", "a", &ms(until), &name]);
     }
 
-    /// The first waiter in the gate node's queue whose place still counts
-    /// at `now`, if any.
+    /// The first waiter in the gate node's queue whose place has not run
+    /// out at `now` (lib_queue's `head()`: a member without an alive time
+    /// stays), if any.
     pub fn head(&self, now: u64) -> Option<u8> {
         let mut node = self.redis.clone();
         let Value::Array(queued) = node.command(now, &words(&["ZRANGE", "q", "0", "-1"])) else {
@@ -356,7 +357,10 @@ impl Node {
                 Value::BulkString(s) => String::from_utf8_lossy(&s).parse::<u64>().ok(),
                 _ => None,
             };
-            until.filter(|u| *u > now).and_then(|_| member_of(m))
+            until
+                .is_none_or(|u| u > now)
+                .then(|| member_of(m))
+                .flatten()
         })
     }
 }

@@ -230,6 +230,14 @@ pub const ACQUIRE_ALL: &[Case] = &[
         ..CASE
     },
     Case {
+        what: "a time to live that is no integer is an error, nothing set",
+        keys: &["a"],
+        argv: &["tok", "1.5"],
+        reply: "err:not an integer",
+        then: &[("EXISTS a", "0")],
+        ..CASE
+    },
+    Case {
         what: "one held: its holder, and nothing set",
         given: &["SET b other"],
         keys: &["a", "b"],
@@ -310,6 +318,31 @@ pub const ACQUIRE_FENCED: &[Case] = &[
         argv: &["tok", "9000", "1", "7", "60000"],
         reply: "[16]",
         then: &[("EXISTS l", "0")],
+        ..CASE
+    },
+    Case {
+        what: "a proposal that is no number, no fence value to compare: set as given",
+        keys: &["l", "f"],
+        argv: &["tok", "9000", "1", "abc", "60000"],
+        reply: "1",
+        then: &[("GET l", "'tok'"), ("GET f", "'abc'")],
+        ..CASE
+    },
+    Case {
+        what: "a proposal that is no number against a fence value: an error, nothing set",
+        given: &["SET f 3"],
+        keys: &["l", "f"],
+        argv: &["tok", "9000", "1", "abc", "60000"],
+        reply: "err:attempt to compare",
+        then: &[("EXISTS l", "0"), ("GET f", "'3'")],
+        ..CASE
+    },
+    Case {
+        what: "more lock keys than KEYS: an error, nothing set",
+        keys: &["l", "f"],
+        argv: &["tok", "9000", "3", "7", "60000"],
+        reply: "err:must be strings or integers",
+        then: &[("EXISTS l f", "0")],
         ..CASE
     },
     Case {
@@ -948,6 +981,15 @@ pub const WRITE_ACQUIRE: &[Case] = &[
         argv: &["tok", "9000", "2000"],
         reply: "1",
         then: &[("GET w", "'tok'"), ("EXISTS m", "0")],
+        ..CASE
+    },
+    Case {
+        what: "readers hold, a mark time not above 0: an error, no mark",
+        given: &["ZADD r $now+5000 rd"],
+        keys: &["w", "r", "m"],
+        argv: &["tok", "9000", "-1"],
+        reply: "err:invalid expire time",
+        then: &[("EXISTS m w", "0")],
         ..CASE
     },
     Case {

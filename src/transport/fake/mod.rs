@@ -126,7 +126,8 @@ impl FakeNode {
     }
 
     /// Calls `wake` with every queue member this node wakes (and the
-    /// operation that woke it).
+    /// operation that woke it), under the node's lock: `wake` must not
+    /// use this node.
     pub(crate) fn on_wake(&self, wake: impl Fn(&str, Op) + Send + Sync + 'static) {
         self.shared.inner.lock().on_wake = Some(Arc::new(wake));
     }
@@ -153,11 +154,11 @@ impl FakeNode {
         };
         let last = last.and_then(|s| s.parse::<u64>().ok());
         let arrival = last.map_or(now, |last| now.max(last + 1)).to_string();
-        let until = (now + 60_000).to_string();
+        let (until, ms) = (now + ALIVE_MS.unsigned_abs(), ALIVE_MS.to_string());
         run(node, now, &["ZADD", &queue, "NX", &arrival, member]);
-        run(node, now, &["ZADD", &alive, &until, member]);
-        run(node, now, &["PEXPIRE", &queue, "60000"]);
-        run(node, now, &["PEXPIRE", &alive, "60000"]);
+        run(node, now, &["ZADD", &alive, &until.to_string(), member]);
+        run(node, now, &["PEXPIRE", &queue, &ms]);
+        run(node, now, &["PEXPIRE", &alive, &ms]);
     }
 
     /// The members queued in the queue of gate name `gate`, first first.
@@ -437,14 +438,15 @@ impl Link for FakeLink {
                     .collect()
             }
         };
-        let (delay, on_wake) = (inner.delay, inner.on_wake.clone());
-        drop(inner);
-        // Told outside the node's lock: a callback may use this node.
-        if let Some(wake) = on_wake {
+        // Told under the node's lock, in the order the node woke them (two
+        // clients' links may run batches on one node at once).
+        if let Some(wake) = inner.on_wake.clone() {
             for (member, op) in woken {
                 wake(&member, op);
             }
         }
+        let delay = inner.delay;
+        drop(inner);
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }

@@ -173,15 +173,19 @@ impl Call<'_> {
     }
 
     /// Whether any of `KEYS[1..n]` exists.
-    fn any_held(&self, n: usize) -> bool {
-        (1..=n).any(|i| self.k.exists(self.key(i)))
+    fn any_held(&self, n: usize) -> Reply<bool> {
+        for i in 1..=n {
+            if self.k.exists(self.key_at(i)?) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Sets `KEYS[1..n]` to the token for `ARGV[2]` ms.
     fn set_all(&mut self, n: usize) -> Reply<()> {
         for i in 1..=n {
-            let key = self.key(i);
-            self.set_px(key, self.arg(1), self.ms(2))?;
+            self.set_px(self.key_at(i)?, self.arg(1), 2)?;
         }
         Ok(())
     }
@@ -189,7 +193,7 @@ impl Call<'_> {
     fn gate_acquire(&mut self, q: &Queue) -> Reply<Value> {
         let k = self.number(3);
         let n = self.keys.len().saturating_sub(2 + k);
-        let r = self.turn(q, self.any_held(n))?;
+        let r = self.turn(q, self.any_held(n)?)?;
         if r != 1 {
             return Ok(Value::Int(r));
         }
@@ -200,7 +204,7 @@ impl Call<'_> {
 
     fn gate_acquire_fenced(&mut self, q: &Queue) -> Reply<Value> {
         let n = self.number(3);
-        let held = self.any_held(n);
+        let held = self.any_held(n)?;
         let h = self.head(q)?;
         if !held
             && h.as_deref().is_none_or(|h| h == q.me)
@@ -363,7 +367,7 @@ impl Call<'_> {
         {
             let by = if q.me.is_empty() { self.arg(1) } else { q.me };
             marked = Some(by.to_owned());
-            self.set_px(mark, by, self.ms(3))?;
+            self.set_px(mark, by, 3)?;
         }
         Ok(Seen {
             writer,
@@ -391,7 +395,7 @@ impl Call<'_> {
             }
             return Ok(Value::Int(1));
         }
-        self.set_px(writer_key, self.arg(1), self.ms(2))?;
+        self.set_px(writer_key, self.arg(1), 2)?;
         self.k.del(mark);
         if fenced {
             self.fence(4, 1, 4, 5)?;

@@ -73,10 +73,22 @@ impl<'a> Call<'a> {
         i64::try_from(self.now).unwrap_or(i64::MAX)
     }
 
-    /// `redis.call("set",key,value,"PX",ms)`: a time not above 0 is
-    /// refused.
-    pub(super) fn set_px(&mut self, key: &str, value: &str, ms: i64) -> Reply<()> {
-        let ms = expire_time(ms)?;
+    /// `KEYS[i]` as a command's argument: past the end it is nil, which no
+    /// command takes.
+    pub(super) fn key_at(&self, i: usize) -> Reply<&'a str> {
+        let at = i.checked_sub(1).and_then(|i| self.keys.get(i));
+        at.map(String::as_str)
+            .ok_or_else(|| "ERR Lua redis lib command arguments must be strings or integers".into())
+    }
+
+    /// `ARGV[i]` as the `PX` time Redis reads it: an integer above 0.
+    pub(super) fn px(&self, i: usize) -> Reply<u64> {
+        expire_time(strict_integer(self.arg(i))?)
+    }
+
+    /// `redis.call("set",key,value,"PX",ARGV[px])`.
+    pub(super) fn set_px(&mut self, key: &str, value: &str, px: usize) -> Reply<()> {
+        let ms = self.px(px)?;
         self.k.set(self.now, key, value, Some(ms));
         Ok(())
     }
@@ -120,7 +132,7 @@ impl<'a> Call<'a> {
             }
         }
         for key in self.keys {
-            self.set_px(key, self.arg(1), self.ms(2))?;
+            self.set_px(key, self.arg(1), 2)?;
         }
         Ok(Value::Int(1))
     }
@@ -151,10 +163,12 @@ impl<'a> Call<'a> {
     /// lib_fence's `stale`: of the fence keys `KEYS[first..first+n-1]`, the
     /// largest value not below `p` (-1: none is), or the error reply for a
     /// fence key that holds no fence value.
-    fn stale(&self, first: usize, n: usize, p: f64) -> Reply<Result<f64, Value>> {
+    /// (A proposal that is no number is an error at the first comparison,
+    /// as Lua's with nil.)
+    fn stale(&self, first: usize, n: usize, p: Option<f64>) -> Reply<Result<f64, Value>> {
         let mut worst = -1.0;
         for i in first..first + n {
-            if let Some(raw) = self.k.get(self.key(i))? {
+            if let Some(raw) = self.k.get(self.key_at(i)?)? {
                 let s = lua_number(&raw)
                     .filter(|s| s.fract() == 0.0 && *s >= 0.0 && *s < 9_007_199_254_740_992.0);
                 let Some(s) = s else {
@@ -163,6 +177,7 @@ impl<'a> Call<'a> {
                         "ERR redlock: {key} holds no fence value"
                     ))));
                 };
+                let p = p.ok_or("ERR user_script: attempt to compare nil with number")?;
                 if s >= p && s > worst {
                     worst = s;
                 }
@@ -174,10 +189,7 @@ impl<'a> Call<'a> {
     /// lib_fence's `refuse_stale`: the reply that refuses the proposed
     /// token `ARGV[p]`, if it must be refused.
     pub(super) fn refuse_stale(&self, first: usize, n: usize, p: usize) -> Reply<Option<Value>> {
-        // Lua cannot compare a number with nil.
-        let proposed =
-            lua_number(self.arg(p)).ok_or("ERR user_script: attempt to compare number with nil")?;
-        Ok(match self.stale(first, n, proposed)? {
+        Ok(match self.stale(first, n, lua_number(self.arg(p)))? {
             Err(reply) => Some(reply),
             #[allow(clippy::cast_possible_truncation)]
             Ok(w) if w >= 0.0 => Some(Value::Array(vec![Value::Int(w as i64)])),
@@ -189,9 +201,8 @@ impl<'a> Call<'a> {
     /// living `ARGV[idle]` ms.
     pub(super) fn fence(&mut self, first: usize, n: usize, p: usize, idle: usize) -> Reply<()> {
         for i in first..first + n {
-            let key = self.key(i);
-            let token = self.arg(p);
-            self.set_px(key, token, self.ms(idle))?;
+            let key = self.key_at(i)?;
+            self.set_px(key, self.arg(p), idle)?;
         }
         Ok(())
     }
@@ -199,41 +210,38 @@ impl<'a> Call<'a> {
     /// lib_fence's `acquire_fenced(n)`.
     fn acquire_fenced(&mut self, n: usize) -> Reply<Value> {
         for i in 1..=n {
-            if self.k.exists(self.key(i)) {
-                return Ok(self.holder_or(self.key(i), -1));
+            let key = self.key_at(i)?;
+            if self.k.exists(key) {
+                return Ok(self.holder_or(key, -1));
             }
         }
         if let Some(no) = self.refuse_stale(n + 1, n, 4)? {
             return Ok(no);
         }
         for i in 1..=n {
-            let key = self.key(i);
-            self.set_px(key, self.arg(1), self.ms(2))?;
+            self.set_px(self.key_at(i)?, self.arg(1), 2)?;
         }
         self.fence(n + 1, n, 4, 5)?;
         Ok(Value::Int(1))
     }
 
     /// lib_slots's `slots_held(k)`.
-    /// (More slots than `KEYS`: Lua's `KEYS[0]` is nil, which no command
-    /// takes.)
     fn slots_held(&self, k: usize) -> Reply<Value> {
-        let first = self
-            .keys
-            .len()
-            .checked_sub(k)
-            .ok_or("ERR Lua redis lib command arguments must be strings or integers")?;
-        let held: String = (1..=k)
-            .map(|i| match self.k.exists(self.key(first + i)) {
-                true => '1',
-                false => '0',
-            })
-            .collect();
+        let mut held = String::new();
+        for i in 1..=k {
+            // More slots than KEYS: KEYS[0] and below are nil.
+            let at = (self.keys.len() + i).saturating_sub(k);
+            held.push(if self.k.exists(self.key_at(at)?) {
+                '1'
+            } else {
+                '0'
+            });
+        }
         Ok(bulk(&held))
     }
 
     fn slot_acquire(&mut self) -> Reply<Value> {
-        let ttl = match expire_time(self.ms(2)) {
+        let ttl = match self.px(2) {
             Ok(ttl) => Some(ttl),
             Err(failed) => return Ok(error(&failed)),
         };
@@ -298,9 +306,13 @@ impl<'a> Call<'a> {
         let readers = self.key(2);
         self.k.zrem_up_to(readers, self.now())?;
         if self.k.zcard(readers)? > 0 {
-            let (mark, token, ms) = (self.key(3), self.arg(1), self.ms(3));
-            if self.arg(3) != "0" && !self.k.set_nx(self.now, mark, token, u64::try_from(ms).ok()) {
-                self.k.pexpire(self.now, mark, ms);
+            let (mark, token) = (self.key(3), self.arg(1));
+            if self.arg(3) != "0" {
+                let ms = self.px(3)?;
+                if !self.k.set_nx(self.now, mark, token, Some(ms)) {
+                    self.k
+                        .pexpire(self.now, mark, i64::try_from(ms).unwrap_or(i64::MAX));
+                }
             }
             return Ok(Value::Int(no));
         }
@@ -308,7 +320,7 @@ impl<'a> Call<'a> {
             return Ok(stale);
         }
         let (writer, mark) = (self.key(1), self.key(3));
-        self.set_px(writer, self.arg(1), self.ms(2))?;
+        self.set_px(writer, self.arg(1), 2)?;
         self.k.del(mark);
         if fenced {
             self.fence(4, 1, 4, 5)?;
@@ -363,6 +375,18 @@ pub(super) fn lua_number(s: &str) -> Option<f64> {
         return u64::from_str_radix(hex, 16).ok().map(|n| n as f64);
     }
     s.parse::<f64>().ok().filter(|n| n.is_finite())
+}
+
+/// An integer as Redis reads one: an optional `-`, then `0` or digits not
+/// starting with `0`.
+pub(super) fn strict_integer(s: &str) -> Reply<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let plain =
+        digits == "0" || (digits.bytes().all(|b| b.is_ascii_digit()) && !digits.starts_with('0'));
+    match s.parse() {
+        Ok(n) if plain && !digits.is_empty() => Ok(n),
+        _ => Err("ERR value is not an integer or out of range".to_owned()),
+    }
 }
 
 /// A `PX` time as Redis takes it: above 0.
