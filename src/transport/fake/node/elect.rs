@@ -20,13 +20,20 @@ impl Call<'_> {
         }
     }
 
+    /// Whether the lock key holds the caller's token (`ARGV[1]`); the
+    /// observers are woken where no lock key is held at all, as a
+    /// proclamation or a resignation there wakes them.
+    fn leads(&mut self, lock: &str, observers: &str) -> Reply<bool> {
+        let h = self.k.get(lock)?;
+        if h.is_none() {
+            self.notify(observers)?;
+        }
+        Ok(h.as_deref() == Some(self.arg(1)))
+    }
+
     fn proclaim(&mut self) -> Reply<Value> {
         let (lock, value, observers) = (self.key(1), self.key(2), self.key(3));
-        let h = self.k.get(lock)?;
-        if h.as_deref() != Some(self.arg(1)) {
-            if h.is_none() {
-                self.notify(observers)?;
-            }
+        if !self.leads(lock, observers)? {
             return Ok(Value::Int(0));
         }
         if let Some(cur) = self.k.get(value)?
@@ -73,11 +80,7 @@ impl Call<'_> {
 
     fn resign(&mut self) -> Reply<Value> {
         let (lock, value, observers) = (self.key(1), self.key(2), self.key(3));
-        let h = self.k.get(lock)?;
-        if h.as_deref() != Some(self.arg(1)) {
-            if h.is_none() {
-                self.notify(observers)?;
-            }
+        if !self.leads(lock, observers)? {
             return Ok(Value::Int(0));
         }
         let cur = self.k.get(value)?;
