@@ -64,8 +64,8 @@ struct Inner {
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the keys: they hold tokens.
         f.debug_struct("Inner")
-            .field("node", &self.node)
             .field("behaviour", &self.behaviour)
             .finish_non_exhaustive()
     }

@@ -11,6 +11,9 @@ use super::scripts::Call;
 /// node's own may be scaled: [`Node::with_alive`](super::Node::with_alive)).
 pub(crate) const ALIVE: i64 = 2000;
 
+/// A script of this file, run with its queue.
+type Run<'a> = for<'c, 'q> fn(&'c mut Call<'a>, &Queue<'q>) -> Reply<Value>;
+
 /// lib_queue's globals: the queue keys, the caller's member and the grace.
 struct Queue<'a> {
     q: &'a str,
@@ -19,43 +22,27 @@ struct Queue<'a> {
     grace: i64,
 }
 
-impl Call<'_> {
+impl<'a> Call<'a> {
     /// The scripts of this file and `elect.rs`.
     pub(super) fn run_queued(&mut self, script: &str) -> Reply<Value> {
+        // Each script's ARGV places of the member and the grace (0: none).
+        let (me, grace, run): (usize, usize, Run<'a>) = match script {
+            "gate_acquire" => (5, 4, Self::gate_acquire),
+            "gate_acquire_fenced" => (8, 7, Self::gate_acquire_fenced),
+            "gate_release" => (2, 0, Self::gate_release),
+            "leave" => (0, 0, Self::leave),
+            "gate_read_release" => (2, 0, Self::gate_read_release),
+            "gate_rw_acquire" => (8, 7, Self::gate_rw_acquire),
+            _ => return self.run_election(script),
+        };
         let n = self.keys.len();
-        let queue = |me: usize, grace: usize| Queue {
+        let q = Queue {
             q: self.key(n.saturating_sub(1)),
             a: self.key(n),
             me: if me == 0 { "" } else { self.arg(me) },
             grace: if grace == 0 { 0 } else { self.ms(grace) },
         };
-        match script {
-            "gate_acquire" => {
-                let q = queue(5, 4);
-                self.gate_acquire(&q)
-            }
-            "gate_acquire_fenced" => {
-                let q = queue(8, 7);
-                self.gate_acquire_fenced(&q)
-            }
-            "gate_release" => {
-                let q = queue(2, 0);
-                self.gate_release(&q)
-            }
-            "leave" => {
-                let q = queue(0, 0);
-                self.leave(&q)
-            }
-            "gate_read_release" => {
-                let q = queue(2, 0);
-                self.gate_read_release(&q)
-            }
-            "gate_rw_acquire" => {
-                let q = queue(8, 7);
-                self.gate_rw_acquire(&q)
-            }
-            _ => self.run_election(script),
-        }
+        run(self, &q)
     }
 
     /// `wake(m)`: publishes member `m`'s ticket on its client's channel.
